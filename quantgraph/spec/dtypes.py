@@ -1,0 +1,77 @@
+"""Data types the seed operators use, named as oneDNN names them and mapped to ONNX and numpy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from onnx import TensorProto
+
+
+@dataclass(frozen=True)
+class DType:
+    """One tensor element type: its oneDNN name, ONNX enum and numpy dtype."""
+
+    name: str
+    onnx: int
+    numpy_name: str
+    is_float8: bool = False
+
+    @property
+    def numpy(self) -> np.dtype:
+        if self.is_float8:
+            import ml_dtypes  # float8 numpy types live here (onnx depends on it)
+
+            return np.dtype(getattr(ml_dtypes, self.numpy_name))
+        return np.dtype(self.numpy_name)
+
+    @property
+    def int_range(self) -> tuple[int, int]:
+        """Lowest and highest value of an integer type."""
+        info = np.iinfo(self.numpy_name)
+        return int(info.min), int(info.max)
+
+    @property
+    def float8_max(self) -> float:
+        """Largest finite value of a float8 type (the saturation bound)."""
+        return float(FLOAT8_MAX[self.name])
+
+    def __str__(self) -> str:
+        return self.name
+
+
+S8 = DType("s8", TensorProto.INT8, "int8")
+U8 = DType("u8", TensorProto.UINT8, "uint8")
+S32 = DType("s32", TensorProto.INT32, "int32")
+F32 = DType("f32", TensorProto.FLOAT, "float32")
+F8_E4M3 = DType("f8_e4m3", TensorProto.FLOAT8E4M3FN, "float8_e4m3fn", is_float8=True)
+F8_E5M2 = DType("f8_e5m2", TensorProto.FLOAT8E5M2, "float8_e5m2", is_float8=True)
+
+ALL: tuple[DType, ...] = (S8, U8, S32, F32, F8_E4M3, F8_E5M2)
+FLOAT8_MAX = {"f8_e4m3": 448.0, "f8_e5m2": 57344.0}
+
+BY_NAME = {d.name: d for d in ALL}
+BY_ONNX = {d.onnx: d for d in ALL}
+
+
+def from_onnx(elem_type: int) -> DType | None:
+    """The spec dtype for an ONNX element type, or None when the spec has no such type."""
+    return BY_ONNX.get(elem_type)
+
+
+def from_numpy(dtype: np.dtype) -> DType | None:
+    for d in ALL:
+        if d.numpy == dtype:
+            return d
+    return None
+
+
+def onnx_name(elem_type: int) -> str:
+    """A readable name for any ONNX element type (for messages about types outside the spec)."""
+    spec = BY_ONNX.get(elem_type)
+    if spec is not None:
+        return spec.name
+    try:
+        return str(TensorProto.DataType.Name(elem_type)).lower()
+    except ValueError:
+        return f"type {elem_type}"

@@ -1,0 +1,194 @@
+"""The four seed operators as data: attributes, arguments, data-type tables.
+
+Wording follows the newest oneDNN Graph definition (v3.13 ``doc/graph_api/operations``):
+quantize is ``round(src / scales) + zps`` and dequantize is ``(src - zps) * scales``. Where the
+seeds disagree (a division in one DynamicDequantize page, a ``round()`` in the static Dequantize
+per-tensor line) they are documentation errors of the older pages; docs/spec.md records why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import dtypes
+from .dtypes import DType
+
+DOMAIN = "com.quantgraph"
+OPSET_VERSION = 1
+
+PER_TENSOR = "per_tensor"
+PER_CHANNEL = "per_channel"
+QTYPES = (PER_TENSOR, PER_CHANNEL)
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """An operator attribute. ``kind`` is the ONNX attribute kind: int, string, floats or ints."""
+
+    name: str
+    kind: str
+    required: bool
+    default: object
+    doc: str
+    allowed: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Argument:
+    """An input or output in index order; ``types`` are the dtypes any table row allows."""
+
+    name: str
+    optional: bool
+    doc: str
+
+
+@dataclass(frozen=True)
+class TypeRow:
+    """One row of an operator's supported-data-types table."""
+
+    src: DType
+    dst: DType
+    scales: DType | None = None
+    zps: tuple[DType, ...] = ()
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    summary: str
+    formula: str
+    is_quantize: bool
+    is_static: bool
+    attributes: tuple[Attribute, ...]
+    inputs: tuple[Argument, ...]
+    outputs: tuple[Argument, ...]
+    type_rows: tuple[TypeRow, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def attribute(self, name: str) -> Attribute:
+        for attr in self.attributes:
+            if attr.name == name:
+                return attr
+        raise KeyError(f"{self.name} has no attribute {name!r}")
+
+    @property
+    def src_types(self) -> tuple[DType, ...]:
+        return _unique(row.src for row in self.type_rows)
+
+    @property
+    def dst_types(self) -> tuple[DType, ...]:
+        return _unique(row.dst for row in self.type_rows)
+
+    @property
+    def zps_types(self) -> tuple[DType, ...]:
+        return _unique(z for row in self.type_rows for z in row.zps)
+
+    def rows_for_src(self, src: DType) -> tuple[TypeRow, ...]:
+        return tuple(row for row in self.type_rows if row.src == src)
+
+
+def _unique(items: object) -> tuple[DType, ...]:
+    seen: list[DType] = []
+    for item in items:  # type: ignore[attr-defined]
+        if item not in seen:
+            seen.append(item)
+    return tuple(seen)
+
+
+QTYPE = Attribute(
+    "qtype", "string", False, PER_TENSOR,
+    "Which quantization type is used.", allowed=QTYPES,
+)
+AXIS = Attribute(
+    "axis", "int", False, 1,
+    "Dimension of src the per_channel scales apply along, in [-r, r-1] where r = rank(src); "
+    "negative counts from the end. Ignored for per_tensor.",
+)
+SCALES = Attribute(
+    "scales", "floats", True, None,
+    "f32 scales; one element when qtype is per_tensor, src.shape[axis] elements when per_channel.",
+)
+ZPS = Attribute(
+    "zps", "ints", False, None,
+    "s64 zero points, as many as scales; omitted means zeros. Not allowed with f8 types.",
+)
+# Extension: oneDNN takes the quantized type from the dst logical tensor, which an onnxruntime
+# kernel cannot see when it is built; ONNX QuantizeLinear-21 solves the same with output_dtype.
+OUTPUT_DTYPE = Attribute(
+    "output_dtype", "int", False, 0,
+    "quantgraph extension: ONNX TensorProto element type of dst (as in ONNX QuantizeLinear-21). "
+    "0 means: the zps type when zps is s8/u8, else u8.",
+)
+
+SRC = Argument("src", False, "Tensor to convert.")
+DST = Argument("dst", False, "Converted tensor, same shape as src.")
+SCALES_IN = Argument("scales", False, "f32 1-D tensor of scales (one element for per_tensor).")
+ZPS_IN = Argument("zps", True, "1-D tensor of zero points, as many as scales; absent means zeros.")
+
+QUANTIZED_8BIT = (dtypes.S8, dtypes.U8)
+ZP_TYPES = (dtypes.S8, dtypes.U8, dtypes.S32)
+
+DYNAMIC_QUANTIZE = OpSpec(
+    name="DynamicQuantize",
+    summary="Converts an f32 tensor to s8/u8 with scales and zero points given as input tensors.",
+    formula="dst = saturate(round_half_even(src / scales) + zps)",
+    is_quantize=True,
+    is_static=False,
+    attributes=(QTYPE, AXIS, OUTPUT_DTYPE),
+    inputs=(SRC, SCALES_IN, ZPS_IN),
+    outputs=(DST,),
+    type_rows=tuple(TypeRow(dtypes.F32, dst, dtypes.F32, ZP_TYPES) for dst in QUANTIZED_8BIT),
+)
+
+DYNAMIC_DEQUANTIZE = OpSpec(
+    name="DynamicDequantize",
+    summary="Converts an s8/u8 tensor to f32 with scales and zero points given as input tensors.",
+    formula="dst = (src - zps) * scales",
+    is_quantize=False,
+    is_static=False,
+    attributes=(QTYPE, AXIS),
+    inputs=(SRC, SCALES_IN, ZPS_IN),
+    outputs=(DST,),
+    type_rows=tuple(TypeRow(src, dtypes.F32, dtypes.F32, ZP_TYPES) for src in QUANTIZED_8BIT),
+)
+
+QUANTIZE = OpSpec(
+    name="Quantize",
+    summary="Converts an f32 tensor to s8/u8/f8 with scales and zero points given as attributes.",
+    formula="dst = saturate(round_half_even(src / scales) + zps)",
+    is_quantize=True,
+    is_static=True,
+    attributes=(QTYPE, AXIS, SCALES, ZPS, OUTPUT_DTYPE),
+    inputs=(SRC,),
+    outputs=(DST,),
+    type_rows=tuple(
+        TypeRow(dtypes.F32, dst)
+        for dst in (dtypes.S8, dtypes.U8, dtypes.F8_E4M3, dtypes.F8_E5M2)
+    ),
+)
+
+DEQUANTIZE = OpSpec(
+    name="Dequantize",
+    summary="Converts an s8/u8/f8 tensor to f32 with scales and zero points given as attributes.",
+    formula="dst = (src - zps) * scales",
+    is_quantize=False,
+    is_static=True,
+    attributes=(QTYPE, AXIS, SCALES, ZPS),
+    inputs=(SRC,),
+    outputs=(DST,),
+    type_rows=tuple(
+        TypeRow(src, dtypes.F32)
+        for src in (dtypes.S8, dtypes.U8, dtypes.F8_E4M3, dtypes.F8_E5M2)
+    ),
+)
+
+OPS: dict[str, OpSpec] = {
+    op.name: op for op in (DYNAMIC_QUANTIZE, DYNAMIC_DEQUANTIZE, QUANTIZE, DEQUANTIZE)
+}
+
+
+def get(name: str) -> OpSpec:
+    try:
+        return OPS[name]
+    except KeyError:
+        raise KeyError(f"{name!r} is not a quantgraph operator; known: {', '.join(OPS)}") from None
