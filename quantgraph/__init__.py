@@ -1,0 +1,40 @@
+"""quantgraph: ONNX QuantizeLinear/DequantizeLinear as oneDNN-Graph-style quantization ops.
+
+Public API: :data:`DOMAIN`, :func:`convert`, :func:`validate`, :class:`InferenceSession`,
+:func:`session_options`. Importing the package registers the custom-domain ONNX schemas.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .spec import DOMAIN, OPSET_VERSION
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from .backends import session_options
+    from .converter import convert
+    from .session import InferenceSession
+    from .validation import validate
+
+_LAZY = {
+    "InferenceSession": ("session", "InferenceSession"),
+    "session_options": ("backends", "session_options"),
+    "convert": ("converter", "convert"),
+    "validate": ("validation", "validate"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that `import quantgraph.spec` stays free of onnxruntime.
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(f".{module}", __name__), attribute)
+    raise AttributeError(f"module 'quantgraph' has no attribute {name!r}")
+
+
+__all__ = ["DOMAIN", "OPSET_VERSION", "InferenceSession", "convert", "session_options",
+           "validate"]

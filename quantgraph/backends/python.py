@@ -1,0 +1,179 @@
+"""Python-backed kernels registered through onnxruntime-extensions (``onnx_op``).
+
+The portable backend, and a second opinion for the native one. What onnxruntime-extensions can
+and cannot express, and how each limit is handled:
+
+* Exceptions raised in a Python op abort the process, so kernels never raise. A rejected call
+  records a :class:`KernelError`, fills the output (NaN for f32, the lowest value for integers)
+  and logs the error; :func:`raise_pending` (called by :class:`quantgraph.InferenceSession` after
+  every run) raises it. Kernels cannot see node names, so messages name the node as ``?``.
+* Attributes have no defaults (a missing one fails session creation with
+  ``Unable to find attribute 'qtype'``) and float/int lists cannot be read at all (static ops fail
+  with ``Attribute name and type don't match``). :func:`prepare_model` writes qtype/axis
+  explicitly and turns static ops into dynamic ones with constant scales/zero points.
+* Overloads of one op must have one input count, and may not differ only in output type:
+  kernels take three inputs (zps explicit), DynamicQuantize's dst is its zps type (s8/u8).
+  :func:`prepare_model` adds zero zps where they are missing; s32 zps on DynamicQuantize and
+  every float8 type (onnxruntime-extensions has no float8 tensor type) need the native backend.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+from onnxruntime_extensions import PyCustomOpDef, get_library_path
+from onnxruntime_extensions import onnx_op as _onnx_op
+
+from .. import reference
+from ..spec import (
+    DOMAIN,
+    DYNAMIC_DEQUANTIZE,
+    DYNAMIC_QUANTIZE,
+    SpecError,
+    dtypes,
+)
+from ..errors import KernelError
+
+log = logging.getLogger(__name__)
+
+_DT = {
+    dtypes.F32: PyCustomOpDef.dt_float,
+    dtypes.U8: PyCustomOpDef.dt_uint8,
+    dtypes.S8: PyCustomOpDef.dt_int8,
+    dtypes.S32: PyCustomOpDef.dt_int32,
+}
+_ATTRS = {"qtype": PyCustomOpDef.dt_string, "axis": PyCustomOpDef.dt_int64}
+_pending = threading.local()
+_our_kernels: dict[int, np.dtype] = {}  # kernel id -> dst dtype
+
+
+def _record(error: BaseException, op: str) -> None:
+    if isinstance(error, SpecError):
+        message = str(error)
+    else:
+        message = f"{op} node '?': {type(error).__name__}: {error}"
+    log.error("quantgraph python backend: %s", message)
+    errors: list[str] = getattr(_pending, "errors", [])
+    errors.append(message)
+    _pending.errors = errors
+
+
+def raise_pending() -> None:
+    """Raise the first kernel error recorded on this thread since the last call, if any."""
+    errors: list[str] = getattr(_pending, "errors", [])
+    _pending.errors = []
+    if errors:
+        raise KernelError(errors[0])
+
+
+def _filler(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    if dtype.kind == "f":
+        return np.full(shape, np.nan, dtype)
+    return np.full(shape, np.iinfo(dtype).min, dtype)
+
+
+def _guarded(op: str, dst: np.dtype, body: Callable[..., np.ndarray]) -> Callable[..., Any]:
+    def kernel(*inputs: np.ndarray, qtype: str = "per_tensor", axis: int = 1) -> np.ndarray:
+        try:
+            return body(*inputs, qtype=qtype, axis=int(axis), node="?")
+        except BaseException as error:  # noqa: BLE001 - anything escaping aborts the process
+            _record(error, op)
+            shape = inputs[0].shape if inputs else ()
+            return _filler(dst, shape)
+
+    return kernel
+
+
+def _define(op: str, inputs: list[dtypes.DType], dst: dtypes.DType,
+            body: Callable[..., np.ndarray]) -> None:
+    definition = _onnx_op(
+        op_type=f"{DOMAIN}::{op}", inputs=[_DT[t] for t in inputs], outputs=[_DT[dst]],
+        attrs=dict(_ATTRS),
+    )(_guarded(op, dst.numpy, body))
+    _our_kernels[definition._id] = dst.numpy
+
+
+def _define_all() -> None:
+    """One overload per (src, zps) pair of the spec tables that extensions can express."""
+    for row in DYNAMIC_QUANTIZE.type_rows:
+        # dst cannot be chosen by the model here, so it is the zps type.
+        _define(DYNAMIC_QUANTIZE.name, [row.src, dtypes.F32, row.dst], row.dst,
+                reference.dynamic_quantize)
+    for row in DYNAMIC_DEQUANTIZE.type_rows:
+        for zps in row.zps:
+            _define(DYNAMIC_DEQUANTIZE.name, [row.src, dtypes.F32, zps], row.dst,
+                    reference.dynamic_dequantize)
+
+
+def _install_fast_hook() -> None:
+    """Return contiguous arrays instead of ``tolist()`` (the stock hook's per-element cost)."""
+    from onnxruntime_extensions import _ocos
+
+    stock = _ocos._on_pyop_invocation
+
+    def invoke(k_id: int, feed: Any, attributes: dict[str, str]) -> tuple[Any, ...]:
+        if k_id not in _our_kernels:
+            return stock(k_id, feed, attributes)  # type: ignore[no-any-return]
+        opdef = _ocos.Opdef._odlist[k_id]
+        try:
+            result = opdef.body(*feed, **opdef.cast_attributes(attributes))
+        except BaseException as error:  # noqa: BLE001 - attribute casts must not abort either
+            _record(error, opdef.op_type)
+            result = _filler(_our_kernels[k_id], np.shape(feed[0]) if feed else ())
+        return (k_id, result.shape, np.ascontiguousarray(result).reshape(-1))
+
+    PyCustomOpDef.install_hooker(invoke)
+
+
+_define_all()  # at import, before any SessionOptions loads the library (see module doc)
+_install_fast_hook()
+
+
+def register(options: ort.SessionOptions) -> None:
+    """Register the Python-backed kernels on ``options``."""
+    options.register_custom_ops_library(get_library_path())
+
+
+def session_options() -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    register(options)
+    return options
+
+
+def prepare_model(model: Any) -> Any:
+    """The model in the form these kernels run (an ``onnx_ir.Model``, changed in place).
+
+    Raises :class:`BackendError` for what the Python backend cannot run, naming the node.
+    """
+    import onnx_ir as ir
+
+    from ..passes.explicit_form import ExplicitFormPass, StaticToDynamicPass
+    from ..errors import BackendError
+
+    assert isinstance(model, ir.Model)
+    try:
+        ir.passes.Sequential(StaticToDynamicPass(), ExplicitFormPass())(model)
+    except (ValueError, ir.passes.PassError) as error:
+        cause = error.__cause__ or error
+        raise BackendError(f"python backend: {cause}; use backend='native'") from None
+    from ..passes._graph import all_graphs
+
+    for graph in all_graphs(model):
+        for node in graph:
+            if node.domain != DOMAIN or node.op_type != DYNAMIC_QUANTIZE.name:
+                continue
+            zps = node.inputs[2] if len(node.inputs) > 2 else None
+            zp_type = dtypes.from_onnx(int(zps.dtype)) if zps is not None and zps.dtype else None
+            wanted = node.attributes.get_int("output_dtype", 0)
+            if zp_type not in (dtypes.S8, dtypes.U8) or (wanted and wanted != zp_type.onnx):
+                raise BackendError(
+                    f"python backend: DynamicQuantize node '{node.name}' needs dst type "
+                    f"{dtypes.onnx_name(wanted) if wanted else 'u8'} with zps of type "
+                    f"{zp_type or 'unknown'}; onnxruntime-extensions overloads cannot differ only "
+                    "in output type, so dst must be the zps type (s8/u8); use backend='native'")
+    return model

@@ -1,0 +1,142 @@
+"""Small onnx-ir helpers the passes share: walking every graph, constants, new tensors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import onnx_ir as ir
+
+GraphLike = ir.Graph | ir.Function
+
+STANDARD_DOMAINS = ("", "ai.onnx")
+
+
+def all_graphs(model: ir.Model) -> Iterator[GraphLike]:
+    """The main graph, every subgraph (If/Loop/Scan bodies) and every model-local function."""
+    yield model.graph
+    yield from model.graph.subgraphs()
+    for function in model.functions.values():
+        yield function
+        for node in function:
+            for attr in node.attributes.values():
+                if attr.type == ir.AttributeType.GRAPH:
+                    yield attr.as_graph()
+                    yield from attr.as_graph().subgraphs()
+                elif attr.type == ir.AttributeType.GRAPHS:
+                    for graph in attr.as_graphs():
+                        yield graph
+                        yield from graph.subgraphs()
+
+
+def opset_version(model: ir.Model, graph: GraphLike, domain: str = "") -> int | None:
+    """The opset a node of ``domain`` in ``graph`` runs at (functions carry their own imports)."""
+    imports = graph.opset_imports if isinstance(graph, ir.Function) else model.opset_imports
+    version = imports.get(domain)
+    if version is None and domain == "":
+        version = imports.get("ai.onnx")
+    return version
+
+
+def constant_array(value: ir.Value | None) -> np.ndarray | None:
+    """The value's array when it is an initializer or comes from a Constant node, else None."""
+    if value is None:
+        return None
+    tensor = ir.convenience.get_const_tensor(value)
+    if tensor is None:
+        return None
+    return tensor.numpy()
+
+
+def elem_type(value: ir.Value | None) -> ir.DataType | None:
+    if value is None:
+        return None
+    if value.const_value is not None:
+        return value.const_value.dtype
+    return value.dtype
+
+
+def value_shape(value: ir.Value) -> tuple[int | None, ...] | None:
+    """Static shape with None for symbolic dims, or None when the rank is unknown."""
+    shape = value.const_value.shape if value.const_value is not None else value.shape
+    if shape is None:
+        return None
+    return tuple(d if isinstance(d, int) else None for d in shape)
+
+
+def is_standard(node: ir.Node) -> bool:
+    return node.domain in STANDARD_DOMAINS
+
+
+class ConstantFactory:
+    """Creates 1-D constants for one graph: initializers in the main graph, Constant nodes
+    elsewhere (functions cannot hold initializers). Same request, same value: shared scale and
+    zero-point initializers stay shared after the rewrite."""
+
+    def __init__(self, graph: GraphLike, is_main: bool, taken: set[str]) -> None:
+        self.graph = graph
+        self.is_main = is_main
+        self._cache: dict[tuple[str, str, bytes], ir.Value] = {}
+        self._taken = taken
+
+    def unique_name(self, base: str) -> str:
+        name, index = base, 1
+        while name in self._taken:
+            name = f"{base}_{index}"
+            index += 1
+        self._taken.add(name)
+        return name
+
+    def constant(self, base_name: str, array: np.ndarray, before: ir.Node) -> ir.Value:
+        key = (base_name, str(array.dtype), array.tobytes() + str(array.shape).encode())
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        name = self.unique_name(base_name)
+        tensor = ir.tensor(array, name=name)
+        if self.is_main:
+            assert isinstance(self.graph, ir.Graph)
+            value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(tensor.dtype),
+                             const_value=tensor)
+            self.graph.register_initializer(value)
+        else:
+            node = ir.Node("", "Constant", [], [ir.AttrTensor("value", tensor)],
+                           name=self.unique_name(f"{name}_constant"), num_outputs=1)
+            value = node.outputs[0]
+            value.name = name
+            value.shape = ir.Shape(array.shape)
+            value.type = ir.TensorType(tensor.dtype)
+            # Constant nodes must come first so that every later node can use them.
+            self._insert_first(node, before)
+        self._cache[key] = value
+        return value
+
+    def _insert_first(self, node: ir.Node, before: ir.Node) -> None:
+        self.graph.insert_before(before, node)
+
+
+def used_names(model: ir.Model) -> set[str]:
+    """Every value and node name in the model, so that new names collide with none."""
+    names: set[str] = set()
+    for graph in all_graphs(model):
+        names.update(v.name for v in graph.inputs if v.name)
+        if isinstance(graph, ir.Graph):
+            names.update(graph.initializers)
+        for node in graph:
+            if node.name:
+                names.add(node.name)
+            names.update(v.name for v in node.outputs if v.name)
+    return names
+
+
+def remove_if_unused(values: list[ir.Value | None]) -> None:
+    """Drop initializers a rewrite left without users (and Constant nodes alike)."""
+    for value in values:
+        if value is None or value.uses() or value.is_graph_output() or value.is_graph_input():
+            continue
+        owner = value.graph
+        if value.is_initializer() and owner is not None and value.name in owner.initializers:
+            owner.initializers.pop(value.name)
+        producer = value.producer()
+        if producer is not None and producer.op_type == "Constant" and producer.graph is not None:
+            producer.graph.remove(producer, safe=True)

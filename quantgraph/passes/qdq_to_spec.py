@@ -1,0 +1,247 @@
+"""QuantizeLinear / DequantizeLinear  ->  DynamicQuantize / DynamicDequantize (or static ops).
+
+ONNX                                   spec (quantgraph domain)
+QuantizeLinear(x, s, zp)       ->      DynamicQuantize(x, s', zp')      qtype, axis
+DequantizeLinear(q, s, zp)     ->      DynamicDequantize(q, s', zp')    qtype, axis
+  with constant s, zp and static=True: Quantize / Dequantize with scales=[...], zps=[...]
+  float8 always goes static (the dynamic ops have no f8 rows)
+
+s' and zp' are 1-D (a scalar becomes [1]); a missing zp becomes an explicit zero of the
+quantized type. Nodes the spec cannot express stay as they are and are reported with why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx_ir as ir
+
+from ..spec import DOMAIN, OPSET_VERSION, PER_CHANNEL, PER_TENSOR, dtypes
+from ._graph import (
+    ConstantFactory,
+    GraphLike,
+    all_graphs,
+    constant_array,
+    elem_type,
+    is_standard,
+    opset_version,
+    remove_if_unused,
+    used_names,
+    value_shape,
+)
+from .report import ConvertedNode, RewriteReport, SkippedNode
+
+QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+MIN_OPSET, MAX_OPSET = 10, 25
+_KNOWN_ATTRIBUTES = {"axis", "saturate", "block_size", "output_dtype", "precision"}
+
+
+class Skip(Exception):
+    """A node the spec cannot express; the message is the reason shown to the user."""
+
+
+@dataclass
+class RewriteResult(ir.passes.PassResult):
+    report: RewriteReport = field(default_factory=RewriteReport)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one Q/DQ node means in spec terms."""
+
+    quantize: bool
+    qtype: str
+    axis: int
+    quant_type: dtypes.DType
+    scale: ir.Value
+    zero_point: ir.Value | None
+    count: int | None  # number of scales, when known
+
+    @property
+    def detail(self) -> str:
+        where = f"axis {self.axis}" if self.qtype == PER_CHANNEL else "per_tensor"
+        return f"{self.quant_type.name}, {where}"
+
+
+class QdqToSpecPass(ir.passes.InPlacePass):
+    """Rewrites standard Q/DQ nodes in every graph, subgraph and function of a model.
+
+    ``static=True`` emits static Quantize/Dequantize where scale and zero point are constants.
+    """
+
+    def __init__(self, *, static: bool = False) -> None:
+        super().__init__()
+        self.static = static
+
+    def call(self, model: ir.Model) -> RewriteResult:
+        report = RewriteReport()
+        taken = used_names(model)
+        for graph in list(all_graphs(model)):
+            factory = ConstantFactory(graph, graph is model.graph, taken)
+            for node in list(graph):
+                if node.op_type not in QDQ_OPS:
+                    continue
+                if not is_standard(node):
+                    report.skipped.append(SkippedNode(
+                        node.name or "", node.op_type,
+                        f"{node.domain} {node.op_type} is a contrib op, not ONNX's; left as is",
+                        graph.name or ""))
+                    continue
+                try:
+                    plan = self._plan(model, graph, node)
+                    new_op = self._rewrite(graph, node, plan, factory)
+                except Skip as reason:
+                    report.skipped.append(
+                        SkippedNode(node.name or "", node.op_type, str(reason), graph.name or ""))
+                    continue
+                report.converted_nodes.append(ConvertedNode(
+                    node.name or "", node.op_type, new_op, plan.detail, graph.name or ""))
+        if report.converted_nodes:
+            _import_domain(model)
+        return RewriteResult(model, modified=bool(report.converted_nodes), report=report)
+
+    # -- what the node means ---------------------------------------------------------------
+
+    def _plan(self, model: ir.Model, graph: GraphLike, node: ir.Node) -> _Plan:
+        quantize = node.op_type == "QuantizeLinear"
+        opset = opset_version(model, graph)
+        if opset is None or not MIN_OPSET <= opset <= MAX_OPSET:
+            raise Skip(f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
+        unknown = set(node.attributes) - _KNOWN_ATTRIBUTES
+        if unknown:
+            raise Skip(f"unknown attributes {sorted(unknown)}")
+        if node.attributes.get_int("block_size", 0):
+            raise Skip("blocked quantization (block_size) has no spec equivalent")
+        if len(node.inputs) < 2 or node.inputs[0] is None or node.inputs[1] is None:
+            raise Skip("x and scale inputs are required")
+        source, scale = node.inputs[0], node.inputs[1]
+        zero_point = node.inputs[2] if len(node.inputs) > 2 else None
+
+        if elem_type(scale) != ir.DataType.FLOAT:
+            raise Skip(f"scale type {_name(elem_type(scale))} is not f32 (the spec's scales are f32)")
+        if quantize and elem_type(source) not in (ir.DataType.FLOAT, None):
+            raise Skip(f"input type {_name(elem_type(source))} is not f32")
+        quant_type = self._quantized_type(node, quantize, source, zero_point)
+
+        if quant_type.is_float8:
+            if node.attributes.get_int("saturate", 1) == 0:
+                raise Skip("saturate=0 keeps float8 overflow as inf/NaN; the spec saturates")
+            zp_values = constant_array(zero_point)
+            if zero_point is not None and (zp_values is None or np.any(zp_values.astype(np.float32))):
+                raise Skip("a float8 zero point must be a constant zero (the spec has no f8 zps)")
+            zero_point = None
+
+        shape = value_shape(scale)
+        if shape is None:
+            raise Skip("scale has an unknown shape (run shape inference first)")
+        if len(shape) > 1:
+            raise Skip(f"scale of rank {len(shape)} (blocked quantization) has no spec equivalent")
+        if zero_point is not None:
+            zp_shape = value_shape(zero_point)
+            if zp_shape is not None and zp_shape != shape:
+                raise Skip(f"zero point shape {list(zp_shape)} differs from scale shape {list(shape)}")
+        count = 1 if not shape else shape[0]
+        qtype = PER_TENSOR if count == 1 else PER_CHANNEL
+        axis = node.attributes.get_int("axis", 1)
+        return _Plan(quantize, qtype, axis, quant_type, scale, zero_point, count)
+
+    @staticmethod
+    def _quantized_type(
+        node: ir.Node, quantize: bool, source: ir.Value, zero_point: ir.Value | None
+    ) -> dtypes.DType:
+        raw = elem_type(zero_point) if zero_point is not None else None
+        if raw is None and quantize:
+            requested = node.attributes.get_int("output_dtype", 0)
+            raw = ir.DataType(requested) if requested else ir.DataType.UINT8
+        if raw is None and not quantize:
+            raw = elem_type(source)
+        if raw is None:
+            raise Skip("the quantized type is unknown (no zero point and no type information)")
+        if raw == ir.DataType.INT32 and not quantize:
+            raise Skip("int32 input (a bias): the spec dequantizes s8/u8/f8 only")
+        found = dtypes.from_onnx(int(raw))
+        if found is None or found in (dtypes.S32, dtypes.F32):
+            raise Skip(f"quantized type {_name(raw)} has no spec equivalent "
+                       "(the spec has s8, u8, f8_e4m3, f8_e5m2)")
+        return found
+
+    # -- the replacement --------------------------------------------------------------------
+
+    def _rewrite(
+        self, graph: GraphLike, node: ir.Node, plan: _Plan, factory: ConstantFactory
+    ) -> str:
+        static = self.static or plan.quant_type.is_float8
+        scales = constant_array(plan.scale)
+        zps = constant_array(plan.zero_point)
+        if static and (scales is None or (plan.zero_point is not None and zps is None)):
+            if plan.quant_type.is_float8:
+                raise Skip("float8 needs the static ops, and the scale is not a constant")
+            static = False
+        attributes: list[ir.Attr] = [ir.AttrString("qtype", plan.qtype),
+                                     ir.AttrInt64("axis", plan.axis)]
+        if static:
+            assert scales is not None
+            op_type = "Quantize" if plan.quantize else "Dequantize"
+            attributes.append(ir.AttrFloat32s("scales", [float(v) for v in scales.reshape(-1)]))
+            if zps is not None:
+                attributes.append(ir.AttrInt64s("zps", [int(v) for v in zps.reshape(-1)]))
+            inputs: list[ir.Value | None] = [node.inputs[0]]
+        else:
+            op_type = "DynamicQuantize" if plan.quantize else "DynamicDequantize"
+            inputs = [node.inputs[0], self._as_1d(graph, node, plan.scale, factory),
+                      self._zero_point(graph, node, plan, factory)]
+            if inputs[2] is None:
+                inputs.pop()
+        if plan.quantize and (static or len(inputs) < 3):
+            attributes.append(ir.AttrInt64("output_dtype", plan.quant_type.onnx))
+        replacement = ir.Node(
+            DOMAIN, op_type, inputs, attributes, name=node.name, doc_string=node.doc_string,
+            metadata_props=dict(node.metadata_props), num_outputs=1, version=OPSET_VERSION,
+        )
+        old_inputs = list(node.inputs)
+        ir.convenience.replace_nodes_and_values(
+            graph, node, [node], [replacement], list(node.outputs), list(replacement.outputs))
+        remove_if_unused(old_inputs[1:])
+        return op_type
+
+    @staticmethod
+    def _as_1d(graph: GraphLike, node: ir.Node, value: ir.Value, factory: ConstantFactory
+               ) -> ir.Value:
+        shape = value_shape(value)
+        if shape is not None and len(shape) == 1:
+            return value
+        array = constant_array(value) if value.is_initializer() else None
+        if array is not None:
+            return factory.constant(f"{value.name}_1d", array.reshape(1), node)
+        # A run-time scalar: reshape it where it is used.
+        target = factory.constant("quantgraph_shape_1", np.array([1], np.int64), node)
+        reshape = ir.Node("", "Reshape", [value, target], name=factory.unique_name(
+            f"{node.name or value.name}_to_1d"), num_outputs=1)
+        out = reshape.outputs[0]
+        out.name = factory.unique_name(f"{value.name}_1d")
+        out.shape = ir.Shape([1])
+        out.type = value.type
+        graph.insert_before(node, reshape)
+        return out
+
+    def _zero_point(
+        self, graph: GraphLike, node: ir.Node, plan: _Plan, factory: ConstantFactory
+    ) -> ir.Value | None:
+        if plan.zero_point is not None:
+            return self._as_1d(graph, node, plan.zero_point, factory)
+        if plan.count is None:
+            return None  # unknown channel count: leave zps out, output_dtype says the type
+        zero = np.zeros(plan.count, dtype=plan.quant_type.numpy)
+        return factory.constant(f"quantgraph_zero_{plan.quant_type.name}_{plan.count}", zero, node)
+
+
+def _import_domain(model: ir.Model) -> None:
+    model.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
+    for function in model.functions.values():
+        if any(n.domain == DOMAIN for n in function):
+            function.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
+
+
+def _name(data_type: ir.DataType | None) -> str:
+    return "unknown" if data_type is None else dtypes.onnx_name(int(data_type))

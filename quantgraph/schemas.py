@@ -1,0 +1,183 @@
+"""ONNX OpSchemas for the custom domain, built from the spec, with type and shape inference.
+
+Registering them lets ``onnx.checker.check_model(full_check=True)`` and strict shape inference
+understand models that use the ops. Inference applies the same spec rules the kernels apply.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+from onnx import defs
+from onnx.shape_inference import InferenceContext, InferenceError
+
+from .spec import (
+    DOMAIN,
+    OPS,
+    OPSET_VERSION,
+    PER_TENSOR,
+    OpSpec,
+    SpecError,
+    check_scale_values,
+    check_shapes,
+    check_static_attributes,
+    check_types,
+    default_output_dtype,
+    dtypes,
+)
+
+_ATTR_TYPES = {
+    "int": defs.OpSchema.AttrType.INT,
+    "string": defs.OpSchema.AttrType.STRING,
+    "floats": defs.OpSchema.AttrType.FLOATS,
+    "ints": defs.OpSchema.AttrType.INTS,
+}
+_lock = threading.Lock()
+
+
+def _tensor_types(types: tuple[dtypes.DType, ...]) -> list[str]:
+    return [f"tensor({onnx.helper.tensor_dtype_to_string(t.onnx).split('.')[-1].lower()})"
+            for t in types]
+
+
+def _type_param(op: OpSpec, argument: str) -> tuple[str, tuple[dtypes.DType, ...]]:
+    rows = op.type_rows
+    table = {
+        "src": ("T1", op.src_types),
+        "scales": ("T2", tuple({r.scales: None for r in rows if r.scales}.keys())),
+        "zps": ("T3", op.zps_types),
+        "dst": ("T4", op.dst_types),
+    }
+    return table[argument]
+
+
+def _attribute(attr: object) -> defs.OpSchema.Attribute:
+    from .spec import Attribute
+
+    assert isinstance(attr, Attribute)
+    if attr.required or attr.default is None:
+        return defs.OpSchema.Attribute(attr.name, _ATTR_TYPES[attr.kind], attr.doc,
+                                       required=attr.required)
+    default = onnx.helper.make_attribute(attr.name, attr.default)
+    return defs.OpSchema.Attribute(attr.name, default, attr.doc)
+
+
+def build_schema(op: OpSpec) -> defs.OpSchema:
+    """The OpSchema of one operator, derived from its spec."""
+    option = defs.OpSchema.FormalParameterOption
+    params: dict[str, tuple[str, tuple[dtypes.DType, ...]]] = {}
+
+    def formal(name: str, doc: str, optional: bool) -> defs.OpSchema.FormalParameter:
+        type_str, types = _type_param(op, name)
+        params[type_str] = (name, types)
+        return defs.OpSchema.FormalParameter(
+            name, type_str, doc, param_option=option.Optional if optional else option.Single
+        )
+
+    inputs = [formal(a.name, a.doc, a.optional) for a in op.inputs]
+    outputs = [formal(a.name, a.doc, a.optional) for a in op.outputs]
+    constraints = [
+        (type_str, _tensor_types(types), f"Types of {name} (the spec's data-type table).")
+        for type_str, (name, types) in params.items()
+    ]
+    schema = defs.OpSchema(
+        op.name, DOMAIN, OPSET_VERSION, f"{op.summary}\n\n{op.formula}",
+        inputs=inputs, outputs=outputs, type_constraints=constraints,
+        attributes=[_attribute(a) for a in op.attributes],
+        node_determinism=defs.OpSchema.NodeDeterminism.Deterministic,
+    )
+    schema.set_type_and_shape_inference_function(lambda ctx: _infer(op, ctx))
+    return schema
+
+
+def _attr_value(ctx: InferenceContext, name: str) -> object:
+    attr = ctx.get_attribute(name)
+    return None if attr is None else onnx.helper.get_attribute_value(attr)
+
+
+def _elem_and_shape(ctx: InferenceContext, index: int) -> tuple[int | None, list[int | None] | None]:
+    if index >= ctx.get_num_inputs() or not ctx.has_input(index):
+        return None, None
+    type_proto = ctx.get_input_type(index)
+    if type_proto is None or not type_proto.HasField("tensor_type"):
+        return None, None
+    tensor = type_proto.tensor_type
+    if not tensor.HasField("shape"):
+        return tensor.elem_type, None
+    shape = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+    return tensor.elem_type, shape
+
+
+def _node_name(display: str) -> str:
+    # onnx shows "node <Op>[<domain>] (<name>)"; the rule messages want the bare name.
+    match = re.search(r"\(([^()]*)\)$", display)
+    return match.group(1) if match else ""
+
+
+def _infer(op: OpSpec, ctx: InferenceContext) -> None:
+    try:
+        _infer_checked(op, ctx)
+    except SpecError as error:
+        raise InferenceError(str(error)) from None
+
+
+def _infer_checked(op: OpSpec, ctx: InferenceContext) -> None:
+    node = _node_name(ctx.get_display_name())
+    raw_qtype = _attr_value(ctx, "qtype") or PER_TENSOR
+    qtype = raw_qtype.decode() if isinstance(raw_qtype, bytes) else str(raw_qtype)
+    raw_axis = _attr_value(ctx, "axis")
+    axis = 1 if raw_axis is None else int(raw_axis)  # type: ignore[call-overload]
+    src_type, src_shape = _elem_and_shape(ctx, 0)
+    scales_type, scales_shape = _elem_and_shape(ctx, 1)
+    zps_type, zps_shape = _elem_and_shape(ctx, 2)
+
+    if op.is_quantize:
+        requested = int(_attr_value(ctx, "output_dtype") or 0)  # type: ignore[call-overload]
+        zps_dtype = dtypes.from_onnx(zps_type) if zps_type is not None else None
+        dst_type = requested or default_output_dtype(zps_dtype).onnx
+    else:
+        dst_type = dtypes.F32.onnx
+
+    if src_type is not None:
+        check_types(op, node, {"src": src_type, "dst": dst_type, "scales": scales_type,
+                               "zps": zps_type})
+    if op.is_static:
+        scales = _attr_value(ctx, "scales")
+        zps = _attr_value(ctx, "zps")
+        eight = dtypes.from_onnx(dst_type if op.is_quantize else (src_type or 0))
+        check_static_attributes(op, node, scales, zps, eight or dtypes.S8)  # type: ignore[arg-type]
+        assert isinstance(scales, list)
+        check_scale_values(op, node, np.asarray(scales, np.float32))
+        scales_shape = [len(scales)]
+        zps_shape = [len(zps)] if isinstance(zps, list) else None
+    else:
+        constant = ctx.get_input_data(1) if ctx.has_input(1) else None
+        if constant is not None:
+            check_scale_values(op, node, onnx.numpy_helper.to_array(constant))
+    if src_shape is not None and scales_shape is not None:
+        check_shapes(op, node, qtype=qtype, axis=axis, src_shape=src_shape,
+                     scales_shape=scales_shape, zps_shape=zps_shape)
+
+    output = onnx.TypeProto()
+    output.tensor_type.elem_type = dst_type
+    if src_shape is not None:
+        source = ctx.get_input_type(0).tensor_type.shape
+        output.tensor_type.shape.CopyFrom(source)
+    ctx.set_output_type(0, output)
+
+
+def register() -> None:
+    """Register the custom-domain schemas with onnx (idempotent, thread-safe)."""
+    with _lock:
+        for op in OPS.values():
+            if not defs.has(op.name, OPSET_VERSION, DOMAIN):
+                defs.register_schema(build_schema(op))
+
+
+def schemas() -> list[defs.OpSchema]:
+    register()
+    return [defs.get_schema(op.name, OPSET_VERSION, DOMAIN) for op in OPS.values()]
