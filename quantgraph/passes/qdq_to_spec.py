@@ -79,6 +79,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         taken = used_names(model)
         for graph in list(all_graphs(model)):
             factory = ConstantFactory(graph, graph is model.graph, taken)
+            where = "" if graph is model.graph else (graph.name or "")
             for node in list(graph):
                 if node.op_type not in QDQ_OPS:
                     continue
@@ -86,17 +87,17 @@ class QdqToSpecPass(ir.passes.InPlacePass):
                     report.skipped.append(SkippedNode(
                         node.name or "", node.op_type,
                         f"{node.domain} {node.op_type} is a contrib op, not ONNX's; left as is",
-                        graph.name or ""))
+                        where))
                     continue
                 try:
                     plan = self._plan(model, graph, node)
                     new_op = self._rewrite(graph, node, plan, factory)
                 except Skip as reason:
                     report.skipped.append(
-                        SkippedNode(node.name or "", node.op_type, str(reason), graph.name or ""))
+                        SkippedNode(node.name or "", node.op_type, str(reason), where))
                     continue
                 report.converted_nodes.append(ConvertedNode(
-                    node.name or "", node.op_type, new_op, plan.detail, graph.name or ""))
+                    node.name or "", node.op_type, new_op, plan.detail, where))
         if report.converted_nodes:
             _import_domain(model)
         return RewriteResult(model, modified=bool(report.converted_nodes), report=report)

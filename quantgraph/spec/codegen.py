@@ -10,6 +10,9 @@ import json
 import sys
 from pathlib import Path
 
+from onnx import TensorProto
+
+from . import dtypes
 from .ops import DOMAIN, OPS, OPSET_VERSION, PER_CHANNEL, PER_TENSOR
 from .rules import RULES
 
@@ -82,6 +85,42 @@ def render() -> str:
                 f"{{{', '.join(map(str, zps))}}}, {len(row.zps)}}},  "
                 f"// {row.src.name} -> {row.dst.name}"
             )
+    lines += [
+        "};",
+        "",
+        "// The spec's data types (names as in messages); qmin/qmax only for integer types,",
+        "// float8_max only for float8 types.",
+        "struct DType {",
+        "  int onnx;",
+        "  const char* name;",
+        "  bool is_float8;",
+        "  int64_t qmin;",
+        "  int64_t qmax;",
+        "  float float8_max;",
+        "};",
+        "inline constexpr DType kDTypes[] = {",
+    ]
+    for d in dtypes.ALL:
+        is_int = not d.is_float8 and d.numpy.kind in "iu"
+        qmin, qmax = d.int_range if is_int else (0, 0)
+        f8max = f"{d.float8_max:.1f}f" if d.is_float8 else "0.0f"
+        lines.append(
+            f"    {{{d.onnx}, {_cxx_string(d.name)}, {str(d.is_float8).lower()}, "
+            f"{qmin}LL, {qmax}LL, {f8max}}},"
+        )
+    lines += [
+        "};",
+        "",
+        "// Names of every ONNX element type, for messages about types outside the spec",
+        "// (quantgraph.spec.dtypes.onnx_name).",
+        "struct OnnxTypeName {",
+        "  int onnx;",
+        "  const char* name;",
+        "};",
+        "inline constexpr OnnxTypeName kOnnxTypeNames[] = {",
+    ]
+    for name, value in sorted(TensorProto.DataType.items(), key=lambda item: item[1]):
+        lines.append(f"    {{{value}, {_cxx_string(name.lower())}}},")
     lines += ["};", "", "}  // namespace qg::spec", ""]
     return "\n".join(lines)
 

@@ -1,0 +1,286 @@
+"""quantgraph command line: convert, validate, run, inspect, bench.
+
+Only this module knows about terminals, exit codes and JSON printing.
+Exit codes: 0 success (validate: the models agree), 1 validate found a disagreement,
+2 an error (one line on stderr; --debug shows the traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+BACKEND_HELP = ("Kernel backend for the rewritten model: native (C++ library, fastest) or python "
+                "(onnxruntime-extensions). Default: native when built, else python.")
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"quantgraph: error: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _errors_are_one_line(function: F) -> F:
+    """Turn every expected failure into one line on stderr and exit code 2."""
+    import functools
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        debug = click.get_current_context().find_root().params.get("debug", False)
+        try:
+            return function(*args, **kwargs)
+        except click.exceptions.Exit:
+            raise
+        except (click.ClickException, click.Abort):
+            raise
+        except Exception as error:  # noqa: BLE001 - the user gets one line, --debug the rest
+            if debug:
+                raise
+            text = " ".join(str(error).split()) or type(error).__name__
+            _fail(text)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _dims(values: tuple[str, ...]) -> dict[str, int]:
+    dims: dict[str, int] = {}
+    for item in values:
+        name, sep, number = item.partition("=")
+        if not sep or not number.lstrip("-").isdigit() or int(number) < 0:
+            raise click.BadParameter(f"{item!r}: expected NAME=VALUE with VALUE >= 0",
+                                     param_hint="--dim")
+        dims[name] = int(number)
+    return dims
+
+
+def _print_json(payload: object) -> None:
+    click.echo(json.dumps(payload, indent=2, sort_keys=False, default=str))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.version_option(package_name="quantgraph")
+def main(debug: bool) -> None:
+    """Rewrite ONNX QuantizeLinear/DequantizeLinear into oneDNN-Graph-style quantization ops
+    (DynamicQuantize, DynamicDequantize, Quantize, Dequantize), run them in onnxruntime, and
+    prove the rewritten model agrees with the original.
+
+    \b
+    Typical use:
+      quantgraph inspect model.onnx            what would be rewritten, what not and why
+      quantgraph convert model.onnx out.onnx --validate
+      quantgraph validate model.onnx out.onnx --json
+      quantgraph run out.onnx --inputs in.npz --output out.npz
+    """
+
+
+@main.command()
+@click.argument("model_in", metavar="IN", type=click.Path(dir_okay=True, path_type=Path))
+@click.argument("model_out", metavar="OUT", type=click.Path(path_type=Path), required=False)
+@click.option("--static", is_flag=True,
+              help="Emit static Quantize/Dequantize (scales/zps attributes) where scale and "
+                   "zero point are constants.")
+@click.option("--validate", "check", is_flag=True,
+              help="Run original and rewritten model on the same random inputs and compare.")
+@click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
+@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
+              help="Bind a symbolic input dimension for --validate (repeatable; default 1).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_errors_are_one_line
+def convert(model_in: Path, model_out: Path | None, static: bool, check: bool,
+            backend: str | None, dry_run: bool, force: bool, dims: tuple[str, ...],
+            as_json: bool) -> None:
+    """Rewrite IN's Q/DQ nodes into quantgraph ops and write OUT (atomically).
+
+    IN is never modified. Nodes the spec cannot express (int32 bias dequantize, int4/int16,
+    blocked quantization, contrib Q/DQ) are kept and listed with the reason.
+    """
+    from .converter import convert as run_convert
+    from .io import save_model
+
+    if model_out is None and not dry_run:
+        raise click.UsageError("OUT is required unless --dry-run is given")
+    if model_out is not None and not dry_run:
+        if model_out.resolve() == model_in.resolve():
+            _fail(f"{model_out}: OUT is the input file; quantgraph never overwrites its input")
+        if model_out.exists() and not force:
+            _fail(f"{model_out}: already exists (use --force to replace it)")
+    result = run_convert(model_in, static=static)
+    payload: dict[str, Any] = result.report.to_dict()
+    validation = None
+    if not dry_run:
+        assert model_out is not None
+        save_model(result.model, model_out, force=True)
+        payload["output"] = str(model_out)
+        if check:
+            from .validation import validate as run_validate
+
+            validation = run_validate(model_in, model_out, backend=backend, dims=_dims(dims))
+            payload["validation"] = validation.to_dict()
+    if as_json:
+        _print_json(payload)
+    else:
+        _print_conversion(result.report, dry_run, model_out)
+        if validation is not None:
+            _print_validation(validation)
+    if validation is not None and not validation.agree:
+        sys.exit(EXIT_DISAGREE)
+
+
+@main.command()
+@click.argument("original", type=click.Path(path_type=Path))
+@click.argument("rewritten", type=click.Path(path_type=Path))
+@click.option("--inputs", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An .npz of input arrays by name (default: random from --seed).")
+@click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
+@click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
+              help="Bind a symbolic input dimension (repeatable; default 1).")
+@click.option("--optimized", is_flag=True,
+              help="Also compare against the original at ORT_ENABLE_ALL (fused integer kernels; "
+                   "reported separately, not part of the verdict).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_errors_are_one_line
+def validate(original: Path, rewritten: Path, inputs: Path | None, backend: str | None,
+             seed: int, dims: tuple[str, ...], optimized: bool, as_json: bool) -> None:
+    """Run ORIGINAL (at ORT_DISABLE_ALL) and REWRITTEN on the same inputs; compare outputs.
+
+    Exit 0 when every output is identical, 1 when any differs, 2 on an error.
+    """
+    from .validation import validate as run_validate
+
+    report = run_validate(original, rewritten, inputs=inputs, backend=backend, seed=seed,
+                          dims=_dims(dims), optimized=optimized)
+    if as_json:
+        _print_json(report.to_dict())
+    else:
+        _print_validation(report)
+    sys.exit(EXIT_OK if report.agree else EXIT_DISAGREE)
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--inputs", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An .npz of input arrays by name (default: random from --seed).")
+@click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the outputs to this .npz.")
+@click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
+@click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
+              help="Bind a symbolic input dimension (repeatable; default 1).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_errors_are_one_line
+def run(model: Path, inputs: Path | None, output: Path | None, backend: str | None, seed: int,
+        dims: tuple[str, ...], as_json: bool) -> None:
+    """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""
+    import numpy as np
+
+    from .session import InferenceSession
+    from .validation import load_inputs, make_inputs
+
+    feeds = load_inputs(inputs) if inputs else make_inputs(model, seed=seed, dims=_dims(dims))
+    session = InferenceSession(model, backend)
+    names = [o.name for o in session.get_outputs()]
+    results = session.run(names, feeds)
+    if output is not None:
+        np.savez(output, **dict(zip(names, results, strict=True)))
+    summary = [_describe(name, value) for name, value in zip(names, results, strict=True)]
+    if as_json:
+        _print_json({"backend": session.backend, "outputs": summary,
+                     "output_file": str(output) if output else None})
+    else:
+        click.echo(f"backend: {session.backend}")
+        for item in summary:
+            click.echo(f"  {item['name']}: {item['dtype']}{item['shape']} "
+                       f"min {item['min']} max {item['max']}")
+
+
+@main.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@click.option("--static", is_flag=True, help="Plan as `convert --static` would.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_errors_are_one_line
+def inspect(model: Path, static: bool, as_json: bool) -> None:
+    """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why."""
+    from .converter import convert as run_convert
+
+    result = run_convert(model, static=static, check=False)
+    if as_json:
+        _print_json(result.report.to_dict())
+    else:
+        _print_conversion(result.report, True, None)
+
+
+@main.command()
+@click.option("--sizes", default="1000,65536,1048576,16777216", show_default=True,
+              help="Comma-separated element counts.")
+@click.option("--repeat", type=int, default=20, show_default=True, help="Timed runs per case.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_errors_are_one_line
+def bench(sizes: str, repeat: int, as_json: bool) -> None:
+    """Time the kernels against onnxruntime's QuantizeLinear/DequantizeLinear and np.copyto."""
+    from . import bench as benchmarks
+
+    counts = tuple(int(s) for s in sizes.split(",") if s.strip())
+    progress = None if as_json or not sys.stderr.isatty() else \
+        (lambda text: click.echo(text, err=True))
+    rows = benchmarks.run(sizes=counts, repeat=repeat, progress=progress)
+    if as_json:
+        _print_json([row.to_dict() for row in rows])
+    else:
+        click.echo(benchmarks.format_table(rows))
+
+
+def _describe(name: str, value: Any) -> dict[str, Any]:
+    import numpy as np
+
+    array = np.asarray(value)
+    finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array
+    return {"name": name, "dtype": str(array.dtype), "shape": list(array.shape),
+            "min": finite.min().item() if finite.size else None,
+            "max": finite.max().item() if finite.size else None}
+
+
+def _print_conversion(report: Any, dry_run: bool, out: Path | None) -> None:
+    verb = "would convert" if dry_run else "converted"
+    total = sum(report.converted.values())
+    counts = ", ".join(f"{n} {op}" for op, n in report.converted.items()) or "nothing"
+    click.echo(f"{verb} {total} node(s): {counts}")
+    for node in report.converted_nodes:
+        where = f" (in {node.graph})" if node.graph else ""
+        click.echo(f"  {node.node or '<unnamed>'}{where}: {node.op_type} -> {node.new_op_type} "
+                   f"[{node.detail}]")
+    if report.skipped:
+        click.echo(f"left unchanged {len(report.skipped)} node(s):")
+        for skipped in report.skipped:
+            where = f" (in {skipped.graph})" if skipped.graph else ""
+            click.echo(f"  {skipped.node or '<unnamed>'}{where}: {skipped.op_type}: "
+                       f"{skipped.reason}")
+    if out is not None and not dry_run:
+        click.echo(f"wrote {out}")
+
+
+def _print_validation(report: Any) -> None:
+    click.echo(f"comparison: {report.comparison}")
+    for output in report.outputs:
+        verdict = "identical" if output.agree else "DIFFERENT"
+        click.echo(f"  {output.name}: {verdict}  max_abs_diff={output.max_abs_diff:g} "
+                   f"mismatches={output.mismatches}/{output.elements} "
+                   f"max_ulp_diff={output.max_ulp_diff}")
+    for output in report.optimized:
+        click.echo(f"  (vs ORT_ENABLE_ALL, fused) {output.name}: max_abs_diff="
+                   f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements}")
+    click.echo("verdict: " + ("the models agree" if report.agree else "the models DISAGREE"))
+
+
+if __name__ == "__main__":
+    main()
