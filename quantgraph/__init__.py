@@ -36,5 +36,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'quantgraph' has no attribute {name!r}")
 
 
-__all__ = ["DOMAIN", "OPSET_VERSION", "InferenceSession", "convert", "session_options",
-           "validate"]
+__all__ = ["DOMAIN", "OPSET_VERSION", "InferenceSession", "convert", "session_options", "validate"]

@@ -18,8 +18,10 @@ import click
 EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
 
-BACKEND_HELP = ("Kernel backend for the rewritten model: native (C++ library, fastest) or python "
-                "(onnxruntime-extensions). Default: native when built, else python.")
+BACKEND_HELP = (
+    "Kernel backend for the rewritten model: native (C++ library, fastest) or python "
+    "(onnxruntime-extensions). Default: native when built, else python."
+)
 
 
 def _fail(message: str) -> NoReturn:
@@ -40,7 +42,7 @@ def _errors_are_one_line(function: F) -> F:
             raise
         except (click.ClickException, click.Abort):
             raise
-        except Exception as error:  # noqa: BLE001 - the user gets one line, --debug the rest
+        except Exception as error:
             if debug:
                 raise
             text = " ".join(str(error).split()) or type(error).__name__
@@ -54,8 +56,9 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
     for item in values:
         name, sep, number = item.partition("=")
         if not sep or not number.lstrip("-").isdigit() or int(number) < 0:
-            raise click.BadParameter(f"{item!r}: expected NAME=VALUE with VALUE >= 0",
-                                     param_hint="--dim")
+            raise click.BadParameter(
+                f"{item!r}: expected NAME=VALUE with VALUE >= 0", param_hint="--dim"
+            )
         dims[name] = int(number)
     return dims
 
@@ -84,21 +87,41 @@ def main(debug: bool) -> None:
 @main.command()
 @click.argument("model_in", metavar="IN", type=click.Path(dir_okay=True, path_type=Path))
 @click.argument("model_out", metavar="OUT", type=click.Path(path_type=Path), required=False)
-@click.option("--static", is_flag=True,
-              help="Emit static Quantize/Dequantize (scales/zps attributes) where scale and "
-                   "zero point are constants.")
-@click.option("--validate", "check", is_flag=True,
-              help="Run original and rewritten model on the same random inputs and compare.")
+@click.option(
+    "--static",
+    is_flag=True,
+    help="Emit static Quantize/Dequantize (scales/zps attributes) where scale and "
+    "zero point are constants.",
+)
+@click.option(
+    "--validate",
+    "check",
+    is_flag=True,
+    help="Run original and rewritten model on the same random inputs and compare.",
+)
 @click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
-@click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
-              help="Bind a symbolic input dimension for --validate (repeatable; default 1).")
+@click.option(
+    "--dim",
+    "dims",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Bind a symbolic input dimension for --validate (repeatable; default 1).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_errors_are_one_line
-def convert(model_in: Path, model_out: Path | None, static: bool, check: bool,
-            backend: str | None, dry_run: bool, force: bool, dims: tuple[str, ...],
-            as_json: bool) -> None:
+def convert(
+    model_in: Path,
+    model_out: Path | None,
+    static: bool,
+    check: bool,
+    backend: str | None,
+    dry_run: bool,
+    force: bool,
+    dims: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Rewrite IN's Q/DQ nodes into quantgraph ops and write OUT (atomically).
 
     IN is never modified. Nodes the spec cannot express (int32 bias dequantize, int4/int16,
@@ -139,27 +162,53 @@ def convert(model_in: Path, model_out: Path | None, static: bool, check: bool,
 @main.command()
 @click.argument("original", type=click.Path(path_type=Path))
 @click.argument("rewritten", type=click.Path(path_type=Path))
-@click.option("--inputs", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="An .npz of input arrays by name (default: random from --seed).")
+@click.option(
+    "--inputs",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="An .npz of input arrays by name (default: random from --seed).",
+)
 @click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
-@click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
-              help="Bind a symbolic input dimension (repeatable; default 1).")
-@click.option("--optimized", is_flag=True,
-              help="Also compare against the original at ORT_ENABLE_ALL (fused integer kernels; "
-                   "reported separately, not part of the verdict).")
+@click.option(
+    "--dim",
+    "dims",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Bind a symbolic input dimension (repeatable; default 1).",
+)
+@click.option(
+    "--optimized",
+    is_flag=True,
+    help="Also compare against the original at ORT_ENABLE_ALL (fused integer kernels; "
+    "reported separately, not part of the verdict).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_errors_are_one_line
-def validate(original: Path, rewritten: Path, inputs: Path | None, backend: str | None,
-             seed: int, dims: tuple[str, ...], optimized: bool, as_json: bool) -> None:
+def validate(
+    original: Path,
+    rewritten: Path,
+    inputs: Path | None,
+    backend: str | None,
+    seed: int,
+    dims: tuple[str, ...],
+    optimized: bool,
+    as_json: bool,
+) -> None:
     """Run ORIGINAL (at ORT_DISABLE_ALL) and REWRITTEN on the same inputs; compare outputs.
 
     Exit 0 when every output is identical, 1 when any differs, 2 on an error.
     """
     from .validation import validate as run_validate
 
-    report = run_validate(original, rewritten, inputs=inputs, backend=backend, seed=seed,
-                          dims=_dims(dims), optimized=optimized)
+    report = run_validate(
+        original,
+        rewritten,
+        inputs=inputs,
+        backend=backend,
+        seed=seed,
+        dims=_dims(dims),
+        optimized=optimized,
+    )
     if as_json:
         _print_json(report.to_dict())
     else:
@@ -169,18 +218,36 @@ def validate(original: Path, rewritten: Path, inputs: Path | None, backend: str 
 
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--inputs", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="An .npz of input arrays by name (default: random from --seed).")
-@click.option("--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the outputs to this .npz.")
+@click.option(
+    "--inputs",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="An .npz of input arrays by name (default: random from --seed).",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the outputs to this .npz.",
+)
 @click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
-@click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
-              help="Bind a symbolic input dimension (repeatable; default 1).")
+@click.option(
+    "--dim",
+    "dims",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Bind a symbolic input dimension (repeatable; default 1).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_errors_are_one_line
-def run(model: Path, inputs: Path | None, output: Path | None, backend: str | None, seed: int,
-        dims: tuple[str, ...], as_json: bool) -> None:
+def run(
+    model: Path,
+    inputs: Path | None,
+    output: Path | None,
+    backend: str | None,
+    seed: int,
+    dims: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""
     import numpy as np
 
@@ -195,13 +262,20 @@ def run(model: Path, inputs: Path | None, output: Path | None, backend: str | No
         np.savez(output, **dict(zip(names, results, strict=True)))
     summary = [_describe(name, value) for name, value in zip(names, results, strict=True)]
     if as_json:
-        _print_json({"backend": session.backend, "outputs": summary,
-                     "output_file": str(output) if output else None})
+        _print_json(
+            {
+                "backend": session.backend,
+                "outputs": summary,
+                "output_file": str(output) if output else None,
+            }
+        )
     else:
         click.echo(f"backend: {session.backend}")
         for item in summary:
-            click.echo(f"  {item['name']}: {item['dtype']}{item['shape']} "
-                       f"min {item['min']} max {item['max']}")
+            click.echo(
+                f"  {item['name']}: {item['dtype']}{item['shape']} "
+                f"min {item['min']} max {item['max']}"
+            )
 
 
 @main.command()
@@ -221,8 +295,12 @@ def inspect(model: Path, static: bool, as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--sizes", default="1000,65536,1048576,16777216", show_default=True,
-              help="Comma-separated element counts.")
+@click.option(
+    "--sizes",
+    default="1000,65536,1048576,16777216",
+    show_default=True,
+    help="Comma-separated element counts.",
+)
 @click.option("--repeat", type=int, default=20, show_default=True, help="Timed runs per case.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_errors_are_one_line
@@ -231,8 +309,9 @@ def bench(sizes: str, repeat: int, as_json: bool) -> None:
     from . import bench as benchmarks
 
     counts = tuple(int(s) for s in sizes.split(",") if s.strip())
-    progress = None if as_json or not sys.stderr.isatty() else \
-        (lambda text: click.echo(text, err=True))
+    progress = (
+        None if as_json or not sys.stderr.isatty() else (lambda text: click.echo(text, err=True))
+    )
     rows = benchmarks.run(sizes=counts, repeat=repeat, progress=progress)
     if as_json:
         _print_json([row.to_dict() for row in rows])
@@ -245,9 +324,13 @@ def _describe(name: str, value: Any) -> dict[str, Any]:
 
     array = np.asarray(value)
     finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array
-    return {"name": name, "dtype": str(array.dtype), "shape": list(array.shape),
-            "min": finite.min().item() if finite.size else None,
-            "max": finite.max().item() if finite.size else None}
+    return {
+        "name": name,
+        "dtype": str(array.dtype),
+        "shape": list(array.shape),
+        "min": finite.min().item() if finite.size else None,
+        "max": finite.max().item() if finite.size else None,
+    }
 
 
 def _print_conversion(report: Any, dry_run: bool, out: Path | None) -> None:
@@ -257,14 +340,17 @@ def _print_conversion(report: Any, dry_run: bool, out: Path | None) -> None:
     click.echo(f"{verb} {total} node(s): {counts}")
     for node in report.converted_nodes:
         where = f" (in {node.graph})" if node.graph else ""
-        click.echo(f"  {node.node or '<unnamed>'}{where}: {node.op_type} -> {node.new_op_type} "
-                   f"[{node.detail}]")
+        click.echo(
+            f"  {node.node or '<unnamed>'}{where}: {node.op_type} -> {node.new_op_type} "
+            f"[{node.detail}]"
+        )
     if report.skipped:
         click.echo(f"left unchanged {len(report.skipped)} node(s):")
         for skipped in report.skipped:
             where = f" (in {skipped.graph})" if skipped.graph else ""
-            click.echo(f"  {skipped.node or '<unnamed>'}{where}: {skipped.op_type}: "
-                       f"{skipped.reason}")
+            click.echo(
+                f"  {skipped.node or '<unnamed>'}{where}: {skipped.op_type}: {skipped.reason}"
+            )
     if out is not None and not dry_run:
         click.echo(f"wrote {out}")
 
@@ -273,12 +359,16 @@ def _print_validation(report: Any) -> None:
     click.echo(f"comparison: {report.comparison}")
     for output in report.outputs:
         verdict = "identical" if output.agree else "DIFFERENT"
-        click.echo(f"  {output.name}: {verdict}  max_abs_diff={output.max_abs_diff:g} "
-                   f"mismatches={output.mismatches}/{output.elements} "
-                   f"max_ulp_diff={output.max_ulp_diff}")
+        click.echo(
+            f"  {output.name}: {verdict}  max_abs_diff={output.max_abs_diff:g} "
+            f"mismatches={output.mismatches}/{output.elements} "
+            f"max_ulp_diff={output.max_ulp_diff}"
+        )
     for output in report.optimized:
-        click.echo(f"  (vs ORT_ENABLE_ALL, fused) {output.name}: max_abs_diff="
-                   f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements}")
+        click.echo(
+            f"  (vs ORT_ENABLE_ALL, fused) {output.name}: max_abs_diff="
+            f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements}"
+        )
     click.echo("verdict: " + ("the models agree" if report.agree else "the models DISAGREE"))
 
 

@@ -44,8 +44,9 @@ def load_model(model: ModelLike) -> ir.Model:
         raise ModelError(f"{path}: cannot read the model ({_first_line(error)})") from None
 
 
-def save_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike[str], *,
-               force: bool = True) -> Path:
+def save_model(
+    model: ir.Model | onnx.ModelProto, path: str | os.PathLike[str], *, force: bool = True
+) -> Path:
     """Write ``model`` to ``path`` through a temporary file and a rename (never half-written)."""
     target = Path(path)
     if target.exists() and not force:
@@ -54,8 +55,9 @@ def save_model(model: ir.Model | onnx.ModelProto, path: str | os.PathLike[str], 
         raise ModelError(f"{target}: is a directory")
     proto = ir.to_proto(model) if isinstance(model, ir.Model) else model
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                         dir=target.parent)
+    handle, temporary = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+    )
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(proto.SerializeToString(deterministic=True))

@@ -58,7 +58,8 @@ def quantize_values(
     clamped = np.clip(np.where(np.isnan(scaled), low, scaled), low, high)
     rounded = np.rint(clamped).astype(np.int64)  # rint rounds half to even
     # The final clip only matters for huge s32 zero points whose float bounds were inexact.
-    return np.clip(rounded + zp, qmin, qmax).astype(dst.numpy)
+    result: np.ndarray = np.clip(rounded + zp, qmin, qmax).astype(dst.numpy)
+    return result
 
 
 def dequantize_values(
@@ -89,8 +90,9 @@ def dynamic_quantize(
 ) -> np.ndarray:
     """DynamicQuantize: ``saturate(round_half_even(src / scales) + zps)``."""
     dst = _quantize_dst(DYNAMIC_QUANTIZE, output_dtype, zps)
-    resolved = check_call(DYNAMIC_QUANTIZE, node, src=src, scales=scales, zps=zps, qtype=qtype,
-                          axis=axis, dst=dst)
+    resolved = check_call(
+        DYNAMIC_QUANTIZE, node, src=src, scales=scales, zps=zps, qtype=qtype, axis=axis, dst=dst
+    )
     return quantize_values(src, scales, zps, resolved, dst)
 
 
@@ -104,8 +106,16 @@ def dynamic_dequantize(
     node: str = "",
 ) -> np.ndarray:
     """DynamicDequantize: ``(src - zps) * scales``."""
-    resolved = check_call(DYNAMIC_DEQUANTIZE, node, src=src, scales=scales, zps=zps, qtype=qtype,
-                          axis=axis, dst=dtypes.F32)
+    resolved = check_call(
+        DYNAMIC_DEQUANTIZE,
+        node,
+        src=src,
+        scales=scales,
+        zps=zps,
+        qtype=qtype,
+        axis=axis,
+        dst=dtypes.F32,
+    )
     return dequantize_values(src, scales, zps, resolved)
 
 
@@ -124,8 +134,9 @@ def quantize(
     dst = dst if dst is not None else dtypes.U8 if output_dtype == 0 else _bad_dst(output_dtype)
     check_static_attributes(QUANTIZE, node, scales, zps, dst)
     scale_array, zp_array = _attribute_arrays(scales, zps)
-    resolved = check_call(QUANTIZE, node, src=src, scales=scale_array, zps=zp_array, qtype=qtype,
-                          axis=axis, dst=dst)
+    resolved = check_call(
+        QUANTIZE, node, src=src, scales=scale_array, zps=zp_array, qtype=qtype, axis=axis, dst=dst
+    )
     return quantize_values(src, scale_array, zp_array, resolved, dst)
 
 
@@ -142,8 +153,16 @@ def dequantize(
     source = dtypes.from_numpy(src.dtype)
     check_static_attributes(DEQUANTIZE, node, scales, zps, source or dtypes.S8)
     scale_array, zp_array = _attribute_arrays(scales, zps)
-    resolved = check_call(DEQUANTIZE, node, src=src, scales=scale_array, zps=zp_array,
-                          qtype=qtype, axis=axis, dst=dtypes.F32)
+    resolved = check_call(
+        DEQUANTIZE,
+        node,
+        src=src,
+        scales=scale_array,
+        zps=zp_array,
+        qtype=qtype,
+        axis=axis,
+        dst=dtypes.F32,
+    )
     return dequantize_values(src, scale_array, zp_array, resolved)
 
 

@@ -40,8 +40,10 @@ _lock = threading.Lock()
 
 
 def _tensor_types(types: tuple[dtypes.DType, ...]) -> list[str]:
-    return [f"tensor({onnx.helper.tensor_dtype_to_string(t.onnx).split('.')[-1].lower()})"
-            for t in types]
+    return [
+        f"tensor({onnx.helper.tensor_dtype_to_string(t.onnx).split('.')[-1].lower()})"
+        for t in types
+    ]
 
 
 def _type_param(op: OpSpec, argument: str) -> tuple[str, tuple[dtypes.DType, ...]]:
@@ -60,8 +62,9 @@ def _attribute(attr: object) -> defs.OpSchema.Attribute:
 
     assert isinstance(attr, Attribute)
     if attr.required or attr.default is None:
-        return defs.OpSchema.Attribute(attr.name, _ATTR_TYPES[attr.kind], attr.doc,
-                                       required=attr.required)
+        return defs.OpSchema.Attribute(
+            attr.name, _ATTR_TYPES[attr.kind], attr.doc, required=attr.required
+        )
     default = onnx.helper.make_attribute(attr.name, attr.default)
     return defs.OpSchema.Attribute(attr.name, default, attr.doc)
 
@@ -84,9 +87,14 @@ def build_schema(op: OpSpec) -> defs.OpSchema:
         (type_str, _tensor_types(types), f"Types of {name} (the spec's data-type table).")
         for type_str, (name, types) in params.items()
     ]
-    schema = defs.OpSchema(
-        op.name, DOMAIN, OPSET_VERSION, f"{op.summary}\n\n{op.formula}",
-        inputs=inputs, outputs=outputs, type_constraints=constraints,
+    schema = defs.OpSchema(  # type: ignore[call-arg]
+        op.name,
+        DOMAIN,
+        OPSET_VERSION,
+        f"{op.summary}\n\n{op.formula}",
+        inputs=inputs,
+        outputs=outputs,
+        type_constraints=constraints,
         attributes=[_attribute(a) for a in op.attributes],
         node_determinism=defs.OpSchema.NodeDeterminism.Deterministic,
     )
@@ -99,7 +107,9 @@ def _attr_value(ctx: InferenceContext, name: str) -> object:
     return None if attr is None else onnx.helper.get_attribute_value(attr)
 
 
-def _elem_and_shape(ctx: InferenceContext, index: int) -> tuple[int | None, list[int | None] | None]:
+def _elem_and_shape(
+    ctx: InferenceContext, index: int
+) -> tuple[int | None, list[int | None] | None]:
     if index >= ctx.get_num_inputs() or not ctx.has_input(index):
         return None, None
     type_proto = ctx.get_input_type(index)
@@ -143,8 +153,9 @@ def _infer_checked(op: OpSpec, ctx: InferenceContext) -> None:
         dst_type = dtypes.F32.onnx
 
     if src_type is not None:
-        check_types(op, node, {"src": src_type, "dst": dst_type, "scales": scales_type,
-                               "zps": zps_type})
+        check_types(
+            op, node, {"src": src_type, "dst": dst_type, "scales": scales_type, "zps": zps_type}
+        )
     if op.is_static:
         scales = _attr_value(ctx, "scales")
         zps = _attr_value(ctx, "zps")
@@ -159,8 +170,15 @@ def _infer_checked(op: OpSpec, ctx: InferenceContext) -> None:
         if constant is not None:
             check_scale_values(op, node, onnx.numpy_helper.to_array(constant))
     if src_shape is not None and scales_shape is not None:
-        check_shapes(op, node, qtype=qtype, axis=axis, src_shape=src_shape,
-                     scales_shape=scales_shape, zps_shape=zps_shape)
+        check_shapes(
+            op,
+            node,
+            qtype=qtype,
+            axis=axis,
+            src_shape=src_shape,
+            scales_shape=scales_shape,
+            zps_shape=zps_shape,
+        )
 
     output = onnx.TypeProto()
     output.tensor_type.elem_type = dst_type

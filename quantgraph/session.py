@@ -47,7 +47,8 @@ class InferenceSession:
                 graph = python.prepare_model(ir.from_proto(ir.to_proto(graph)))
             source = ir.to_proto(graph).SerializeToString()
         self._session = ort.InferenceSession(
-            source, session_options(self.backend, options), providers=list(providers))
+            source, session_options(self.backend, options), providers=list(providers)
+        )
 
     def run(
         self,

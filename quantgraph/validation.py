@@ -65,12 +65,16 @@ class ValidationReport:
             "inputs": self.inputs,
             "outputs": [o.to_dict() for o in self.outputs],
             "optimized": {"comparison": OPTIMIZED, "outputs": [o.to_dict() for o in self.optimized]}
-            if self.optimized else None,
+            if self.optimized
+            else None,
         }
 
 
 def make_inputs(
-    model: ModelLike, *, seed: int = 0, dims: Mapping[str, int] | None = None,
+    model: ModelLike,
+    *,
+    seed: int = 0,
+    dims: Mapping[str, int] | None = None,
     default_dim: int = 1,
 ) -> dict[str, np.ndarray]:
     """Random inputs for every graph input (initializers excluded), from a seed.
@@ -104,8 +108,9 @@ def _random(rng: np.random.Generator, dtype: ir.DataType, shape: tuple[int, ...]
         return rng.integers(0, 2, shape).astype(bool)
     if np_type.kind in "iu":
         info = np.iinfo(np_type)
-        return rng.integers(max(info.min, -100), min(info.max, 100), shape, endpoint=True
-                            ).astype(np_type)
+        return rng.integers(max(info.min, -100), min(info.max, 100), shape, endpoint=True).astype(
+            np_type
+        )
     raise ModelError(f"cannot generate inputs of type {dtype.name}; pass them with --inputs")
 
 
@@ -121,9 +126,15 @@ def compare(name: str, expected: np.ndarray, actual: np.ndarray) -> OutputCompar
     expected = np.asarray(expected)
     actual = np.asarray(actual)
     if expected.shape != actual.shape or expected.dtype != actual.dtype:
-        return OutputComparison(name, f"{expected.dtype} vs {actual.dtype}", list(expected.shape),
-                                float("inf"), int(max(expected.size, actual.size)),
-                                int(expected.size), -1)
+        return OutputComparison(
+            name,
+            f"{expected.dtype} vs {actual.dtype}",
+            list(expected.shape),
+            float("inf"),
+            int(max(expected.size, actual.size)),
+            int(expected.size),
+            -1,
+        )
     if expected.dtype.kind == "f":
         both_nan = np.isnan(expected) & np.isnan(actual)
         same = (expected == actual) | both_nan
@@ -136,8 +147,12 @@ def compare(name: str, expected: np.ndarray, actual: np.ndarray) -> OutputCompar
         same = diff == 0
         ulps = diff.astype(np.int64)  # integers: one unit of the last place is 1
     return OutputComparison(
-        name, str(expected.dtype), list(expected.shape),
-        float(np.nanmax(diff)) if diff.size else 0.0, int((~same).sum()), int(expected.size),
+        name,
+        str(expected.dtype),
+        list(expected.shape),
+        float(np.nanmax(diff)) if diff.size else 0.0,
+        int((~same).sum()),
+        int(expected.size),
         int(ulps.max()) if ulps.size else 0,
     )
 
@@ -148,16 +163,21 @@ def _ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         bits = x.view(np.int32).astype(np.int64)
         return np.where(bits < 0, -(bits & 0x7FFFFFFF), bits)
 
-    return np.abs(line(a) - line(b))
+    distance: np.ndarray = np.abs(line(a) - line(b))
+    return distance
 
 
-def _run_original(model: ModelLike, feeds: Mapping[str, np.ndarray],
-                  level: ort.GraphOptimizationLevel) -> tuple[list[str], list[np.ndarray]]:
+def _run_original(
+    model: ModelLike, feeds: Mapping[str, np.ndarray], level: ort.GraphOptimizationLevel
+) -> tuple[list[str], list[np.ndarray]]:
     options = ort.SessionOptions()
     options.graph_optimization_level = level
     options.log_severity_level = 3
-    source = str(model) if isinstance(model, (str, os.PathLike)) else \
-        ir.to_proto(load_model(model)).SerializeToString()
+    source = (
+        str(model)
+        if isinstance(model, (str, os.PathLike))
+        else ir.to_proto(load_model(model)).SerializeToString()
+    )
     session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return names, session.run(names, dict(feeds))
@@ -184,9 +204,11 @@ def validate(
     session = InferenceSession(rewritten, backend)
     actual = session.run(names, feeds)
     report = ValidationReport(
-        comparison=f"{EXACT} on the {session.backend} backend", backend=session.backend,
+        comparison=f"{EXACT} on the {session.backend} backend",
+        backend=session.backend,
         outputs=[compare(n, e, a) for n, e, a in zip(names, expected, actual, strict=True)],
-        inputs={k: list(v.shape) for k, v in feeds.items()}, seed=used_seed,
+        inputs={k: list(v.shape) for k, v in feeds.items()},
+        seed=used_seed,
     )
     if optimized:
         _, fused = _run_original(original, feeds, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)

@@ -14,10 +14,10 @@ BACKENDS: tuple[str, ...] = ("native", "python")
 
 def native_available() -> bool:
     try:
-        from . import native
+        from . import native  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
         return False
-    return native.is_available()
+    return bool(native.is_available())
 
 
 def default_backend() -> Backend:
@@ -33,17 +33,22 @@ def resolve(backend: str | None) -> Backend:
         raise BackendError(
             "the native backend is not built: reinstall quantgraph with a C++ compiler and "
             "cmake (`pip install .`; see README), set QUANTGRAPH_NATIVE_LIB, or use "
-            "backend='python'")
+            "backend='python'"
+        )
     return chosen  # type: ignore[return-value]
 
 
-def session_options(backend: str | None = None,
-                    options: ort.SessionOptions | None = None) -> ort.SessionOptions:
-    """SessionOptions with one backend's kernels registered (never both: one domain, one library)."""
+def session_options(
+    backend: str | None = None, options: ort.SessionOptions | None = None
+) -> ort.SessionOptions:
+    """SessionOptions with one backend's kernels registered.
+
+    Never both: one session cannot register the same domain from two libraries.
+    """
     chosen = resolve(backend)
     options = options or ort.SessionOptions()
     if chosen == "native":
-        from . import native
+        from . import native  # type: ignore[attr-defined,unused-ignore]
 
         native.register(options)
     else:
@@ -53,5 +58,13 @@ def session_options(backend: str | None = None,
     return options
 
 
-__all__ = ["BACKENDS", "Backend", "BackendError", "KernelError", "default_backend",
-           "native_available", "resolve", "session_options"]
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "BackendError",
+    "KernelError",
+    "default_backend",
+    "native_available",
+    "resolve",
+    "session_options",
+]

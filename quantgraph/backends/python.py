@@ -30,6 +30,7 @@ from onnxruntime_extensions import PyCustomOpDef, get_library_path
 from onnxruntime_extensions import onnx_op as _onnx_op
 
 from .. import reference
+from ..errors import KernelError
 from ..spec import (
     DOMAIN,
     DYNAMIC_DEQUANTIZE,
@@ -37,7 +38,6 @@ from ..spec import (
     SpecError,
     dtypes,
 )
-from ..errors import KernelError
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _guarded(op: str, dst: np.dtype, body: Callable[..., np.ndarray]) -> Callabl
     def kernel(*inputs: np.ndarray, qtype: str = "per_tensor", axis: int = 1) -> np.ndarray:
         try:
             return body(*inputs, qtype=qtype, axis=int(axis), node="?")
-        except BaseException as error:  # noqa: BLE001 - anything escaping aborts the process
+        except BaseException as error:
             _record(error, op)
             shape = inputs[0].shape if inputs else ()
             return _filler(dst, shape)
@@ -89,10 +89,13 @@ def _guarded(op: str, dst: np.dtype, body: Callable[..., np.ndarray]) -> Callabl
     return kernel
 
 
-def _define(op: str, inputs: list[dtypes.DType], dst: dtypes.DType,
-            body: Callable[..., np.ndarray]) -> None:
+def _define(
+    op: str, inputs: list[dtypes.DType], dst: dtypes.DType, body: Callable[..., np.ndarray]
+) -> None:
     definition = _onnx_op(
-        op_type=f"{DOMAIN}::{op}", inputs=[_DT[t] for t in inputs], outputs=[_DT[dst]],
+        op_type=f"{DOMAIN}::{op}",
+        inputs=[_DT[t] for t in inputs],
+        outputs=[_DT[dst]],
         attrs=dict(_ATTRS),
     )(_guarded(op, dst.numpy, body))
     _our_kernels[definition._id] = dst.numpy
@@ -102,12 +105,20 @@ def _define_all() -> None:
     """One overload per (src, zps) pair of the spec tables that extensions can express."""
     for row in DYNAMIC_QUANTIZE.type_rows:
         # dst cannot be chosen by the model here, so it is the zps type.
-        _define(DYNAMIC_QUANTIZE.name, [row.src, dtypes.F32, row.dst], row.dst,
-                reference.dynamic_quantize)
+        _define(
+            DYNAMIC_QUANTIZE.name,
+            [row.src, dtypes.F32, row.dst],
+            row.dst,
+            reference.dynamic_quantize,
+        )
     for row in DYNAMIC_DEQUANTIZE.type_rows:
         for zps in row.zps:
-            _define(DYNAMIC_DEQUANTIZE.name, [row.src, dtypes.F32, zps], row.dst,
-                    reference.dynamic_dequantize)
+            _define(
+                DYNAMIC_DEQUANTIZE.name,
+                [row.src, dtypes.F32, zps],
+                row.dst,
+                reference.dynamic_dequantize,
+            )
 
 
 def _install_fast_hook() -> None:
@@ -122,7 +133,7 @@ def _install_fast_hook() -> None:
         opdef = _ocos.Opdef._odlist[k_id]
         try:
             result = opdef.body(*feed, **opdef.cast_attributes(attributes))
-        except BaseException as error:  # noqa: BLE001 - attribute casts must not abort either
+        except BaseException as error:
             _record(error, opdef.op_type)
             result = _filler(_our_kernels[k_id], np.shape(feed[0]) if feed else ())
         return (k_id, result.shape, np.ascontiguousarray(result).reshape(-1))
@@ -152,8 +163,8 @@ def prepare_model(model: Any) -> Any:
     """
     import onnx_ir as ir
 
-    from ..passes.explicit_form import ExplicitFormPass, StaticToDynamicPass
     from ..errors import BackendError
+    from ..passes.explicit_form import ExplicitFormPass, StaticToDynamicPass
 
     assert isinstance(model, ir.Model)
     try:
@@ -175,5 +186,6 @@ def prepare_model(model: Any) -> Any:
                     f"python backend: DynamicQuantize node '{node.name}' needs dst type "
                     f"{dtypes.onnx_name(wanted) if wanted else 'u8'} with zps of type "
                     f"{zp_type or 'unknown'}; onnxruntime-extensions overloads cannot differ only "
-                    "in output type, so dst must be the zps type (s8/u8); use backend='native'")
+                    "in output type, so dst must be the zps type (s8/u8); use backend='native'"
+                )
     return model

@@ -3,5 +3,11 @@
 from .qdq_to_spec import QDQ_OPS, QdqToSpecPass, RewriteResult
 from .report import ConvertedNode, RewriteReport, SkippedNode
 
-__all__ = ["QDQ_OPS", "ConvertedNode", "QdqToSpecPass", "RewriteReport", "RewriteResult",
-           "SkippedNode"]
+__all__ = [
+    "QDQ_OPS",
+    "ConvertedNode",
+    "QdqToSpecPass",
+    "RewriteReport",
+    "RewriteResult",
+    "SkippedNode",
+]

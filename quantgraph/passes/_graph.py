@@ -96,12 +96,22 @@ class ConstantFactory:
         tensor = ir.tensor(array, name=name)
         if self.is_main:
             assert isinstance(self.graph, ir.Graph)
-            value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(tensor.dtype),
-                             const_value=tensor)
+            value = ir.Value(
+                name=name,
+                shape=ir.Shape(array.shape),
+                type=ir.TensorType(tensor.dtype),
+                const_value=tensor,
+            )
             self.graph.register_initializer(value)
         else:
-            node = ir.Node("", "Constant", [], [ir.AttrTensor("value", tensor)],
-                           name=self.unique_name(f"{name}_constant"), num_outputs=1)
+            node = ir.Node(
+                "",
+                "Constant",
+                [],
+                [ir.AttrTensor("value", tensor)],
+                name=self.unique_name(f"{name}_constant"),
+                num_outputs=1,
+            )
             value = node.outputs[0]
             value.name = name
             value.shape = ir.Shape(array.shape)
@@ -135,8 +145,9 @@ def remove_if_unused(values: list[ir.Value | None]) -> None:
         if value is None or value.uses() or value.is_graph_output() or value.is_graph_input():
             continue
         owner = value.graph
-        if value.is_initializer() and owner is not None and value.name in owner.initializers:
-            owner.initializers.pop(value.name)
+        name = value.name
+        if value.is_initializer() and owner is not None and name and name in owner.initializers:
+            owner.initializers.pop(name)
         producer = value.producer()
         if producer is not None and producer.op_type == "Constant" and producer.graph is not None:
             producer.graph.remove(producer, safe=True)

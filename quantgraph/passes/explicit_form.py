@@ -30,8 +30,9 @@ class StaticToDynamicPass(ir.passes.InPlacePass):
                 quantize = node.op_type == "Quantize"
                 scales = node.attributes.get_floats("scales")
                 if scales is None:
-                    raise SpecError(node.op_type, node.name or "", "missing-attribute",
-                                    name="scales")
+                    raise SpecError(
+                        node.op_type, node.name or "", "missing-attribute", name="scales"
+                    )
                 zps = node.attributes.get_ints("zps")
                 if quantize:
                     out = node.attributes.get_int("output_dtype", 0)
@@ -40,29 +41,48 @@ class StaticToDynamicPass(ir.passes.InPlacePass):
                     source = node.inputs[0].dtype if node.inputs[0] is not None else None
                     zp_type = dtypes.S32 if source is None else dtypes.from_onnx(int(source))
                 if zp_type is None or zp_type.is_float8 or zp_type == dtypes.F32:
-                    raise ValueError(f"{node.op_type} node '{node.name}' uses "
-                                     f"{zp_type or 'an unknown type'}, which has no dynamic op")
+                    raise ValueError(
+                        f"{node.op_type} node '{node.name}' uses "
+                        f"{zp_type or 'an unknown type'}, which has no dynamic op"
+                    )
                 if not quantize:
                     zp_type = dtypes.S32  # DynamicDequantize takes s32 zps: any s32 value fits
                 zp_values = np.asarray(zps if zps is not None else [0] * len(scales), np.int64)
                 low, high = zp_type.int_range
                 if np.any(zp_values < low) or np.any(zp_values > high):
-                    raise ValueError(f"{node.op_type} node '{node.name}': zps {zps} do not fit "
-                                     f"{zp_type.name}, the dynamic op's zps type")
+                    raise ValueError(
+                        f"{node.op_type} node '{node.name}': zps {zps} do not fit "
+                        f"{zp_type.name}, the dynamic op's zps type"
+                    )
                 base = node.name or node.op_type
-                scale_value = factory.constant(f"{base}_scales",
-                                               np.asarray(scales, np.float32), node)
+                scale_value = factory.constant(
+                    f"{base}_scales", np.asarray(scales, np.float32), node
+                )
                 zp_value = factory.constant(f"{base}_zps", zp_values.astype(zp_type.numpy), node)
-                attributes = [a for name, a in node.attributes.items()
-                              if name not in ("scales", "zps", "output_dtype")]
+                attributes = [
+                    a
+                    for name, a in node.attributes.items()
+                    if name not in ("scales", "zps", "output_dtype")
+                ]
                 replacement = ir.Node(
-                    DOMAIN, f"Dynamic{node.op_type}", [node.inputs[0], scale_value, zp_value],
-                    attributes, name=node.name, doc_string=node.doc_string,
-                    metadata_props=dict(node.metadata_props), num_outputs=1,
-                    version=OPSET_VERSION)
+                    DOMAIN,
+                    f"Dynamic{node.op_type}",
+                    [node.inputs[0], scale_value, zp_value],
+                    attributes,
+                    name=node.name,
+                    doc_string=node.doc_string,
+                    metadata_props=dict(node.metadata_props),
+                    num_outputs=1,
+                    version=OPSET_VERSION,
+                )
                 ir.convenience.replace_nodes_and_values(
-                    graph, node, [node], [replacement], list(node.outputs),
-                    list(replacement.outputs))
+                    graph,
+                    node,
+                    [node],
+                    [replacement],
+                    list(node.outputs),
+                    list(replacement.outputs),
+                )
                 modified = True
         return ir.passes.PassResult(model, modified)
 
@@ -82,9 +102,11 @@ class ExplicitFormPass(ir.passes.InPlacePass):
                 for name in ("qtype", "axis"):
                     if name not in node.attributes:
                         default = spec.attribute(name).default
-                        node.attributes[name] = (ir.AttrString(name, str(default))
-                                                 if isinstance(default, str)
-                                                 else ir.AttrInt64(name, int(default)))  # type: ignore[call-overload]
+                        node.attributes[name] = (
+                            ir.AttrString(name, default)
+                            if isinstance(default, str)
+                            else ir.AttrInt64(name, int(str(default)))
+                        )
                         modified = True
                 if len(node.inputs) < 3 or node.inputs[2] is None:
                     zero = self._zero(node, factory)
@@ -114,8 +136,10 @@ class ExplicitFormPass(ir.passes.InPlacePass):
                 axis = resolve_axis(node.attributes.get_int("axis", 1), len(src_shape))
                 known = src_shape[axis] if axis is not None else None
                 if known is None:
-                    raise ValueError(f"{node.op_type} node '{node.name}': the channel count is "
-                                     "unknown, so an explicit zero zps cannot be made")
+                    raise ValueError(
+                        f"{node.op_type} node '{node.name}': the channel count is "
+                        "unknown, so an explicit zero zps cannot be made"
+                    )
                 count = known
         zero = np.zeros(count, zp_type.numpy)
         return factory.constant(f"quantgraph_zero_{zp_type.name}_{count}", zero, node)

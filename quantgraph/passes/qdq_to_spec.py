@@ -84,20 +84,26 @@ class QdqToSpecPass(ir.passes.InPlacePass):
                 if node.op_type not in QDQ_OPS:
                     continue
                 if not is_standard(node):
-                    report.skipped.append(SkippedNode(
-                        node.name or "", node.op_type,
-                        f"{node.domain} {node.op_type} is a contrib op, not ONNX's; left as is",
-                        where))
+                    report.skipped.append(
+                        SkippedNode(
+                            node.name or "",
+                            node.op_type,
+                            f"{node.domain} {node.op_type} is a contrib op, not ONNX's; left as is",
+                            where,
+                        )
+                    )
                     continue
                 try:
                     plan = self._plan(model, graph, node)
                     new_op = self._rewrite(graph, node, plan, factory)
                 except Skip as reason:
                     report.skipped.append(
-                        SkippedNode(node.name or "", node.op_type, str(reason), where))
+                        SkippedNode(node.name or "", node.op_type, str(reason), where)
+                    )
                     continue
-                report.converted_nodes.append(ConvertedNode(
-                    node.name or "", node.op_type, new_op, plan.detail, where))
+                report.converted_nodes.append(
+                    ConvertedNode(node.name or "", node.op_type, new_op, plan.detail, where)
+                )
         if report.converted_nodes:
             _import_domain(model)
         return RewriteResult(model, modified=bool(report.converted_nodes), report=report)
@@ -120,7 +126,9 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         zero_point = node.inputs[2] if len(node.inputs) > 2 else None
 
         if elem_type(scale) != ir.DataType.FLOAT:
-            raise Skip(f"scale type {_name(elem_type(scale))} is not f32 (the spec's scales are f32)")
+            raise Skip(
+                f"scale type {_name(elem_type(scale))} is not f32 (the spec's scales are f32)"
+            )
         if quantize and elem_type(source) not in (ir.DataType.FLOAT, None):
             raise Skip(f"input type {_name(elem_type(source))} is not f32")
         quant_type = self._quantized_type(node, quantize, source, zero_point)
@@ -129,7 +137,9 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             if node.attributes.get_int("saturate", 1) == 0:
                 raise Skip("saturate=0 keeps float8 overflow as inf/NaN; the spec saturates")
             zp_values = constant_array(zero_point)
-            if zero_point is not None and (zp_values is None or np.any(zp_values.astype(np.float32))):
+            if zero_point is not None and (
+                zp_values is None or np.any(zp_values.astype(np.float32))
+            ):
                 raise Skip("a float8 zero point must be a constant zero (the spec has no f8 zps)")
             zero_point = None
 
@@ -141,7 +151,9 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         if zero_point is not None:
             zp_shape = value_shape(zero_point)
             if zp_shape is not None and zp_shape != shape:
-                raise Skip(f"zero point shape {list(zp_shape)} differs from scale shape {list(shape)}")
+                raise Skip(
+                    f"zero point shape {list(zp_shape)} differs from scale shape {list(shape)}"
+                )
         count = 1 if not shape else shape[0]
         qtype = PER_TENSOR if count == 1 else PER_CHANNEL
         axis = node.attributes.get_int("axis", 1)
@@ -163,8 +175,10 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             raise Skip("int32 input (a bias): the spec dequantizes s8/u8/f8 only")
         found = dtypes.from_onnx(int(raw))
         if found is None or found in (dtypes.S32, dtypes.F32):
-            raise Skip(f"quantized type {_name(raw)} has no spec equivalent "
-                       "(the spec has s8, u8, f8_e4m3, f8_e5m2)")
+            raise Skip(
+                f"quantized type {_name(raw)} has no spec equivalent "
+                "(the spec has s8, u8, f8_e4m3, f8_e5m2)"
+            )
         return found
 
     # -- the replacement --------------------------------------------------------------------
@@ -179,8 +193,10 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             if plan.quant_type.is_float8:
                 raise Skip("float8 needs the static ops, and the scale is not a constant")
             static = False
-        attributes: list[ir.Attr] = [ir.AttrString("qtype", plan.qtype),
-                                     ir.AttrInt64("axis", plan.axis)]
+        attributes: list[ir.Attr] = [
+            ir.AttrString("qtype", plan.qtype),
+            ir.AttrInt64("axis", plan.axis),
+        ]
         if static:
             assert scales is not None
             op_type = "Quantize" if plan.quantize else "Dequantize"
@@ -190,25 +206,37 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             inputs: list[ir.Value | None] = [node.inputs[0]]
         else:
             op_type = "DynamicQuantize" if plan.quantize else "DynamicDequantize"
-            inputs = [node.inputs[0], self._as_1d(graph, node, plan.scale, factory),
-                      self._zero_point(graph, node, plan, factory)]
+            inputs = [
+                node.inputs[0],
+                self._as_1d(graph, node, plan.scale, factory),
+                self._zero_point(graph, node, plan, factory),
+            ]
             if inputs[2] is None:
                 inputs.pop()
         if plan.quantize and (static or len(inputs) < 3):
             attributes.append(ir.AttrInt64("output_dtype", plan.quant_type.onnx))
         replacement = ir.Node(
-            DOMAIN, op_type, inputs, attributes, name=node.name, doc_string=node.doc_string,
-            metadata_props=dict(node.metadata_props), num_outputs=1, version=OPSET_VERSION,
+            DOMAIN,
+            op_type,
+            inputs,
+            attributes,
+            name=node.name,
+            doc_string=node.doc_string,
+            metadata_props=dict(node.metadata_props),
+            num_outputs=1,
+            version=OPSET_VERSION,
         )
         old_inputs = list(node.inputs)
         ir.convenience.replace_nodes_and_values(
-            graph, node, [node], [replacement], list(node.outputs), list(replacement.outputs))
+            graph, node, [node], [replacement], list(node.outputs), list(replacement.outputs)
+        )
         remove_if_unused(old_inputs[1:])
         return op_type
 
     @staticmethod
-    def _as_1d(graph: GraphLike, node: ir.Node, value: ir.Value, factory: ConstantFactory
-               ) -> ir.Value:
+    def _as_1d(
+        graph: GraphLike, node: ir.Node, value: ir.Value, factory: ConstantFactory
+    ) -> ir.Value:
         shape = value_shape(value)
         if shape is not None and len(shape) == 1:
             return value
@@ -217,8 +245,13 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             return factory.constant(f"{value.name}_1d", array.reshape(1), node)
         # A run-time scalar: reshape it where it is used.
         target = factory.constant("quantgraph_shape_1", np.array([1], np.int64), node)
-        reshape = ir.Node("", "Reshape", [value, target], name=factory.unique_name(
-            f"{node.name or value.name}_to_1d"), num_outputs=1)
+        reshape = ir.Node(
+            "",
+            "Reshape",
+            [value, target],
+            name=factory.unique_name(f"{node.name or value.name}_to_1d"),
+            num_outputs=1,
+        )
         out = reshape.outputs[0]
         out.name = factory.unique_name(f"{value.name}_1d")
         out.shape = ir.Shape([1])

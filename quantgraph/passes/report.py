@@ -14,8 +14,12 @@ class SkippedNode:
     graph: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        return {"node": self.node, "op_type": self.op_type, "reason": self.reason,
-                "graph": self.graph}
+        return {
+            "node": self.node,
+            "op_type": self.op_type,
+            "reason": self.reason,
+            "graph": self.graph,
+        }
 
 
 @dataclass(frozen=True)
@@ -27,8 +31,13 @@ class ConvertedNode:
     graph: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        return {"node": self.node, "op_type": self.op_type, "new_op_type": self.new_op_type,
-                "detail": self.detail, "graph": self.graph}
+        return {
+            "node": self.node,
+            "op_type": self.op_type,
+            "new_op_type": self.new_op_type,
+            "detail": self.detail,
+            "graph": self.graph,
+        }
 
 
 @dataclass

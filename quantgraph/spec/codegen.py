@@ -41,7 +41,8 @@ def render() -> str:
     ]
     first = next(iter(OPS.values()))
     lines += [
-        f"inline constexpr const char* kDefaultQtype = {_cxx_string(str(first.attribute('qtype').default))};",
+        "inline constexpr const char* kDefaultQtype = "
+        f"{_cxx_string(str(first.attribute('qtype').default))};",
         f"inline constexpr int64_t kDefaultAxis = {first.attribute('axis').default};",
         "inline constexpr int64_t kDefaultOutputDtype = "
         f"{OPS['DynamicQuantize'].attribute('output_dtype').default};",

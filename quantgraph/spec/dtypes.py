@@ -22,7 +22,7 @@ class DType:
         if self.is_float8:
             import ml_dtypes  # float8 numpy types live here (onnx depends on it)
 
-            return np.dtype(getattr(ml_dtypes, self.numpy_name))
+            return np.dtype(getattr(ml_dtypes, self.numpy_name))  # type: ignore[no-any-return]
         return np.dtype(self.numpy_name)
 
     @property

@@ -96,26 +96,42 @@ def _unique(items: object) -> tuple[DType, ...]:
 
 
 QTYPE = Attribute(
-    "qtype", "string", False, PER_TENSOR,
-    "Which quantization type is used.", allowed=QTYPES,
+    "qtype",
+    "string",
+    False,
+    PER_TENSOR,
+    "Which quantization type is used.",
+    allowed=QTYPES,
 )
 AXIS = Attribute(
-    "axis", "int", False, 1,
+    "axis",
+    "int",
+    False,
+    1,
     "Dimension of src the per_channel scales apply along, in [-r, r-1] where r = rank(src); "
     "negative counts from the end. Ignored for per_tensor.",
 )
 SCALES = Attribute(
-    "scales", "floats", True, None,
+    "scales",
+    "floats",
+    True,
+    None,
     "f32 scales; one element when qtype is per_tensor, src.shape[axis] elements when per_channel.",
 )
 ZPS = Attribute(
-    "zps", "ints", False, None,
+    "zps",
+    "ints",
+    False,
+    None,
     "s64 zero points, as many as scales; omitted means zeros. Not allowed with f8 types.",
 )
 # Extension: oneDNN takes the quantized type from the dst logical tensor, which an onnxruntime
 # kernel cannot see when it is built; ONNX QuantizeLinear-21 solves the same with output_dtype.
 OUTPUT_DTYPE = Attribute(
-    "output_dtype", "int", False, 0,
+    "output_dtype",
+    "int",
+    False,
+    0,
     "quantgraph extension: ONNX TensorProto element type of dst (as in ONNX QuantizeLinear-21). "
     "0 means: the zps type when zps is s8/u8, else u8.",
 )
@@ -162,8 +178,7 @@ QUANTIZE = OpSpec(
     inputs=(SRC,),
     outputs=(DST,),
     type_rows=tuple(
-        TypeRow(dtypes.F32, dst)
-        for dst in (dtypes.S8, dtypes.U8, dtypes.F8_E4M3, dtypes.F8_E5M2)
+        TypeRow(dtypes.F32, dst) for dst in (dtypes.S8, dtypes.U8, dtypes.F8_E4M3, dtypes.F8_E5M2)
     ),
 )
 
@@ -177,8 +192,7 @@ DEQUANTIZE = OpSpec(
     inputs=(SRC,),
     outputs=(DST,),
     type_rows=tuple(
-        TypeRow(src, dtypes.F32)
-        for src in (dtypes.S8, dtypes.U8, dtypes.F8_E4M3, dtypes.F8_E5M2)
+        TypeRow(src, dtypes.F32) for src in (dtypes.S8, dtypes.U8, dtypes.F8_E4M3, dtypes.F8_E5M2)
     ),
 )
 

@@ -22,13 +22,13 @@ RULES: dict[str, str] = {
     "zps-rank": "zps must be a 1-D tensor; got rank {rank}",
     "per-tensor-scale-count": "per_tensor needs exactly one scale; got {count}",
     "per-channel-scale-count": (
-        "per_channel needs one scale per element of src along axis {axis} ({expected}); "
-        "got {count}"
+        "per_channel needs one scale per element of src along axis {axis} ({expected}); got {count}"
     ),
     "zps-count": "zps must have as many elements as scales ({expected}); got {count}",
     "f8-zps": "zps are not allowed with {dtype}",
     "scale-value": (
-        "scales[{index}] = {value}: quantize divides by the scale, so it must be finite and non-zero"
+        "scales[{index}] = {value}: quantize divides by the scale, "
+        "so it must be finite and non-zero"
     ),
     "zps-value": "zps[{index}] = {value} does not fit in s32",
     "src-type": "src type {got} is not supported (allowed: {allowed})",
@@ -147,12 +147,14 @@ def check_shapes(
         rank = len(src_shape)
         resolved = resolve_axis(axis, rank)
         if resolved is None:
-            raise SpecError(op.name, node, "axis-range", axis=axis, low=-rank, high=rank - 1,
-                            rank=rank)
+            raise SpecError(
+                op.name, node, "axis-range", axis=axis, low=-rank, high=rank - 1, rank=rank
+            )
         expected = src_shape[resolved]
         if count is not None and expected is not None and count != expected:
-            raise SpecError(op.name, node, "per-channel-scale-count", axis=axis,
-                            expected=expected, count=count)
+            raise SpecError(
+                op.name, node, "per-channel-scale-count", axis=axis, expected=expected, count=count
+            )
     if zps_shape is not None:
         zcount = zps_shape[0]
         if count is not None and zcount is not None and zcount != count:
@@ -172,7 +174,10 @@ def check_scale_values(op: OpSpec, node: str, scales: np.ndarray) -> None:
 
 
 def check_static_attributes(
-    op: OpSpec, node: str, scales: Sequence[float] | None, zps: Sequence[int] | None,
+    op: OpSpec,
+    node: str,
+    scales: Sequence[float] | None,
+    zps: Sequence[int] | None,
     dst_or_src: DType,
 ) -> None:
     """Rules that only static ops have: scales required, zps fit s32, no zps with f8."""
@@ -212,7 +217,12 @@ def check_call(
     if zps is not None and float8 is not None and float8.is_float8:
         raise SpecError(op.name, node, "f8-zps", dtype=float8.name)
     resolved = check_shapes(
-        op, node, qtype=qtype, axis=axis, src_shape=src.shape, scales_shape=scales.shape,
+        op,
+        node,
+        qtype=qtype,
+        axis=axis,
+        src_shape=src.shape,
+        scales_shape=scales.shape,
         zps_shape=zps.shape if zps is not None else None,
     )
     check_scale_values(op, node, scales)
@@ -220,7 +230,17 @@ def check_call(
 
 
 __all__ = [
-    "RULES", "SpecError", "CallTypes", "resolve_axis", "default_output_dtype", "check_qtype",
-    "check_types", "check_shapes", "check_scale_values", "check_static_attributes", "check_call",
-    "PER_CHANNEL", "PER_TENSOR",
+    "RULES",
+    "SpecError",
+    "CallTypes",
+    "resolve_axis",
+    "default_output_dtype",
+    "check_qtype",
+    "check_types",
+    "check_shapes",
+    "check_scale_values",
+    "check_static_attributes",
+    "check_call",
+    "PER_CHANNEL",
+    "PER_TENSOR",
 ]

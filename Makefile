@@ -1,0 +1,36 @@
+# Every step a fresh machine needs: a virtualenv, the package (which builds the C++ kernels
+# with CMake and fetches onnxruntime's headers on first use), then the job or the tests.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.quantgraph-installed
+NATIVE_SOURCES := $(shell find custom_ops -type f 2>/dev/null) pyproject.toml
+
+.PHONY: setup demo test lint bench clean
+
+$(STAMP): $(NATIVE_SOURCES)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# The main job on a bundled model: rewrite its Q/DQ nodes and prove the result agrees.
+demo: setup
+	$(BIN)/quantgraph convert models/cnn_u8.onnx build/demo/cnn_u8.quantgraph.onnx --validate --force
+
+# Tests, including ruff and mypy (tests/test_quality.py).
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check quantgraph tests models
+	$(BIN)/ruff format --check quantgraph tests models
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/quantgraph bench
+
+clean:
+	rm -rf build $(VENV)
