@@ -1,7 +1,8 @@
 """quantgraph: ONNX QuantizeLinear/DequantizeLinear as oneDNN-Graph-style quantization ops.
 
-Public API: :data:`DOMAIN`, :func:`convert`, :func:`validate`, :class:`InferenceSession`,
-:func:`session_options`. Importing the package registers the custom-domain ONNX schemas.
+Public API: :data:`DOMAIN`, :func:`convert`, :func:`lower`, :func:`validate`,
+:class:`InferenceSession`, :func:`session_options`, :func:`lower`. The custom-domain ONNX
+schemas are registered by ``quantgraph.schemas.register()`` (convert and sessions call it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .backends import session_options
-    from .converter import convert
+    from .converter import convert, lower
     from .session import InferenceSession
     from .validation import validate
 
@@ -22,6 +23,7 @@ _LAZY = {
     "InferenceSession": ("session", "InferenceSession"),
     "session_options": ("backends", "session_options"),
     "convert": ("converter", "convert"),
+    "lower": ("converter", "lower"),
     "validate": ("validation", "validate"),
 }
 
@@ -36,4 +38,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'quantgraph' has no attribute {name!r}")
 
 
-__all__ = ["DOMAIN", "OPSET_VERSION", "InferenceSession", "convert", "session_options", "validate"]
+__all__ = [
+    "DOMAIN",
+    "OPSET_VERSION",
+    "InferenceSession",
+    "convert",
+    "lower",
+    "session_options",
+    "validate",
+]

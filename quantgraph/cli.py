@@ -1,4 +1,4 @@
-"""quantgraph command line: convert, validate, run, inspect, bench.
+"""quantgraph command line: convert, lower, validate, run, inspect, bench.
 
 Only this module knows about terminals, exit codes and JSON printing.
 Exit codes: 0 success (validate: the models agree), 1 validate found a disagreement,
@@ -133,10 +133,7 @@ def convert(
     if model_out is None and not dry_run:
         raise click.UsageError("OUT is required unless --dry-run is given")
     if model_out is not None and not dry_run:
-        if model_out.resolve() == model_in.resolve():
-            _fail(f"{model_out}: OUT is the input file; quantgraph never overwrites its input")
-        if model_out.exists() and not force:
-            _fail(f"{model_out}: already exists (use --force to replace it)")
+        _check_output(model_in, model_out, force)
     result = run_convert(model_in, static=static)
     payload: dict[str, Any] = result.report.to_dict()
     validation = None
@@ -157,6 +154,30 @@ def convert(
             _print_validation(validation)
     if validation is not None and not validation.agree:
         sys.exit(EXIT_DISAGREE)
+
+
+@main.command()
+@click.argument("model_in", metavar="IN", type=click.Path(path_type=Path))
+@click.argument("model_out", metavar="OUT", type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@_errors_are_one_line
+def lower(model_in: Path, model_out: Path, force: bool, as_json: bool) -> None:
+    """Rewrite quantgraph ops in IN back into standard QuantizeLinear/DequantizeLinear.
+
+    The round trip IN -> convert -> lower runs identically to the original at ORT_DISABLE_ALL.
+    """
+    from .converter import lower as run_lower
+    from .io import save_model
+
+    _check_output(model_in, model_out, force)
+    result = run_lower(model_in)
+    save_model(result.model, model_out, force=True)
+    payload: dict[str, Any] = {**result.report.to_dict(), "output": str(model_out)}
+    if as_json:
+        _print_json(payload)
+    else:
+        _print_conversion(result.report, False, model_out)
 
 
 @main.command()
@@ -317,6 +338,13 @@ def bench(sizes: str, repeat: int, as_json: bool) -> None:
         _print_json([row.to_dict() for row in rows])
     else:
         click.echo(benchmarks.format_table(rows))
+
+
+def _check_output(model_in: Path, model_out: Path, force: bool) -> None:
+    if model_out.resolve() == model_in.resolve():
+        _fail(f"{model_out}: OUT is the input file; quantgraph never overwrites its input")
+    if model_out.exists() and not force:
+        _fail(f"{model_out}: already exists (use --force to replace it)")
 
 
 def _describe(name: str, value: Any) -> dict[str, Any]:

@@ -151,3 +151,17 @@ def remove_if_unused(values: list[ir.Value | None]) -> None:
         producer = value.producer()
         if producer is not None and producer.op_type == "Constant" and producer.graph is not None:
             producer.graph.remove(producer, safe=True)
+
+
+def replace_node(graph: GraphLike, old: ir.Node, new: ir.Node, dtype: ir.DataType) -> None:
+    """Put ``new`` in ``old``'s place: same output names, types, shapes and value_info."""
+    for before, after in zip(old.outputs, new.outputs, strict=True):
+        after.type = before.type if before.type is not None else ir.TensorType(dtype)
+        after.shape = before.shape
+        after.doc_string = before.doc_string
+        after.metadata_props.update(before.metadata_props)
+    inputs = list(old.inputs)
+    ir.convenience.replace_nodes_and_values(
+        graph, old, [old], [new], list(old.outputs), list(new.outputs)
+    )
+    remove_if_unused(inputs[1:])

@@ -13,7 +13,7 @@ import onnx_ir as ir
 
 from ..spec import DOMAIN, OPSET_VERSION, PER_CHANNEL, PER_TENSOR, SpecError, dtypes, resolve_axis
 from ..spec import get as get_spec
-from ._graph import ConstantFactory, all_graphs, used_names, value_shape
+from ._graph import ConstantFactory, all_graphs, replace_node, used_names, value_shape
 
 
 class StaticToDynamicPass(ir.passes.InPlacePass):
@@ -75,13 +75,11 @@ class StaticToDynamicPass(ir.passes.InPlacePass):
                     num_outputs=1,
                     version=OPSET_VERSION,
                 )
-                ir.convenience.replace_nodes_and_values(
+                replace_node(
                     graph,
                     node,
-                    [node],
-                    [replacement],
-                    list(node.outputs),
-                    list(replacement.outputs),
+                    replacement,
+                    ir.DataType(zp_type.onnx if quantize else dtypes.F32.onnx),
                 )
                 modified = True
         return ir.passes.PassResult(model, modified)

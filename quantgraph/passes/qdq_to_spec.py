@@ -26,7 +26,7 @@ from ._graph import (
     elem_type,
     is_standard,
     opset_version,
-    remove_if_unused,
+    replace_node,
     used_names,
     value_shape,
 )
@@ -226,11 +226,12 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             num_outputs=1,
             version=OPSET_VERSION,
         )
-        old_inputs = list(node.inputs)
-        ir.convenience.replace_nodes_and_values(
-            graph, node, [node], [replacement], list(node.outputs), list(replacement.outputs)
+        replace_node(
+            graph,
+            node,
+            replacement,
+            ir.DataType(plan.quant_type.onnx if plan.quantize else dtypes.F32.onnx),
         )
-        remove_if_unused(old_inputs[1:])
         return op_type
 
     @staticmethod

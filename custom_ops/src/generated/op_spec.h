@@ -70,4 +70,61 @@ inline constexpr TypeRow kTypeRows[] = {
     {"Dequantize", 19, 1, 0, {0, 0, 0}, 0},  // f8_e5m2 -> f32
 };
 
+// The spec's data types (names as in messages); qmin/qmax only for integer types,
+// float8_max only for float8 types.
+struct DType {
+  int onnx;
+  const char* name;
+  bool is_float8;
+  int64_t qmin;
+  int64_t qmax;
+  float float8_max;
+};
+inline constexpr DType kDTypes[] = {
+    {3, "s8", false, -128LL, 127LL, 0.0f},
+    {2, "u8", false, 0LL, 255LL, 0.0f},
+    {6, "s32", false, -2147483648LL, 2147483647LL, 0.0f},
+    {1, "f32", false, 0LL, 0LL, 0.0f},
+    {17, "f8_e4m3", true, 0LL, 0LL, 448.0f},
+    {19, "f8_e5m2", true, 0LL, 0LL, 57344.0f},
+};
+
+// Names of every ONNX element type, for messages about types outside the spec
+// (quantgraph.spec.dtypes.onnx_name).
+struct OnnxTypeName {
+  int onnx;
+  const char* name;
+};
+inline constexpr OnnxTypeName kOnnxTypeNames[] = {
+    {0, "undefined"},
+    {1, "float"},
+    {2, "uint8"},
+    {3, "int8"},
+    {4, "uint16"},
+    {5, "int16"},
+    {6, "int32"},
+    {7, "int64"},
+    {8, "string"},
+    {9, "bool"},
+    {10, "float16"},
+    {11, "double"},
+    {12, "uint32"},
+    {13, "uint64"},
+    {14, "complex64"},
+    {15, "complex128"},
+    {16, "bfloat16"},
+    {17, "float8e4m3fn"},
+    {18, "float8e4m3fnuz"},
+    {19, "float8e5m2"},
+    {20, "float8e5m2fnuz"},
+    {21, "uint4"},
+    {22, "int4"},
+    {23, "float4e2m1"},
+    {24, "float8e8m0"},
+    {25, "uint2"},
+    {26, "int2"},
+    {27, "float6e2m3"},
+    {28, "float6e3m2"},
+};
+
 }  // namespace qg::spec
