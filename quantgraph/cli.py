@@ -100,6 +100,14 @@ def main(debug: bool) -> None:
     help="Run original and rewritten model on the same random inputs and compare.",
 )
 @click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
+@click.option(
+    "--external-data",
+    default="auto",
+    show_default=True,
+    metavar="auto|none|FILE",
+    help="Where OUT's weights go: auto keeps IN's layout (external weights go to OUT.data), "
+    "none writes them into OUT, FILE names the external-data file beside OUT.",
+)
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @click.option(
@@ -117,6 +125,7 @@ def convert(
     static: bool,
     check: bool,
     backend: str | None,
+    external_data: str,
     dry_run: bool,
     force: bool,
     dims: tuple[str, ...],
@@ -128,7 +137,7 @@ def convert(
     blocked quantization, contrib Q/DQ) are kept and listed with the reason.
     """
     from .converter import convert as run_convert
-    from .io import save_model
+    from .io import input_files
 
     if model_out is None and not dry_run:
         raise click.UsageError("OUT is required unless --dry-run is given")
@@ -139,7 +148,7 @@ def convert(
     validation = None
     if not dry_run:
         assert model_out is not None
-        save_model(result.model, model_out, force=True)
+        result.save(model_out, external_data=external_data, protect=input_files(model_in))
         payload["output"] = str(model_out)
         if check:
             from .validation import validate as run_validate
@@ -159,20 +168,28 @@ def convert(
 @main.command()
 @click.argument("model_in", metavar="IN", type=click.Path(path_type=Path))
 @click.argument("model_out", metavar="OUT", type=click.Path(path_type=Path))
+@click.option(
+    "--external-data",
+    default="auto",
+    show_default=True,
+    metavar="auto|none|FILE",
+    help="Where OUT's weights go: auto keeps IN's layout (external weights go to OUT.data), "
+    "none writes them into OUT, FILE names the external-data file beside OUT.",
+)
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_errors_are_one_line
-def lower(model_in: Path, model_out: Path, force: bool, as_json: bool) -> None:
+def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_json: bool) -> None:
     """Rewrite quantgraph ops in IN back into standard QuantizeLinear/DequantizeLinear.
 
     The round trip IN -> convert -> lower runs identically to the original at ORT_DISABLE_ALL.
     """
     from .converter import lower as run_lower
-    from .io import save_model
+    from .io import input_files
 
     _check_output(model_in, model_out, force)
     result = run_lower(model_in)
-    save_model(result.model, model_out, force=True)
+    result.save(model_out, external_data=external_data, protect=input_files(model_in))
     payload: dict[str, Any] = {**result.report.to_dict(), "output": str(model_out)}
     if as_json:
         _print_json(payload)

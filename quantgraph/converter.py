@@ -2,19 +2,52 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import onnx
 import onnx_ir as ir
 
-from .io import ModelLike, load_model
+from .io import AUTO, ModelLike, has_external_data, load_model, save_model
 from .passes import QdqToSpecPass, RewriteReport, SpecToQdqPass
 from .schemas import register as register_schemas
 
 
-class ConvertResult(NamedTuple):
-    model: onnx.ModelProto
+@dataclass(frozen=True)
+class ConvertResult:
+    """The rewritten model and what the rewrite did; unpacks as ``model, report``."""
+
+    ir_model: ir.Model
     report: RewriteReport
+    checked: bool
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        return ir.to_proto(self.ir_model)
+
+    def __iter__(self) -> Iterator[object]:
+        yield self.model
+        yield self.report
+
+    def save(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        external_data: str = AUTO,
+        force: bool = True,
+        protect: tuple[Path, ...] = (),
+    ) -> Path:
+        """Write atomically; a model not checked yet (external data) is checked on disk."""
+        return save_model(
+            self.ir_model,
+            path,
+            external_data=external_data,
+            force=force,
+            protect=protect,
+            check=not self.checked,
+        )
 
 
 def convert(model: ModelLike, *, static: bool = False, check: bool = True) -> ConvertResult:
@@ -22,7 +55,8 @@ def convert(model: ModelLike, *, static: bool = False, check: bool = True) -> Co
 
     ``static=True`` emits Quantize/Dequantize (attributes ``scales``/``zps``) wherever scale
     and zero point are constants. The input (path, bytes or proto) is never modified. With
-    ``check``, the result must pass ``onnx.checker.check_model(full_check=True)``.
+    ``check``, the result must pass ``onnx.checker.check_model(full_check=True)`` (for models
+    with external data, when it is saved: the checker reads the weights from disk).
     """
     return _apply(QdqToSpecPass(static=static), model, check)
 
@@ -38,7 +72,8 @@ def _apply(rewrite: ir.passes.InPlacePass, model: ModelLike, check: bool) -> Con
     graph = ir.from_proto(ir.to_proto(model)) if isinstance(model, ir.Model) else load_model(model)
     result = rewrite(graph)
     report = getattr(result, "report", None) or RewriteReport()
-    proto = ir.to_proto(result.model)
-    if check:
-        onnx.checker.check_model(proto, full_check=True)
-    return ConvertResult(proto, report)
+    checked = not check
+    if check and not has_external_data(result.model):
+        onnx.checker.check_model(ir.to_proto(result.model), full_check=True)
+        checked = True
+    return ConvertResult(result.model, report, checked)

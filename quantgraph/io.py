@@ -1,9 +1,15 @@
-"""Reading and writing models: clear errors for bad files, atomic writes, inputs untouched."""
+"""Reading and writing models: clear errors for bad files, atomic writes, inputs untouched.
+
+Models with external data are read lazily (weights stay on disk, memory-mapped when used) and
+written with external data again unless asked otherwise, so multi-GiB models convert in little
+memory.
+"""
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import onnx
@@ -12,6 +18,8 @@ import onnx_ir as ir
 from .errors import ModelError
 
 ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto | ir.Model
+AUTO = "auto"
+INLINE = "none"
 
 
 def load_model(model: ModelLike) -> ir.Model:
@@ -24,7 +32,7 @@ def load_model(model: ModelLike) -> ir.Model:
         try:
             return ir.from_proto(onnx.load_from_string(model))
         except Exception as error:
-            raise ModelError(f"the bytes are not an ONNX model: {error}") from None
+            raise ModelError(f"the bytes are not an ONNX model: {_first_line(error)}") from None
     path = Path(model)
     if not path.exists():
         raise ModelError(f"{path}: no such file")
@@ -38,40 +46,147 @@ def load_model(model: ModelLike) -> ir.Model:
         raise ModelError(f"{path}: not an ONNX model ({_first_line(error)})") from None
     if not proto.HasField("graph"):
         raise ModelError(f"{path}: not an ONNX model (it has no graph)")
+    _check_external_locations(proto, path)
     try:
-        return ir.from_proto(proto) if not _has_external_data(proto) else ir.load(str(path))
+        loaded = ir.from_proto(proto)
+        if external_locations(proto):
+            ir.external_data.set_base_dir(loaded.graph, path.parent)
+        return loaded
     except Exception as error:
         raise ModelError(f"{path}: cannot read the model ({_first_line(error)})") from None
 
 
+def external_locations(proto: onnx.ModelProto) -> set[str]:
+    """The external-data files a model's tensors point into (main graph and subgraphs)."""
+    found: set[str] = set()
+    for tensor in _tensors(proto.graph):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            for entry in tensor.external_data:
+                if entry.key == "location":
+                    found.add(entry.value)
+    return found
+
+
+def input_files(path: str | os.PathLike[str]) -> tuple[Path, ...]:
+    """A model file and the external-data files it reads: what a writer must never touch."""
+    model_path = Path(path)
+    try:
+        proto = onnx.load(str(model_path), load_external_data=False)
+    except Exception:
+        return (model_path,)
+    return (model_path, *(model_path.parent / loc for loc in sorted(external_locations(proto))))
+
+
+def has_external_data(model: ir.Model) -> bool:
+    return any(
+        isinstance(value.const_value, ir.ExternalTensor)
+        for graph in (model.graph, *model.graph.subgraphs())
+        for value in graph.initializers.values()
+    )
+
+
 def save_model(
-    model: ir.Model | onnx.ModelProto, path: str | os.PathLike[str], *, force: bool = True
+    model: ir.Model | onnx.ModelProto,
+    path: str | os.PathLike[str],
+    *,
+    force: bool = True,
+    external_data: str = AUTO,
+    protect: tuple[Path, ...] = (),
+    progress: Callable[[int, int], None] | None = None,
+    check: bool = False,
 ) -> Path:
-    """Write ``model`` to ``path`` through a temporary file and a rename (never half-written)."""
+    """Write ``model`` to ``path`` through temporary files and renames (never half-written).
+
+    ``external_data``: "auto" keeps the model's layout (weights that live in external data are
+    written to ``<OUT stem>.data`` beside OUT), "none" writes everything into OUT, any other
+    value is the external-data file name. Files in ``protect`` (the input's) are never written.
+    ``check`` runs ``onnx.checker.check_model(full_check=True)`` on the written file before it
+    takes OUT's name.
+    """
     target = Path(path)
-    if target.exists() and not force:
-        raise ModelError(f"{target}: already exists (use --force to replace it)")
     if target.is_dir():
         raise ModelError(f"{target}: is a directory")
-    proto = ir.to_proto(model) if isinstance(model, ir.Model) else model
+    if target.exists() and not force:
+        raise ModelError(f"{target}: already exists (use --force to replace it)")
+    graph = model if isinstance(model, ir.Model) else ir.from_proto(model)
+    if external_data == AUTO:
+        data_name = f"{target.stem}.data" if has_external_data(graph) else None
+    elif external_data == INLINE:
+        data_name = None
+    else:
+        data_name = external_data
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(proto.SerializeToString(deterministic=True))
-            stream.flush()
-            os.fsync(stream.fileno())
+    if data_name is not None:
+        data_path = (target.parent / data_name).resolve()
+        if data_path in {p.resolve() for p in protect} or target.resolve() in {
+            p.resolve() for p in protect
+        }:
+            raise ModelError(f"{data_path}: is the input's own file; choose another output")
+    elif has_external_data(graph):
+        graph = ir.external_data.load_to_model(graph)
+    with _temporary(target) as temporary:
+        if data_name is None:
+            proto = ir.to_proto(graph)
+            with open(temporary, "wb") as stream:
+                stream.write(proto.SerializeToString(deterministic=True))
+                stream.flush()
+                os.fsync(stream.fileno())
+        else:
+            callback = None
+            if progress is not None:
+                report = progress
+
+                def callback(_: object, info: ir.external_data.CallbackInfo) -> None:
+                    report(info.index + 1, info.total)
+
+            ir.save(graph, temporary, external_data=data_name, callback=callback)
+        if check:
+            from .schemas import register
+
+            register()
+            onnx.checker.check_model(str(temporary), full_check=True)
         os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
     return target
 
 
-def _has_external_data(proto: onnx.ModelProto) -> bool:
-    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)
+class _temporary:
+    """A temporary file name beside ``target``, removed if the write fails."""
+
+    def __init__(self, target: Path) -> None:
+        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(handle)
+        self.path = Path(name)
+
+    def __enter__(self) -> Path:
+        return self.path
+
+    def __exit__(self, *exc: object) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                yield attribute.t
+            if attribute.HasField("g"):
+                yield from _tensors(attribute.g)
+            for sub in attribute.graphs:
+                yield from _tensors(sub)
+
+
+def _check_external_locations(proto: onnx.ModelProto, path: Path) -> None:
+    folder = path.parent.resolve()
+    for location in external_locations(proto):
+        resolved = (folder / location).resolve()
+        if Path(location).is_absolute() or folder not in resolved.parents:
+            raise ModelError(
+                f"{path}: external data location '{location}' escapes the model's folder "
+                "(onnx forbids it; it could read any file)"
+            )
+        if not resolved.is_file():
+            raise ModelError(f"{path}: external data file '{location}' is missing")
 
 
 def _first_line(error: BaseException) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 from .backends import resolve, session_options
-from .io import ModelLike, load_model
+from .io import ModelLike, has_external_data, load_model, save_model
 from .schemas import register as register_schemas
 
 
@@ -34,21 +35,36 @@ class InferenceSession:
     ) -> None:
         register_schemas()
         self.backend = resolve(backend)
-        source: str | bytes
-        if self.backend == "native" and isinstance(model, (str, os.PathLike)):
-            load_model(model)  # the same clear errors as everywhere for a bad file
-            source = str(Path(model))
-        else:
-            graph = load_model(model)
-            if self.backend == "python":
-                from .backends import python
-
-                # Work on a copy: the caller's model stays as it was.
-                graph = python.prepare_model(ir.from_proto(ir.to_proto(graph)))
-            source = ir.to_proto(graph).SerializeToString()
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
+        source = self._prepare(model)
         self._session = ort.InferenceSession(
             source, session_options(self.backend, options), providers=list(providers)
         )
+
+    def _prepare(self, model: ModelLike) -> str | bytes:
+        """What onnxruntime loads: the file itself when it can run as is, else a prepared copy."""
+        is_path = isinstance(model, (str, os.PathLike))
+        graph = load_model(model)  # the same clear errors everywhere for a bad file
+        if self.backend == "python":
+            from .backends import python
+
+            if is_path:
+                changed = python.prepare_model(graph)
+            else:  # the caller's object stays as it was
+                graph = ir.from_proto(ir.to_proto(graph))
+                changed = python.prepare_model(graph)
+            if is_path and not changed:
+                return str(Path(model))  # type: ignore[arg-type]
+        elif is_path:
+            return str(Path(model))  # type: ignore[arg-type]
+        if has_external_data(graph):
+            # Weights stay on disk: onnxruntime reads them next to a prepared copy.
+            self._scratch = tempfile.TemporaryDirectory(prefix="quantgraph-")
+            path = Path(self._scratch.name) / "model.onnx"
+            save_model(graph, path, external_data="model.data")
+            return str(path)
+        serialized: bytes = ir.to_proto(graph).SerializeToString()
+        return serialized
 
     def run(
         self,

@@ -156,8 +156,10 @@ def session_options() -> ort.SessionOptions:
     return options
 
 
-def prepare_model(model: Any) -> Any:
-    """The model in the form these kernels run (an ``onnx_ir.Model``, changed in place).
+def prepare_model(model: Any) -> bool:
+    """Put the model in the form these kernels run (an ``onnx_ir.Model``, changed in place).
+
+    Returns whether anything changed.
 
     Raises :class:`BackendError` for what the Python backend cannot run, naming the node.
     """
@@ -168,7 +170,7 @@ def prepare_model(model: Any) -> Any:
 
     assert isinstance(model, ir.Model)
     try:
-        ir.passes.Sequential(StaticToDynamicPass(), ExplicitFormPass())(model)
+        modified = ir.passes.Sequential(StaticToDynamicPass(), ExplicitFormPass())(model).modified
     except (ValueError, ir.passes.PassError) as error:
         cause = error.__cause__ or error
         raise BackendError(f"python backend: {cause}; use backend='native'") from None
@@ -188,4 +190,4 @@ def prepare_model(model: Any) -> Any:
                     f"{zp_type or 'unknown'}; onnxruntime-extensions overloads cannot differ only "
                     "in output type, so dst must be the zps type (s8/u8); use backend='native'"
                 )
-    return model
+    return modified
