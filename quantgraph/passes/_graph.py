@@ -48,17 +48,28 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
     return tensor.numpy()
 
 
+def _constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
+    # An initializer's tensor, or the value attribute of the Constant node producing it.
+    if value.const_value is not None:
+        return value.const_value
+    return ir.convenience.get_const_tensor(value)
+
+
 def elem_type(value: ir.Value | None) -> ir.DataType | None:
     if value is None:
         return None
-    if value.const_value is not None:
-        return value.const_value.dtype
-    return value.dtype
+    if value.dtype is not None:
+        return value.dtype
+    tensor = _constant_tensor(value)
+    return tensor.dtype if tensor is not None else None
 
 
 def value_shape(value: ir.Value) -> tuple[int | None, ...] | None:
     """Static shape with None for symbolic dims, or None when the rank is unknown."""
-    shape = value.const_value.shape if value.const_value is not None else value.shape
+    shape = value.shape
+    if shape is None:
+        tensor = _constant_tensor(value)
+        shape = tensor.shape if tensor is not None else None
     if shape is None:
         return None
     return tuple(d if isinstance(d, int) else None for d in shape)

@@ -33,6 +33,7 @@ from ._graph import (
 from .report import ConvertedNode, RewriteReport, SkippedNode
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
+CONTRIB_DOMAIN = "com.microsoft"
 MIN_OPSET, MAX_OPSET = 10, 25
 _KNOWN_ATTRIBUTES = {"axis", "saturate", "block_size", "output_dtype", "precision"}
 
@@ -58,10 +59,14 @@ class _Plan:
     zero_point: ir.Value | None
     count: int | None  # number of scales, when known
 
+    contrib: bool = False
+
     @property
     def detail(self) -> str:
         where = f"axis {self.axis}" if self.qtype == PER_CHANNEL else "per_tensor"
-        return f"{self.quant_type.name}, {where}"
+        return f"{self.quant_type.name}, {where}" + (
+            f", from {CONTRIB_DOMAIN}" if self.contrib else ""
+        )
 
 
 class QdqToSpecPass(ir.passes.InPlacePass):
@@ -83,16 +88,8 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             for node in list(graph):
                 if node.op_type not in QDQ_OPS:
                     continue
-                if not is_standard(node):
-                    report.skipped.append(
-                        SkippedNode(
-                            node.name or "",
-                            node.op_type,
-                            f"{node.domain} {node.op_type} is a contrib op, not ONNX's; left as is",
-                            where,
-                        )
-                    )
-                    continue
+                if not is_standard(node) and node.domain != CONTRIB_DOMAIN:
+                    continue  # another domain's op that happens to share the name
                 try:
                     plan = self._plan(model, graph, node)
                     new_op = self._rewrite(graph, node, plan, factory)
@@ -112,9 +109,11 @@ class QdqToSpecPass(ir.passes.InPlacePass):
 
     def _plan(self, model: ir.Model, graph: GraphLike, node: ir.Node) -> _Plan:
         quantize = node.op_type == "QuantizeLinear"
-        opset = opset_version(model, graph)
-        if opset is None or not MIN_OPSET <= opset <= MAX_OPSET:
-            raise Skip(f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
+        if is_standard(node):
+            opset = opset_version(model, graph)
+            if opset is None or not MIN_OPSET <= opset <= MAX_OPSET:
+                raise Skip(f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
+        # com.microsoft Q/DQ compute the same as ONNX's; their extra types are refused below.
         unknown = set(node.attributes) - _KNOWN_ATTRIBUTES
         if unknown:
             raise Skip(f"unknown attributes {sorted(unknown)}")
@@ -157,7 +156,9 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         count = 1 if not shape else shape[0]
         qtype = PER_TENSOR if count == 1 else PER_CHANNEL
         axis = node.attributes.get_int("axis", 1)
-        return _Plan(quantize, qtype, axis, quant_type, scale, zero_point, count)
+        return _Plan(
+            quantize, qtype, axis, quant_type, scale, zero_point, count, not is_standard(node)
+        )
 
     @staticmethod
     def _quantized_type(
@@ -241,7 +242,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         shape = value_shape(value)
         if shape is not None and len(shape) == 1:
             return value
-        array = constant_array(value) if value.is_initializer() else None
+        array = constant_array(value)  # an initializer or a Constant node
         if array is not None:
             return factory.constant(f"{value.name}_1d", array.reshape(1), node)
         # A run-time scalar: reshape it where it is used.
