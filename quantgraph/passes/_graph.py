@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 import onnx_ir as ir
@@ -39,13 +39,19 @@ def opset_version(model: ir.Model, graph: GraphLike, domain: str = "") -> int | 
 
 
 def constant_array(value: ir.Value | None) -> np.ndarray | None:
-    """The value's array when it is an initializer or comes from a Constant node, else None."""
+    """The value's array when it is an initializer or comes from a Constant node, else None.
+
+    Cached on the value (``meta``): a scale shared by thousands of nodes is read once.
+    """
     if value is None:
         return None
+    if "quantgraph.constant" in value.meta:
+        cached: np.ndarray | None = value.meta["quantgraph.constant"]
+        return cached
     tensor = ir.convenience.get_const_tensor(value)
-    if tensor is None:
-        return None
-    return tensor.numpy()
+    array = None if tensor is None else tensor.numpy()
+    value.meta["quantgraph.constant"] = array
+    return array
 
 
 def _constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
@@ -66,7 +72,7 @@ def elem_type(value: ir.Value | None) -> ir.DataType | None:
 
 def value_shape(value: ir.Value) -> tuple[int | None, ...] | None:
     """Static shape with None for symbolic dims, or None when the rank is unknown."""
-    shape = value.shape
+    shape: ir.ShapeProtocol | None = value.shape
     if shape is None:
         tensor = _constant_tensor(value)
         shape = tensor.shape if tensor is not None else None
@@ -150,9 +156,10 @@ def used_names(model: ir.Model) -> set[str]:
     return names
 
 
-def remove_if_unused(values: list[ir.Value | None]) -> None:
+def remove_if_unused(values: Iterable[ir.Value | None]) -> None:
     """Drop initializers a rewrite left without users (and Constant nodes alike)."""
-    for value in values:
+    unique = {id(v): v for v in values if v is not None}
+    for value in unique.values():
         if value is None or value.uses() or value.is_graph_output() or value.is_graph_input():
             continue
         owner = value.graph
@@ -164,8 +171,14 @@ def remove_if_unused(values: list[ir.Value | None]) -> None:
             producer.graph.remove(producer, safe=True)
 
 
-def replace_node(graph: GraphLike, old: ir.Node, new: ir.Node, dtype: ir.DataType) -> None:
-    """Put ``new`` in ``old``'s place: same output names, types, shapes and value_info."""
+def replace_node(
+    graph: GraphLike, old: ir.Node, new: ir.Node, dtype: ir.DataType
+) -> list[ir.Value | None]:
+    """Put ``new`` in ``old``'s place: same output names, types, shapes and value_info.
+
+    Returns ``old``'s former inputs: the caller sweeps the ones left unused once, at the end
+    (checking uses per node would be quadratic in a scale shared by every node).
+    """
     for before, after in zip(old.outputs, new.outputs, strict=True):
         after.type = before.type if before.type is not None else ir.TensorType(dtype)
         after.shape = before.shape
@@ -175,4 +188,4 @@ def replace_node(graph: GraphLike, old: ir.Node, new: ir.Node, dtype: ir.DataTyp
     ir.convenience.replace_nodes_and_values(
         graph, old, [old], [new], list(old.outputs), list(new.outputs)
     )
-    remove_if_unused(inputs[1:])
+    return inputs

@@ -13,13 +13,21 @@ import onnx_ir as ir
 
 from ..spec import DOMAIN, OPSET_VERSION, PER_CHANNEL, PER_TENSOR, SpecError, dtypes, resolve_axis
 from ..spec import get as get_spec
-from ._graph import ConstantFactory, all_graphs, replace_node, used_names, value_shape
+from ._graph import (
+    ConstantFactory,
+    all_graphs,
+    remove_if_unused,
+    replace_node,
+    used_names,
+    value_shape,
+)
 
 
 class StaticToDynamicPass(ir.passes.InPlacePass):
     """Static Quantize/Dequantize become their dynamic siblings with constant inputs."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self._stale: list[ir.Value | None] = []
         modified = False
         taken = used_names(model)
         for graph in list(all_graphs(model)):
@@ -75,13 +83,14 @@ class StaticToDynamicPass(ir.passes.InPlacePass):
                     num_outputs=1,
                     version=OPSET_VERSION,
                 )
-                replace_node(
+                self._stale += replace_node(
                     graph,
                     node,
                     replacement,
                     ir.DataType(zp_type.onnx if quantize else dtypes.F32.onnx),
                 )
                 modified = True
+        remove_if_unused(self._stale)
         return ir.passes.PassResult(model, modified)
 
 
@@ -89,6 +98,7 @@ class ExplicitFormPass(ir.passes.InPlacePass):
     """Dynamic ops get explicit qtype and axis attributes and an explicit zero zps input."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self._stale: list[ir.Value | None] = []
         modified = False
         taken = used_names(model)
         for graph in list(all_graphs(model)):
@@ -111,6 +121,7 @@ class ExplicitFormPass(ir.passes.InPlacePass):
                     node.resize_inputs(3)
                     node.replace_input_with(2, zero)
                     modified = True
+        remove_if_unused(self._stale)
         return ir.passes.PassResult(model, modified)
 
     @staticmethod

@@ -26,6 +26,7 @@ from ._graph import (
     elem_type,
     is_standard,
     opset_version,
+    remove_if_unused,
     replace_node,
     used_names,
     value_shape,
@@ -80,6 +81,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         self.static = static
 
     def call(self, model: ir.Model) -> RewriteResult:
+        self._stale: list[ir.Value | None] = []
         report = RewriteReport()
         taken = used_names(model)
         for graph in list(all_graphs(model)):
@@ -103,6 +105,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
                 )
         if report.converted_nodes:
             _import_domain(model)
+        remove_if_unused(self._stale)
         return RewriteResult(model, modified=bool(report.converted_nodes), report=report)
 
     # -- what the node means ---------------------------------------------------------------
@@ -227,7 +230,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             num_outputs=1,
             version=OPSET_VERSION,
         )
-        replace_node(
+        self._stale += replace_node(
             graph,
             node,
             replacement,

@@ -23,6 +23,7 @@ from ._graph import (
     constant_array,
     elem_type,
     opset_version,
+    remove_if_unused,
     replace_node,
     used_names,
 )
@@ -37,6 +38,7 @@ class SpecToQdqPass(ir.passes.InPlacePass):
     """Rewrites quantgraph ops in every graph, subgraph and function into ONNX Q/DQ."""
 
     def call(self, model: ir.Model) -> RewriteResult:
+        self._stale: list[ir.Value | None] = []
         report = RewriteReport()
         taken = used_names(model)
         for graph in list(all_graphs(model)):
@@ -61,6 +63,7 @@ class SpecToQdqPass(ir.passes.InPlacePass):
                 model.opset_imports.pop(DOMAIN, None)
                 for function in model.functions.values():
                     function.opset_imports.pop(DOMAIN, None)
+        remove_if_unused(self._stale)
         return RewriteResult(model, modified=bool(report.converted_nodes), report=report)
 
     def _lower(
@@ -132,7 +135,7 @@ class SpecToQdqPass(ir.passes.InPlacePass):
             metadata_props=dict(node.metadata_props),
             num_outputs=1,
         )
-        replace_node(
+        self._stale += replace_node(
             graph, node, replacement, ir.DataType(quant.onnx if quantize else dtypes.F32.onnx)
         )
         detail = f"{quant.name}, " + (f"axis {axis}" if qtype == PER_CHANNEL else "per_tensor")

@@ -1,0 +1,129 @@
+"""The native backend: quantgraph's C++ kernel library (custom_ops/) registered in onnxruntime.
+
+``pip install .`` (or ``pip install -e .``) builds ``libquantgraph_ops.so`` with CMake and puts it
+in ``quantgraph/_native/``. The library registers the four ops of domain ``com.quantgraph`` for
+the CPU execution provider: SIMD kernels (AVX-512 / AVX2 / portable, picked at run time; cap it
+with ``QUANTGRAPH_NATIVE_ISA=scalar|avx2|avx512``), threaded on the session's intra-op pool,
+bit-exact with :mod:`quantgraph.reference`. Rule violations are onnxruntime errors whose text
+contains the spec's message (``<Op> node '<name>': <rule text> [rule <id>]``): at session
+creation for what the node alone decides (attributes, types), else at run time.
+
+``QUANTGRAPH_NATIVE_LIB`` overrides the library's location.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from pathlib import Path
+
+import onnxruntime as ort
+
+from ..errors import BackendError
+
+ENV_LIBRARY = "QUANTGRAPH_NATIVE_LIB"
+ENV_ISA = "QUANTGRAPH_NATIVE_ISA"
+
+
+def _library_name() -> str:
+    if sys.platform == "darwin":
+        return "libquantgraph_ops.dylib"
+    if sys.platform == "win32":
+        return "quantgraph_ops.dll"
+    return "libquantgraph_ops.so"
+
+
+LIBRARY_NAME = _library_name()
+
+BUILD_HINT = (
+    "build it with `pip install .` (or `pip install -e .`) from the quantgraph source tree, which "
+    "needs a C++17 compiler and cmake (the onnxruntime headers are fetched at build time; see "
+    "custom_ops/README.md), or point QUANTGRAPH_NATIVE_LIB at a built libquantgraph_ops.so"
+)
+
+
+def _candidates() -> list[Path]:
+    """Where the installed library may be: quantgraph/_native in each of the package's paths.
+
+    An editable install (scikit-build-core's redirect mode) spreads the package over the
+    source tree and site-packages; ``__path__`` lists both.
+    """
+    import quantgraph
+
+    return [Path(entry) / "_native" / LIBRARY_NAME for entry in quantgraph.__path__]
+
+
+def library_path() -> Path:
+    """The native kernel library: $QUANTGRAPH_NATIVE_LIB, else the one installed in the package.
+
+    Raises :class:`~quantgraph.errors.BackendError` saying how to build it when there is none.
+    """
+    override = os.environ.get(ENV_LIBRARY)
+    if override:
+        path = Path(override).expanduser()
+        if not path.is_file():
+            raise BackendError(
+                f"{ENV_LIBRARY}={override!r} is not a file; unset it or {BUILD_HINT}"
+            )
+        return path.resolve()
+    candidates = _candidates()
+    for path in candidates:
+        if path.is_file():
+            return path.resolve()
+    looked = ", ".join(str(p) for p in candidates)
+    raise BackendError(
+        f"the native kernel library is not built (looked for {looked}); {BUILD_HINT}"
+    )
+
+
+def is_available() -> bool:
+    """True when the library exists (it is loaded only by :func:`register`)."""
+    try:
+        library_path()
+    except BackendError:
+        return False
+    return True
+
+
+def register(options: ort.SessionOptions) -> None:
+    """Register the native kernels of domain com.quantgraph in ``options``.
+
+    Do not also register the Python backend in the same options: one session cannot take the
+    same domain from two libraries.
+    """
+    options.register_custom_ops_library(str(library_path()))
+
+
+def session_options(options: ort.SessionOptions | None = None) -> ort.SessionOptions:
+    """``options`` (or new SessionOptions) with the native kernels registered."""
+    options = options or ort.SessionOptions()
+    register(options)
+    return options
+
+
+def isa() -> str:
+    """The kernel instruction set sessions created now will use, and the CPU's best one.
+
+    For example ``"avx512 (best avx512)"``, or ``"avx2 (best avx512)"`` with
+    ``QUANTGRAPH_NATIVE_ISA=avx2``. The ISA is chosen when a session creates its kernels.
+    """
+    library = ctypes.CDLL(str(library_path()))
+    function = library.QuantgraphNativeIsa
+    function.restype = ctypes.c_char_p
+    function.argtypes = []
+    result: bytes = function()
+    return result.decode()
+
+
+__all__ = [
+    "BUILD_HINT",
+    "ENV_ISA",
+    "ENV_LIBRARY",
+    "LIBRARY_NAME",
+    "is_available",
+    "isa",
+    "library_path",
+    "register",
+    "session_options",
+]
