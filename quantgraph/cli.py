@@ -143,7 +143,8 @@ def convert(
         raise click.UsageError("OUT is required unless --dry-run is given")
     if model_out is not None and not dry_run:
         _check_output(model_in, model_out, force)
-    result = run_convert(model_in, static=static)
+    with _progress("rewriting Q/DQ nodes", quiet=as_json) as progress:
+        result = run_convert(model_in, static=static, progress=progress)
     payload: dict[str, Any] = result.report.to_dict()
     validation = None
     if not dry_run:
@@ -355,6 +356,28 @@ def bench(sizes: str, repeat: int, as_json: bool) -> None:
         _print_json([row.to_dict() for row in rows])
     else:
         click.echo(benchmarks.format_table(rows))
+
+
+class _progress:
+    """A progress bar on a terminal; nothing with --json or when stderr is not a TTY."""
+
+    def __init__(self, label: str, *, quiet: bool) -> None:
+        self.label = label
+        self.enabled = not quiet and sys.stderr.isatty()
+        self._bar: Any = None
+
+    def __enter__(self) -> Callable[[int, int], None] | None:
+        return self.update if self.enabled else None
+
+    def update(self, done: int, total: int) -> None:
+        if self._bar is None:
+            self._bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
+            self._bar.__enter__()
+        self._bar.update(done - self._bar.pos)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
 
 
 def _check_output(model_in: Path, model_out: Path, force: bool) -> None:

@@ -12,6 +12,7 @@ import onnx_ir as ir
 
 from .io import AUTO, ModelLike, has_external_data, load_model, save_model
 from .passes import QdqToSpecPass, RewriteReport, SpecToQdqPass
+from .passes.qdq_to_spec import Progress
 from .schemas import register as register_schemas
 
 
@@ -50,15 +51,22 @@ class ConvertResult:
         )
 
 
-def convert(model: ModelLike, *, static: bool = False, check: bool = True) -> ConvertResult:
+def convert(
+    model: ModelLike,
+    *,
+    static: bool = False,
+    check: bool = True,
+    progress: Progress | None = None,
+) -> ConvertResult:
     """Rewrite ``model``'s QuantizeLinear/DequantizeLinear into quantgraph's ops.
 
     ``static=True`` emits Quantize/Dequantize (attributes ``scales``/``zps``) wherever scale
     and zero point are constants. The input (path, bytes or proto) is never modified. With
     ``check``, the result must pass ``onnx.checker.check_model(full_check=True)`` (for models
     with external data, when it is saved: the checker reads the weights from disk).
+    ``progress(done, total)`` is called as Q/DQ nodes are rewritten.
     """
-    return _apply(QdqToSpecPass(static=static), model, check)
+    return _apply(QdqToSpecPass(static=static, progress=progress), model, check)
 
 
 def lower(model: ModelLike, *, check: bool = True) -> ConvertResult:

@@ -12,6 +12,7 @@ quantized type. Nodes the spec cannot express stay as they are and are reported 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,9 @@ QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 CONTRIB_DOMAIN = "com.microsoft"
 MIN_OPSET, MAX_OPSET = 10, 25
 _KNOWN_ATTRIBUTES = {"axis", "saturate", "block_size", "output_dtype", "precision"}
+
+
+Progress = Callable[[int, int], None]  # (nodes done, nodes in all)
 
 
 class Skip(Exception):
@@ -76,20 +80,27 @@ class QdqToSpecPass(ir.passes.InPlacePass):
     ``static=True`` emits static Quantize/Dequantize where scale and zero point are constants.
     """
 
-    def __init__(self, *, static: bool = False) -> None:
+    def __init__(self, *, static: bool = False, progress: Progress | None = None) -> None:
         super().__init__()
         self.static = static
+        self.progress = progress
 
     def call(self, model: ir.Model) -> RewriteResult:
         self._stale: list[ir.Value | None] = []
         report = RewriteReport()
         taken = used_names(model)
-        for graph in list(all_graphs(model)):
+        graphs = list(all_graphs(model))
+        total = sum(1 for g in graphs for n in g if n.op_type in QDQ_OPS)
+        done = 0
+        for graph in graphs:
             factory = ConstantFactory(graph, graph is model.graph, taken)
             where = "" if graph is model.graph else (graph.name or "")
             for node in list(graph):
                 if node.op_type not in QDQ_OPS:
                     continue
+                done += 1
+                if self.progress is not None and (done % 1000 == 0 or done == total):
+                    self.progress(done, total)
                 if not is_standard(node) and node.domain != CONTRIB_DOMAIN:
                     continue  # another domain's op that happens to share the name
                 try:
