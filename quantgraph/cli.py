@@ -401,24 +401,28 @@ def _describe(name: str, value: Any) -> dict[str, Any]:
     }
 
 
-def _print_conversion(report: Any, dry_run: bool, out: Path | None) -> None:
+def _print_conversion(report: Any, dry_run: bool, out: Path | None, limit: int = 40) -> None:
     verb = "would convert" if dry_run else "converted"
     total = sum(report.converted.values())
     counts = ", ".join(f"{n} {op}" for op, n in report.converted.items()) or "nothing"
     click.echo(f"{verb} {total} node(s): {counts}")
-    for node in report.converted_nodes:
+    for node in report.converted_nodes[:limit]:
         where = f" (in {node.graph})" if node.graph else ""
         click.echo(
             f"  {node.node or '<unnamed>'}{where}: {node.op_type} -> {node.new_op_type} "
             f"[{node.detail}]"
         )
+    if len(report.converted_nodes) > limit:
+        click.echo(f"  ... and {len(report.converted_nodes) - limit} more (--json lists all)")
     if report.skipped:
         click.echo(f"left unchanged {len(report.skipped)} node(s):")
-        for skipped in report.skipped:
+        for skipped in report.skipped[:limit]:
             where = f" (in {skipped.graph})" if skipped.graph else ""
             click.echo(
                 f"  {skipped.node or '<unnamed>'}{where}: {skipped.op_type}: {skipped.reason}"
             )
+        if len(report.skipped) > limit:
+            click.echo(f"  ... and {len(report.skipped) - limit} more (--json lists all)")
     if out is not None and not dry_run:
         click.echo(f"wrote {out}")
 
