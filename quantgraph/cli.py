@@ -108,6 +108,11 @@ def main(debug: bool) -> None:
     help="Where OUT's weights go: auto keeps IN's layout (external weights go to OUT.data), "
     "none writes them into OUT, FILE names the external-data file beside OUT.",
 )
+@click.option(
+    "--keep-contrib",
+    is_flag=True,
+    help="Leave com.microsoft QuantizeLinear/DequantizeLinear unchanged (listed).",
+)
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @click.option(
@@ -126,6 +131,7 @@ def convert(
     check: bool,
     backend: str | None,
     external_data: str,
+    keep_contrib: bool,
     dry_run: bool,
     force: bool,
     dims: tuple[str, ...],
@@ -141,10 +147,11 @@ def convert(
 
     if model_out is None and not dry_run:
         raise click.UsageError("OUT is required unless --dry-run is given")
+    bound = _dims(dims)  # a bad --dim fails before anything is written
     if model_out is not None and not dry_run:
         _check_output(model_in, model_out, force)
     with _progress("rewriting Q/DQ nodes", quiet=as_json) as progress:
-        result = run_convert(model_in, static=static, progress=progress)
+        result = run_convert(model_in, static=static, contrib=not keep_contrib, progress=progress)
     payload: dict[str, Any] = result.report.to_dict()
     validation = None
     if not dry_run:
@@ -154,7 +161,7 @@ def convert(
         if check:
             from .validation import validate as run_validate
 
-            validation = run_validate(model_in, model_out, backend=backend, dims=_dims(dims))
+            validation = run_validate(model_in, model_out, backend=backend, dims=bound)
             payload["validation"] = validation.to_dict()
     if as_json:
         _print_json(payload)
@@ -298,7 +305,8 @@ def run(
     names = [o.name for o in session.get_outputs()]
     results = session.run(names, feeds)
     if output is not None:
-        np.savez(output, **dict(zip(names, results, strict=True)))
+        with open(output, "wb") as stream:  # np.savez(path) would append ".npz" to the name
+            np.savez(stream, **dict(zip(names, results, strict=True)))
     summary = [_describe(name, value) for name, value in zip(names, results, strict=True)]
     if as_json:
         _print_json(
@@ -320,13 +328,18 @@ def run(
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--static", is_flag=True, help="Plan as `convert --static` would.")
+@click.option(
+    "--keep-contrib",
+    is_flag=True,
+    help="Leave com.microsoft QuantizeLinear/DequantizeLinear unchanged (listed).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @_errors_are_one_line
-def inspect(model: Path, static: bool, as_json: bool) -> None:
+def inspect(model: Path, static: bool, keep_contrib: bool, as_json: bool) -> None:
     """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why."""
     from .converter import convert as run_convert
 
-    result = run_convert(model, static=static, check=False)
+    result = run_convert(model, static=static, contrib=not keep_contrib, check=False)
     if as_json:
         _print_json(result.report.to_dict())
     else:

@@ -55,6 +55,7 @@ def convert(
     model: ModelLike,
     *,
     static: bool = False,
+    contrib: bool = True,
     check: bool = True,
     progress: Progress | None = None,
 ) -> ConvertResult:
@@ -64,9 +65,11 @@ def convert(
     and zero point are constants. The input (path, bytes or proto) is never modified. With
     ``check``, the result must pass ``onnx.checker.check_model(full_check=True)`` (for models
     with external data, when it is saved: the checker reads the weights from disk).
+    ``contrib=False`` keeps com.microsoft Q/DQ as they are (listed in the report).
     ``progress(done, total)`` is called as Q/DQ nodes are rewritten.
     """
-    return _apply(QdqToSpecPass(static=static, progress=progress), model, check)
+    rewrite = QdqToSpecPass(static=static, contrib=contrib, progress=progress)
+    return _apply(rewrite, model, check)
 
 
 def lower(model: ModelLike, *, check: bool = True) -> ConvertResult:

@@ -174,14 +174,15 @@ def prepare_model(model: Any) -> bool:
     except (ValueError, ir.passes.PassError) as error:
         cause = error.__cause__ or error
         raise BackendError(f"python backend: {cause}; use backend='native'") from None
-    from ..passes._graph import all_graphs
+    from ..passes._graph import all_graphs, elem_type
 
     for graph in all_graphs(model):
         for node in graph:
             if node.domain != DOMAIN or node.op_type != DYNAMIC_QUANTIZE.name:
                 continue
             zps = node.inputs[2] if len(node.inputs) > 2 else None
-            zp_type = dtypes.from_onnx(int(zps.dtype)) if zps is not None and zps.dtype else None
+            raw = elem_type(zps)
+            zp_type = dtypes.from_onnx(int(raw)) if raw is not None else None
             wanted = node.attributes.get_int("output_dtype", 0)
             if zp_type not in (dtypes.S8, dtypes.U8) or (wanted and wanted != zp_type.onnx):
                 raise BackendError(

@@ -43,8 +43,8 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
 
     Cached on the value (``meta``): a scale shared by thousands of nodes is read once.
     """
-    if value is None:
-        return None
+    if value is None or value.is_graph_input():
+        return None  # an initializer that is also an input can be fed: not a constant
     if "quantgraph.constant" in value.meta:
         cached: np.ndarray | None = value.meta["quantgraph.constant"]
         return cached

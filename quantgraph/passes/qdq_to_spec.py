@@ -78,15 +78,21 @@ class QdqToSpecPass(ir.passes.InPlacePass):
     """Rewrites standard Q/DQ nodes in every graph, subgraph and function of a model.
 
     ``static=True`` emits static Quantize/Dequantize where scale and zero point are constants.
+    ``contrib=False`` leaves com.microsoft QuantizeLinear/DequantizeLinear alone (listed);
+    by default they are converted like ONNX's where the spec covers them.
     """
 
-    def __init__(self, *, static: bool = False, progress: Progress | None = None) -> None:
+    def __init__(
+        self, *, static: bool = False, contrib: bool = True, progress: Progress | None = None
+    ) -> None:
         super().__init__()
         self.static = static
+        self.contrib = contrib
         self.progress = progress
 
     def call(self, model: ir.Model) -> RewriteResult:
         self._stale: list[ir.Value | None] = []
+        self._inferred: dict[str, ir.DataType] | None = None
         report = RewriteReport()
         taken = used_names(model)
         graphs = list(all_graphs(model))
@@ -103,6 +109,16 @@ class QdqToSpecPass(ir.passes.InPlacePass):
                     self.progress(done, total)
                 if not is_standard(node) and node.domain != CONTRIB_DOMAIN:
                     continue  # another domain's op that happens to share the name
+                if not is_standard(node) and not self.contrib:
+                    report.skipped.append(
+                        SkippedNode(
+                            node.name or "",
+                            node.op_type,
+                            f"{node.domain} op left as is (contrib conversion is off)",
+                            where,
+                        )
+                    )
+                    continue
                 try:
                     plan = self._plan(model, graph, node)
                     new_op = self._rewrite(graph, node, plan, factory)
@@ -133,6 +149,12 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             raise Skip(f"unknown attributes {sorted(unknown)}")
         if node.attributes.get_int("block_size", 0):
             raise Skip("blocked quantization (block_size) has no spec equivalent")
+        precision = node.attributes.get_int("precision", 0)
+        if quantize and precision not in (0, ir.DataType.FLOAT):
+            raise Skip(f"precision={_name(ir.DataType(precision))}: the spec divides in f32")
+        wanted = node.attributes.get_int("output_dtype", 0)
+        if not quantize and wanted not in (0, ir.DataType.FLOAT):
+            raise Skip(f"output_dtype={_name(ir.DataType(wanted))}: the spec's dst is f32")
         if len(node.inputs) < 2 or node.inputs[0] is None or node.inputs[1] is None:
             raise Skip("x and scale inputs are required")
         source, scale = node.inputs[0], node.inputs[1]
@@ -144,7 +166,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             )
         if quantize and elem_type(source) not in (ir.DataType.FLOAT, None):
             raise Skip(f"input type {_name(elem_type(source))} is not f32")
-        quant_type = self._quantized_type(node, quantize, source, zero_point)
+        quant_type = self._quantized_type(node, quantize, self._type_of(model, source), zero_point)
 
         if quant_type.is_float8:
             if node.attributes.get_int("saturate", 1) == 0:
@@ -167,6 +189,13 @@ class QdqToSpecPass(ir.passes.InPlacePass):
                 raise Skip(
                     f"zero point shape {list(zp_shape)} differs from scale shape {list(shape)}"
                 )
+        if quantize:
+            values = constant_array(scale)
+            if values is not None and np.any(~np.isfinite(values) | (values == 0)):
+                raise Skip(
+                    "a zero or non-finite constant scale: the spec's quantize divides by it "
+                    "(rule scale-value)"
+                )
         count = 1 if not shape else shape[0]
         qtype = PER_TENSOR if count == 1 else PER_CHANNEL
         axis = node.attributes.get_int("axis", 1)
@@ -174,16 +203,26 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             quantize, qtype, axis, quant_type, scale, zero_point, count, not is_standard(node)
         )
 
+    def _type_of(self, model: ir.Model, value: ir.Value) -> ir.DataType | None:
+        """A value's element type; for untyped intermediates, ONNX's shape inference is asked
+        once per pass (on a copy: nothing it infers is written into the model)."""
+        known = elem_type(value)
+        if known is not None or value.name is None:
+            return known
+        if self._inferred is None:
+            self._inferred = _infer_types(model)
+        return self._inferred.get(value.name)
+
     @staticmethod
     def _quantized_type(
-        node: ir.Node, quantize: bool, source: ir.Value, zero_point: ir.Value | None
+        node: ir.Node, quantize: bool, source: ir.DataType | None, zero_point: ir.Value | None
     ) -> dtypes.DType:
         raw = elem_type(zero_point) if zero_point is not None else None
         if raw is None and quantize:
             requested = node.attributes.get_int("output_dtype", 0)
             raw = ir.DataType(requested) if requested else ir.DataType.UINT8
         if raw is None and not quantize:
-            raw = elem_type(source)
+            raw = source
         if raw is None:
             raise Skip("the quantized type is unknown (no zero point and no type information)")
         if raw == ir.DataType.INT32 and not quantize:
@@ -284,6 +323,20 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             return None  # unknown channel count: leave zps out, output_dtype says the type
         zero = np.zeros(plan.count, dtype=plan.quant_type.numpy)
         return factory.constant(f"quantgraph_zero_{plan.quant_type.name}_{plan.count}", zero, node)
+
+
+def _infer_types(model: ir.Model) -> dict[str, ir.DataType]:
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(ir.to_proto(model))
+    except Exception:  # inference is only a hint here
+        return {}
+    found: dict[str, ir.DataType] = {}
+    for info in (*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input):
+        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
+            found[info.name] = ir.DataType(info.type.tensor_type.elem_type)
+    return found
 
 
 def _import_domain(model: ir.Model) -> None:
