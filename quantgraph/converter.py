@@ -10,9 +10,10 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 
+from .errors import ModelError
 from .io import AUTO, ModelLike, has_external_data, load_model, save_model
 from .passes import QdqToSpecPass, RewriteReport, SpecToQdqPass
-from .passes.qdq_to_spec import Progress
+from .passes.qdq_to_spec import MAX_OPSET, MIN_OPSET, Progress
 from .schemas import register as register_schemas
 
 
@@ -69,7 +70,7 @@ def convert(
     ``progress(done, total)`` is called as Q/DQ nodes are rewritten.
     """
     rewrite = QdqToSpecPass(static=static, contrib=contrib, progress=progress)
-    return _apply(rewrite, model, check)
+    return _apply(rewrite, model, check, check_opset=True)
 
 
 def lower(model: ModelLike, *, check: bool = True) -> ConvertResult:
@@ -77,10 +78,24 @@ def lower(model: ModelLike, *, check: bool = True) -> ConvertResult:
     return _apply(SpecToQdqPass(), model, check)
 
 
-def _apply(rewrite: ir.passes.InPlacePass, model: ModelLike, check: bool) -> ConvertResult:
+def _check_opset(graph: ir.Model, source: ModelLike) -> None:
+    version = graph.opset_imports.get("", graph.opset_imports.get("ai.onnx"))
+    if version is not None and not MIN_OPSET <= version <= MAX_OPSET:
+        name = f"{source}: " if isinstance(source, (str, os.PathLike)) else ""
+        raise ModelError(
+            f"{name}opset {version} is not supported: quantgraph converts models of opset "
+            f"{MIN_OPSET} to {MAX_OPSET} (upgrade with onnx.version_converter)"
+        )
+
+
+def _apply(
+    rewrite: ir.passes.InPlacePass, model: ModelLike, check: bool, check_opset: bool = False
+) -> ConvertResult:
     register_schemas()
     # Work on a private copy: an ir.Model argument is the caller's object.
     graph = ir.from_proto(ir.to_proto(model)) if isinstance(model, ir.Model) else load_model(model)
+    if check_opset:
+        _check_opset(graph, model)
     result = rewrite(graph)
     report = getattr(result, "report", None) or RewriteReport()
     checked = not check
