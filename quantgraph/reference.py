@@ -53,11 +53,13 @@ def quantize_values(
         return clipped.astype(dst.numpy)
     qmin, qmax = dst.int_range
     zp = np.int64(0) if zps is None else np.asarray(zps, np.int64).reshape(shape)
-    low = (qmin - zp).astype(np.float32)
-    high = (qmax - zp).astype(np.float32)
-    clamped = np.clip(np.where(np.isnan(scaled), low, scaled), low, high)
+    # Bounds in float64 are exact for every s32 zero point; for s8/u8 ones they equal
+    # onnxruntime's float32 bounds, and comparing a float32 value with either is the same.
+    low = (qmin - zp).astype(np.float64)
+    high = (qmax - zp).astype(np.float64)
+    wide = scaled.astype(np.float64)
+    clamped = np.clip(np.where(np.isnan(wide), low, wide), low, high)
     rounded = np.rint(clamped).astype(np.int64)  # rint rounds half to even
-    # The final clip only matters for huge s32 zero points whose float bounds were inexact.
     result: np.ndarray = np.clip(rounded + zp, qmin, qmax).astype(dst.numpy)
     return result
 

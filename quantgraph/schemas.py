@@ -124,7 +124,7 @@ def _elem_and_shape(
 
 def _node_name(display: str) -> str:
     # onnx shows "node <Op>[<domain>] (<name>)"; the rule messages want the bare name.
-    match = re.search(r"\(([^()]*)\)$", display)
+    match = re.match(r"node \S+ \((.*)\)$", display)
     return match.group(1) if match else ""
 
 

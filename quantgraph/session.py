@@ -37,6 +37,11 @@ class InferenceSession:
         self.backend = resolve(backend)
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         source = self._prepare(model)
+        if self.backend == "python":
+            # Kernel errors are recorded per thread; parallel execution would run kernels on
+            # onnxruntime's threads, where run() could not see them.
+            options = options or ort.SessionOptions()
+            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self._session = ort.InferenceSession(
             source, session_options(self.backend, options), providers=list(providers)
         )
@@ -72,11 +77,16 @@ class InferenceSession:
         input_feed: Mapping[str, np.ndarray],
         run_options: ort.RunOptions | None = None,
     ) -> list[Any]:
-        results: list[Any] = self._session.run(output_names, dict(input_feed), run_options)
-        if self.backend == "python":
-            from .backends import python
+        if self.backend != "python":
+            native_results: list[Any] = self._session.run(
+                output_names, dict(input_feed), run_options
+            )
+            return native_results
+        from .backends import python
 
-            python.raise_pending()
+        python.clear_pending()  # errors of other sessions on this thread are not ours
+        results: list[Any] = self._session.run(output_names, dict(input_feed), run_options)
+        python.raise_pending()
         return results
 
     def __getattr__(self, name: str) -> Any:

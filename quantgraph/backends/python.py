@@ -63,6 +63,11 @@ def _record(error: BaseException, op: str) -> None:
     _pending.errors = errors
 
 
+def clear_pending() -> None:
+    """Forget kernel errors recorded on this thread (by runs of other sessions)."""
+    _pending.errors = []
+
+
 def raise_pending() -> None:
     """Raise the first kernel error recorded on this thread since the last call, if any."""
     errors: list[str] = getattr(_pending, "errors", [])
@@ -156,10 +161,31 @@ def session_options() -> ort.SessionOptions:
     return options
 
 
+def _check_static_ops(model: Any) -> None:
+    """Static ops carry their scales: a broken rule is the model's, found before any run."""
+    import numpy as np
+
+    from ..passes._graph import all_graphs
+    from ..spec import check_scale_values, check_static_attributes
+    from ..spec import get as get_spec
+
+    for graph in all_graphs(model):
+        for node in graph:
+            if node.domain != DOMAIN or node.op_type not in ("Quantize", "Dequantize"):
+                continue
+            spec = get_spec(node.op_type)
+            scales = node.attributes.get_floats("scales")
+            zps = node.attributes.get_ints("zps")
+            name = node.name or ""
+            check_static_attributes(spec, name, scales, zps, dtypes.S8)
+            check_scale_values(spec, name, np.asarray(scales, np.float32))
+
+
 def prepare_model(model: Any) -> bool:
     """Put the model in the form these kernels run (an ``onnx_ir.Model``, changed in place).
 
-    Returns whether anything changed.
+    Returns whether anything changed. Raises :class:`SpecError` for a static op that breaks a
+    rule (zero scale, ...), naming the model's own op and node.
 
     Raises :class:`BackendError` for what the Python backend cannot run, naming the node.
     """
@@ -169,6 +195,7 @@ def prepare_model(model: Any) -> bool:
     from ..passes.explicit_form import ExplicitFormPass, StaticToDynamicPass
 
     assert isinstance(model, ir.Model)
+    _check_static_ops(model)
     try:
         modified = ir.passes.Sequential(StaticToDynamicPass(), ExplicitFormPass())(model).modified
     except (ValueError, ir.passes.PassError) as error:

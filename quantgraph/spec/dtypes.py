@@ -66,12 +66,26 @@ def from_numpy(dtype: np.dtype) -> DType | None:
     return None
 
 
+def onnx_of_numpy(dtype: np.dtype) -> int:
+    """The ONNX element type of any numpy dtype (0, UNDEFINED, when ONNX has none)."""
+    found = from_numpy(dtype)
+    if found is not None:
+        return found.onnx
+    from onnx import helper
+
+    try:
+        return int(helper.np_dtype_to_tensor_dtype(np.dtype(dtype)))
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
 def onnx_name(elem_type: int) -> str:
     """A readable name for any ONNX element type (for messages about types outside the spec)."""
     spec = BY_ONNX.get(elem_type)
     if spec is not None:
         return spec.name
     try:
-        return str(TensorProto.DataType.Name(elem_type)).lower()
+        name = str(TensorProto.DataType.Name(elem_type)).lower()
     except ValueError:
-        return f"type {elem_type}"
+        return f"unknown ({elem_type})"
+    return "unknown (0)" if name == "undefined" else name

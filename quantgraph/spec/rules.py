@@ -203,14 +203,14 @@ def check_call(
     dst: DType,
 ) -> int | None:
     """All rules for one concrete call (what a kernel checks before it computes)."""
+    if scales is None:
+        raise SpecError(op.name, node, "missing-input", name="scales")
     src_type = dtypes.from_numpy(src.dtype)
-    scales_type = dtypes.from_numpy(scales.dtype)
-    zps_type = dtypes.from_numpy(zps.dtype) if zps is not None else None
     types: dict[str, int | None] = {
-        "src": src_type.onnx if src_type else -1,
+        "src": dtypes.onnx_of_numpy(src.dtype),
         "dst": dst.onnx,
-        "scales": scales_type.onnx if scales_type else -1,
-        "zps": (zps_type.onnx if zps_type else -1) if zps is not None else None,
+        "scales": dtypes.onnx_of_numpy(scales.dtype),
+        "zps": dtypes.onnx_of_numpy(zps.dtype) if zps is not None else None,
     }
     check_types(op, node, types)
     float8 = dst if dst.is_float8 else src_type
