@@ -5,8 +5,9 @@ nobody here. For each case that has a QuantizeLinear or DequantizeLinear node:
 
 * the case's model is made runnable in onnxruntime 1.32: its default-domain opset is lowered to
   at most 25, inputs numpy cannot feed (float8, 4-bit, 2-bit) become initializers, outputs of
-  such types get a ``Cast`` to float (exact), and shapes are inferred (``quantgraph.convert``
-  reads types from value_info);
+  such types get a ``Cast`` to float (exact), and shapes are inferred with
+  ``onnx.shape_inference`` (as the converter's skip message "run shape inference first" asks:
+  it reads a computed scale's type and shape from value_info);
 * the original runs unconverted in onnxruntime (``ORT_DISABLE_ALL``);
 * it is converted twice: ``dynamic`` keeps the case's scale/zero-point inputs as graph inputs
   and calls ``convert(static=False)``; ``static`` freezes them into initializers and calls

@@ -13,8 +13,11 @@ and cannot express, and how each limit is handled:
   explicitly and turns static ops into dynamic ones with constant scales/zero points.
 * Overloads of one op must have one input count, and may not differ only in output type:
   kernels take three inputs (zps explicit), DynamicQuantize's dst is its zps type (s8/u8).
-  :func:`prepare_model` adds zero zps where they are missing; s32 zps on DynamicQuantize and
-  every float8 type (onnxruntime-extensions has no float8 tensor type) need the native backend.
+  :func:`prepare_model` adds zero zps where they are missing. Needing the native backend
+  (each raises :class:`BackendError` naming the node): s32 zps on DynamicQuantize, dst of
+  another type than its zps, static Quantize whose zps do not fit its dst type (e.g. u8 with
+  zps=[300]), per_channel ops without zps whose channel count is symbolic, and every float8
+  type (onnxruntime-extensions has no float8 tensor type).
 """
 
 from __future__ import annotations

@@ -160,13 +160,13 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         source, scale = node.inputs[0], node.inputs[1]
         zero_point = node.inputs[2] if len(node.inputs) > 2 else None
 
-        if elem_type(scale) != ir.DataType.FLOAT:
-            raise Skip(
-                f"scale type {_name(elem_type(scale))} is not f32 (the spec's scales are f32)"
-            )
-        if quantize and elem_type(source) not in (ir.DataType.FLOAT, None):
-            raise Skip(f"input type {_name(elem_type(source))} is not f32")
-        quant_type = self._quantized_type(node, quantize, self._type_of(model, source), zero_point)
+        scale_type = self._type_of(model, scale)
+        if scale_type != ir.DataType.FLOAT:
+            raise Skip(f"scale type {_name(scale_type)} is not f32 (the spec's scales are f32)")
+        source_type = self._type_of(model, source)
+        if quantize and source_type not in (ir.DataType.FLOAT, None):
+            raise Skip(f"input type {_name(source_type)} is not f32")
+        quant_type = self._quantized_type(node, quantize, source_type, zero_point)
 
         if quant_type.is_float8:
             if node.attributes.get_int("saturate", 1) == 0:

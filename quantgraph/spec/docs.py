@@ -120,7 +120,8 @@ by `scale` rather than `scale_i`. Seeds 000 and 004 (the same op, newer) and the
 write `(src - zps) * scales`, as does ONNX DequantizeLinear. A scale is the size of one
 quantization step, so only the product gives back the float value; seed 003's division and its
 missing `_i` are documentation errors. Both dequantize ops multiply, per channel by `scales_i`
-(tests/test_seed_tables.py checks every row against onnxruntime's DequantizeLinear).
+(tests/test_seed_tables.py checks every row against onnxruntime's DequantizeLinear, or a
+written-out formula where ONNX lacks the type combination).
 
 ### 2. No rounding in Dequantize
 
@@ -189,18 +190,18 @@ type. With s32 zero points the arithmetic is done in 64-bit integers and then sa
 quantize is `clamp(round(x / scale) + zp, qmin, qmax)` with the sum taken exactly (so zp =
 2**31 - 1 with x = -inf still gives qmin), dequantize computes `src - zp` exactly before the one
 conversion to f32. The static ops take zero points as an s64 list attribute (seed 001), bounded
-to s32 by rule `zps-value`, and not bounded to the quantized type. Known deviation: the
-reference kernels and the native backend compute the saturation bounds `qmin - zp`,
-`qmax - zp` in float32, inexact for |zp| > 2**24, so some saturated results are off by up to
-the bound's rounding error (s8, zp = 2**31 - 1, x = -inf gives -1); the strict xfails in
-tests/test_seed_tables.py mark it until it is fixed.
+to s32 by rule `zps-value`, and not bounded to the quantized type. The saturation bounds
+`qmin - zp`, `qmax - zp` must then be exact: in float32 they are not once |zp| > 2**24 (s8,
+zp = 2**31 - 1, x = -inf would give -1); tests/test_seed_tables.py
+(`test_s32_zero_points_saturate_exactly`, and every s32 row) holds all runners to it.
 
 ### 8. Zero and non-finite scales
 
 Quantize divides by the scale: a zero, infinite or NaN scale has no meaning there, and oneDNN's
 kernels reject zero scales. Both quantize ops reject them (rule `scale-value`): static scales
 when the model is checked (`onnx.checker` with quantgraph's schemas) and when a native session
-is created, dynamic scales at run time. Dequantize multiplies, which is defined for every
+is created, dynamic scales at run time; the converter leaves a QuantizeLinear with such a
+constant scale as it is. Dequantize multiplies, which is defined for every
 float: zero, infinite and NaN scales are allowed and give what IEEE float32 multiplication
 gives, as in ONNX.
 
@@ -208,12 +209,12 @@ gives, as in ONNX.
 
 oneDNN takes DynamicQuantize's and Quantize's quantized type from the data type of the dst
 logical tensor (seed 002: "specified via the data type of output logical tensor"). An
-onnxruntime kernel cannot rely on that: a custom op's output type is chosen by the kernel
-registration, not by the declared type of the output value. ONNX QuantizeLinear-21 has the same
-problem and adds an `output_dtype` attribute; quantgraph's quantize ops take the same optional
-attribute (ONNX element type of dst). Without it, dst is the zero point's type when that is s8
-or u8, else u8 (ONNX's default). The converter writes it on every static Quantize and on every
-DynamicQuantize without zero points.
+onnxruntime kernel cannot see the declared type of its output value: a custom op's output type
+is fixed by its registration (onnxruntime-extensions cannot even overload on it). ONNX
+QuantizeLinear-21 has the same problem and adds an `output_dtype` attribute; quantgraph's
+quantize ops take the same optional attribute (ONNX element type of dst). Without it, dst is
+the zero point's type when that is s8 or u8, else u8 (ONNX's default). The converter writes it
+on every static Quantize and on every DynamicQuantize without zero points.
 
 ### 10. Per-channel axis, scale counts, absent zero points
 
@@ -319,7 +320,12 @@ def render_op(op: OpSpec) -> list[str]:
             )
             + " |"
         )
-    lines += ["", "### Inputs and outputs", "", "| Index | Argument | | Required | Description |"]
+    lines += [
+        "",
+        "### Inputs and outputs",
+        "",
+        "| Index | Argument | Direction | Required | Description |",
+    ]
     lines.append("|--:|:--|:--|:--|:--|")
     for direction, arguments in (("input", op.inputs), ("output", op.outputs)):
         for index, argument in enumerate(arguments):
