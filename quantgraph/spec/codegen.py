@@ -113,16 +113,25 @@ def render() -> str:
         "};",
         "",
         "// Names of every ONNX element type, for messages about types outside the spec",
-        "// (quantgraph.spec.dtypes.onnx_name).",
+        "// (quantgraph.spec.dtypes.onnx_name), and the name of any other value ({onnx}: the",
+        "// value).",
         "struct OnnxTypeName {",
         "  int onnx;",
         "  const char* name;",
         "};",
         "inline constexpr OnnxTypeName kOnnxTypeNames[] = {",
     ]
-    for name, value in sorted(TensorProto.DataType.items(), key=lambda item: item[1]):
-        lines.append(f"    {{{value}, {_cxx_string(name.lower())}}},")
-    lines += ["};", "", "}  // namespace qg::spec", ""]
+    for _, value in sorted(TensorProto.DataType.items(), key=lambda item: item[1]):
+        lines.append(f"    {{{value}, {_cxx_string(dtypes.onnx_name(value))}}},")
+    sentinel = -987654321  # no ONNX type: onnx_name's fallback wording, with the value marked
+    unknown = dtypes.onnx_name(sentinel).replace(str(sentinel), "{onnx}")
+    lines += [
+        "};",
+        f"inline constexpr const char* kUnknownTypeName = {_cxx_string(unknown)};",
+        "",
+        "}  // namespace qg::spec",
+        "",
+    ]
     return "\n".join(lines)
 
 

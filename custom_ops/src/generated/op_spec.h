@@ -90,19 +90,20 @@ inline constexpr DType kDTypes[] = {
 };
 
 // Names of every ONNX element type, for messages about types outside the spec
-// (quantgraph.spec.dtypes.onnx_name).
+// (quantgraph.spec.dtypes.onnx_name), and the name of any other value ({onnx}: the
+// value).
 struct OnnxTypeName {
   int onnx;
   const char* name;
 };
 inline constexpr OnnxTypeName kOnnxTypeNames[] = {
-    {0, "undefined"},
-    {1, "float"},
-    {2, "uint8"},
-    {3, "int8"},
+    {0, "unknown (0)"},
+    {1, "f32"},
+    {2, "u8"},
+    {3, "s8"},
     {4, "uint16"},
     {5, "int16"},
-    {6, "int32"},
+    {6, "s32"},
     {7, "int64"},
     {8, "string"},
     {9, "bool"},
@@ -113,9 +114,9 @@ inline constexpr OnnxTypeName kOnnxTypeNames[] = {
     {14, "complex64"},
     {15, "complex128"},
     {16, "bfloat16"},
-    {17, "float8e4m3fn"},
+    {17, "f8_e4m3"},
     {18, "float8e4m3fnuz"},
-    {19, "float8e5m2"},
+    {19, "f8_e5m2"},
     {20, "float8e5m2fnuz"},
     {21, "uint4"},
     {22, "int4"},
@@ -126,5 +127,6 @@ inline constexpr OnnxTypeName kOnnxTypeNames[] = {
     {27, "float6e2m3"},
     {28, "float6e3m2"},
 };
+inline constexpr const char* kUnknownTypeName = "unknown ({onnx})";
 
 }  // namespace qg::spec

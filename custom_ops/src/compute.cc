@@ -1,0 +1,431 @@
+#include "compute.h"
+
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+namespace qg {
+namespace {
+
+using kernels::DequantizeRow;
+using kernels::DequantizeVec;
+using kernels::QuantizeRow;
+using kernels::QuantizeVec;
+
+constexpr int kF32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+constexpr int kU8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
+constexpr int kS8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+constexpr int kS32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+constexpr int kE4M3 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FN;
+constexpr int kE5M2 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2;
+
+// Work below kParallelMin elements runs on the calling thread; above it in tasks of
+// ChunkFor(n) elements on the session's intra-op pool: at least kMinChunk (so a task is worth
+// its scheduling), else about n / kTargetTasks (enough tasks to balance the pool's threads).
+constexpr size_t kParallelMin = size_t{1} << 15;
+constexpr size_t kMinChunk = size_t{1} << 14;
+constexpr size_t kTargetTasks = 64;
+
+size_t ChunkFor(size_t n) {
+  const size_t chunk = (n / kTargetTasks + 63) & ~size_t{63};
+  return chunk < kMinChunk ? kMinChunk : chunk;
+}
+// Runs shorter than this use the per-element-parameter kernels over a repeating pattern of
+// channel parameters (channels * inner elements, at most kMaxPattern unless inner == 1)
+// instead of one call per run.
+constexpr size_t kMinRun = 16;
+constexpr size_t kMaxPattern = size_t{1} << 16;
+// Rows per call of a vec kernel, which loads each column's parameters once for all of them:
+// worth it once the parameters of a row (scale and zero point, 8 bytes a column) outgrow
+// about half of L1; for shorter rows one row at a time streams better (measured on Zen 4).
+constexpr size_t kRowBlock = 4;
+constexpr size_t kRowBlockMinParamBytes = size_t{16} << 10;
+// Patterns shorter than this repeat up to it, so that a kernel call has enough elements.
+constexpr size_t kMinPeriod = 256;
+
+// ---- geometry and threading --------------------------------------------------------------
+
+// The call as [outer, channels, inner]: channel c's parameters hold for each run of `inner`
+// consecutive elements, runs cycling through the channels. Per-tensor is channels == 1.
+struct Geometry {
+  size_t channels = 1;
+  size_t inner = 1;
+};
+
+Geometry MakeGeometry(const CallArgs& a) {
+  Geometry g;
+  if (a.axis < 0) {
+    g.inner = a.elements;
+    return g;
+  }
+  g.channels = static_cast<size_t>(a.dims[a.axis]);
+  for (size_t d = static_cast<size_t>(a.axis) + 1; d < a.rank; ++d) {
+    g.inner *= static_cast<size_t>(a.dims[d]);
+  }
+  if (g.channels == 1) g.inner = a.elements;
+  return g;
+}
+
+// body(task) for task in [0, tasks): on the calling thread when the call is small (elements <
+// kParallelMin), else on the session's intra-op pool. fence (when set) runs after each task's
+// streaming stores.
+template <class Body>
+void ParallelTasks(const ExecContext& ex, size_t tasks, size_t elements, void (*fence)(),
+                   const Body& body) {
+  if (ex.ort == nullptr || elements < kParallelMin || tasks < 2) {
+    for (size_t t = 0; t < tasks; ++t) body(t);
+    if (fence != nullptr) fence();
+    return;
+  }
+  struct Shared {
+    const Body* body;
+    void (*fence)();
+  } shared{&body, fence};
+  Ort::KernelContext(ex.ort).ParallelFor(
+      [](void* data, size_t task) {
+        const auto* s = static_cast<const Shared*>(data);
+        (*s->body)(task);
+        if (s->fence != nullptr) s->fence();
+      },
+      tasks, 0, &shared);
+}
+
+// body(begin, end) over [0, n) in chunks of ChunkFor(n) elements.
+template <class Body>
+void ParallelRanges(const ExecContext& ex, size_t n, void (*fence)(), const Body& body) {
+  if (ex.ort == nullptr || n < kParallelMin) {
+    body(0, n);
+    if (fence != nullptr) fence();
+    return;
+  }
+  const size_t chunk = ChunkFor(n);
+  ParallelTasks(ex, (n + chunk - 1) / chunk, n, fence, [&](size_t task) {
+    const size_t begin = task * chunk;
+    body(begin, begin + chunk < n ? begin + chunk : n);
+  });
+}
+
+// Walks [begin, end) of a channel-cycled layout: run(offset, length, channel) per run, or with
+// a pattern (period = channels * inner elements) pattern(offset, length, position in period).
+template <class RunFn>
+void WalkRuns(const Geometry& g, size_t begin, size_t end, const RunFn& run) {
+  size_t c = (begin / g.inner) % g.channels;
+  size_t i = begin % g.inner;
+  for (size_t p = begin; p < end;) {
+    const size_t len = g.inner - i < end - p ? g.inner - i : end - p;
+    run(p, len, c);
+    p += len;
+    i = 0;
+    if (++c == g.channels) c = 0;
+  }
+}
+
+// The innermost axis (inner == 1) always; other short runs while the pattern stays small.
+bool UsePattern(const Geometry& g) {
+  return g.channels > 1 &&
+         (g.inner == 1 || (g.inner < kMinRun && g.channels * g.inner <= kMaxPattern));
+}
+
+// ---- element types -----------------------------------------------------------------------
+
+template <int kOnnx>
+struct QTypeOf;
+template <>
+struct QTypeOf<kS8> {
+  static constexpr kernels::QType kIndex = kernels::kS8;
+  static constexpr bool kFloat8 = false;
+  static constexpr int64_t kMin = -128, kMax = 127;
+};
+template <>
+struct QTypeOf<kU8> {
+  static constexpr kernels::QType kIndex = kernels::kU8;
+  static constexpr bool kFloat8 = false;
+  static constexpr int64_t kMin = 0, kMax = 255;
+};
+template <>
+struct QTypeOf<kE4M3> {
+  static constexpr kernels::QType kIndex = kernels::kF8E4M3;
+  static constexpr bool kFloat8 = true;
+  static constexpr int64_t kMin = 0, kMax = 0;
+};
+template <>
+struct QTypeOf<kE5M2> {
+  static constexpr kernels::QType kIndex = kernels::kF8E5M2;
+  static constexpr bool kFloat8 = true;
+  static constexpr int64_t kMin = 0, kMax = 0;
+};
+
+// Zero points as int32: s32 ones (the static ops' attribute too) are used in place; s8/u8
+// ones are widened (into `small` up to its size, so per-tensor calls allocate nothing). nullptr
+// when the call has none.
+struct ZpBuffer {
+  int32_t small[16];
+  std::vector<int32_t> large;
+};
+
+template <typename Zp>
+const int32_t* ZeroPoints(const CallArgs& a, ZpBuffer& buffer) {
+  if constexpr (std::is_void_v<Zp>) {
+    return nullptr;
+  } else if constexpr (std::is_same_v<Zp, int32_t>) {
+    return static_cast<const int32_t*>(a.zps);
+  } else {
+    const Zp* z = static_cast<const Zp*>(a.zps);
+    int32_t* out = buffer.small;
+    if (a.scale_count > sizeof buffer.small / sizeof buffer.small[0]) {
+      buffer.large.resize(a.scale_count);
+      out = buffer.large.data();
+    }
+    for (size_t i = 0; i < a.scale_count; ++i) out[i] = z[i];
+    return out;
+  }
+}
+
+bool AllZero(const int32_t* zp, size_t n) {
+  int32_t any = 0;
+  for (size_t i = 0; i < n; ++i) any |= zp[i];
+  return any == 0;
+}
+
+// Output size from which stores bypass the cache (non-temporal): the result will not be read
+// back from cache before it is evicted anyway, and skipping the read-for-ownership saves
+// memory traffic.
+constexpr size_t kStreamMinBytes = size_t{8} << 20;
+
+struct QuantizeFamily {
+  using Src = float;
+  using Dst = uint8_t;
+  using Row = QuantizeRow;
+  using Vec = QuantizeVec;
+  using RunFn = kernels::QuantizeRunFn;
+  using VecFn = kernels::QuantizeVecFn;
+};
+
+struct DequantizeFamily {
+  using Src = uint8_t;
+  using Dst = float;
+  using Row = DequantizeRow;
+  using Vec = DequantizeVec;
+  using RunFn = kernels::DequantizeRunFn;
+  using VecFn = kernels::DequantizeVecFn;
+};
+
+// Runs one call over [outer, channels, inner] with the chosen kernels: per-tensor as one run;
+// long runs (inner >= kMinRun) one kernel call per run with the channel's scalars, the range
+// cut into equal chunks for the thread pool (a chunk starts anywhere in a run); the innermost
+// axis and other short runs with per-element parameters vectorized across channels (the
+// caller's arrays themselves when inner == 1, else a pattern of channels * inner), blocked
+// over rows so that the parameters are loaded once per block of rows.
+template <class K>
+void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const int32_t* zp,
+           typename K::RunFn run, typename K::VecFn vec, void (*fence)()) {
+  const Geometry g = MakeGeometry(a);
+  const auto* x = static_cast<const typename K::Src*>(a.src);
+  auto* y = static_cast<typename K::Dst*>(a.dst);
+  if (g.channels == 1) {
+    const typename K::Row row{scale[0], zp != nullptr ? zp[0] : 0};
+    ParallelRanges(ex, a.elements, fence, [&](size_t b, size_t e) { run(x + b, y + b, e - b, row); });
+    return;
+  }
+  if (!UsePattern(g)) {
+    ParallelRanges(ex, a.elements, fence, [&](size_t b, size_t e) {
+      WalkRuns(g, b, e, [&](size_t p, size_t len, size_t c) {
+        run(x + p, y + p, len, typename K::Row{scale[c], zp != nullptr ? zp[c] : 0});
+      });
+    });
+    return;
+  }
+  // One period of parameters covers channels * inner elements; short periods repeat so that a
+  // kernel call has at least kMinPeriod elements.
+  const size_t base = g.channels * g.inner;
+  const size_t period = base < kMinPeriod ? base * ((kMinPeriod + base - 1) / base) : base;
+  std::vector<float> scale_pattern;
+  std::vector<int32_t> zp_pattern;
+  if (period != g.channels) {
+    scale_pattern.resize(period);
+    if (zp != nullptr) zp_pattern.resize(period);
+    for (size_t q = 0; q < period; ++q) {
+      const size_t c = q % base / g.inner;
+      scale_pattern[q] = scale[c];
+      if (zp != nullptr) zp_pattern[q] = zp[c];
+    }
+    scale = scale_pattern.data();
+    if (zp != nullptr) zp = zp_pattern.data();
+  }
+  // The call as a [rows, period] matrix plus a last partial row, cut into tasks of about a
+  // chunk (blocks of rows, and of columns when a row alone is larger). For long rows the
+  // kernel converts kRowBlock rows per call, loading each column's parameters once for all.
+  const size_t rows = a.elements / period;
+  const size_t rest = a.elements % period;
+  const size_t chunk = ChunkFor(a.elements);
+  const size_t row_block = period * 8 > kRowBlockMinParamBytes ? kRowBlock : 1;
+  const size_t cols_per_task = period < chunk ? period : chunk;
+  const size_t col_tasks = (period + cols_per_task - 1) / cols_per_task;
+  const size_t rows_per_task = chunk / cols_per_task > 0 ? chunk / cols_per_task : 1;
+  const size_t row_tasks = (rows + rows_per_task - 1) / rows_per_task;
+  ParallelTasks(ex, row_tasks * col_tasks, a.elements, fence, [&](size_t task) {
+    const size_t r0 = task / col_tasks * rows_per_task;
+    const size_t r1 = r0 + rows_per_task < rows ? r0 + rows_per_task : rows;
+    const size_t c0 = task % col_tasks * cols_per_task;
+    const size_t c1 = c0 + cols_per_task < period ? c0 + cols_per_task : period;
+    const typename K::Vec params{scale + c0, zp != nullptr ? zp + c0 : nullptr};
+    for (size_t r = r0; r < r1; r += row_block) {
+      const size_t block = r + row_block < r1 ? row_block : r1 - r;
+      const size_t offset = r * period + c0;
+      vec(x + offset, y + offset, c1 - c0, params, block, period);
+    }
+  });
+  if (rest != 0) {
+    const size_t offset = rows * period;
+    vec(x + offset, y + offset, rest, typename K::Vec{scale, zp}, 1, period);
+    if (fence != nullptr) fence();
+  }
+}
+
+// ---- the two op families -----------------------------------------------------------------
+
+template <int kDst, typename Zp>
+void QuantizeCompute(const CallArgs& a, const ExecContext& ex) {
+  using Q = QTypeOf<kDst>;
+  ZpBuffer buffer;
+  const int32_t* zp = ZeroPoints<Zp>(a, buffer);
+  const bool has_zp = zp != nullptr && !AllZero(zp, a.scale_count);
+  const bool simd = zp == nullptr || kernels::ZeroPointsFitSimd(zp, a.scale_count);
+  const kernels::KernelTable& table = simd ? *ex.table : *kernels::ScalarTable();
+  const kernels::QuantizeKernels& k = table.quantize[Q::kIndex];
+  const bool stream = a.elements * sizeof(uint8_t) >= kStreamMinBytes;
+  Drive<QuantizeFamily>(a, ex, a.scales, has_zp ? zp : nullptr, k.run[has_zp][stream],
+                        k.vec[has_zp][stream], stream ? table.fence : nullptr);
+}
+
+template <int kSrc, typename Zp>
+void DequantizeCompute(const CallArgs& a, const ExecContext& ex) {
+  using Q = QTypeOf<kSrc>;
+  ZpBuffer buffer;
+  const int32_t* zp = ZeroPoints<Zp>(a, buffer);
+  const bool has_zp = zp != nullptr && !AllZero(zp, a.scale_count);
+  const bool simd = zp == nullptr || kernels::ZeroPointsFitSimd(zp, a.scale_count);
+  const kernels::KernelTable& table = simd ? *ex.table : *kernels::ScalarTable();
+  const kernels::DequantizeKernels& k = table.dequantize[Q::kIndex];
+  const bool stream = a.elements * sizeof(float) >= kStreamMinBytes;
+  Drive<DequantizeFamily>(a, ex, a.scales, has_zp ? zp : nullptr, k.run[has_zp][stream],
+                          k.vec[has_zp][stream], stream ? table.fence : nullptr);
+}
+
+// ---- dispatch table ----------------------------------------------------------------------
+
+struct DispatchEntry {
+  OpKind op;
+  int src;
+  int dst;
+  int zps;  // 0: none
+  ComputeFn fn;
+};
+
+#define QG_QUANTIZE(OP, DST, ZPS, ZP_T) \
+  DispatchEntry { OpKind::OP, kF32, DST, ZPS, &QuantizeCompute<DST, ZP_T> }
+#define QG_DEQUANTIZE(OP, SRC, ZPS, ZP_T) \
+  DispatchEntry { OpKind::OP, SRC, kF32, ZPS, &DequantizeCompute<SRC, ZP_T> }
+
+constexpr DispatchEntry kDispatch[] = {
+    QG_QUANTIZE(kDynamicQuantize, kS8, 0, void),
+    QG_QUANTIZE(kDynamicQuantize, kS8, kS8, int8_t),
+    QG_QUANTIZE(kDynamicQuantize, kS8, kU8, uint8_t),
+    QG_QUANTIZE(kDynamicQuantize, kS8, kS32, int32_t),
+    QG_QUANTIZE(kDynamicQuantize, kU8, 0, void),
+    QG_QUANTIZE(kDynamicQuantize, kU8, kS8, int8_t),
+    QG_QUANTIZE(kDynamicQuantize, kU8, kU8, uint8_t),
+    QG_QUANTIZE(kDynamicQuantize, kU8, kS32, int32_t),
+    QG_DEQUANTIZE(kDynamicDequantize, kS8, 0, void),
+    QG_DEQUANTIZE(kDynamicDequantize, kS8, kS8, int8_t),
+    QG_DEQUANTIZE(kDynamicDequantize, kS8, kU8, uint8_t),
+    QG_DEQUANTIZE(kDynamicDequantize, kS8, kS32, int32_t),
+    QG_DEQUANTIZE(kDynamicDequantize, kU8, 0, void),
+    QG_DEQUANTIZE(kDynamicDequantize, kU8, kS8, int8_t),
+    QG_DEQUANTIZE(kDynamicDequantize, kU8, kU8, uint8_t),
+    QG_DEQUANTIZE(kDynamicDequantize, kU8, kS32, int32_t),
+    // Static ops: the zps attribute (s64 list, bounded to s32) arrives as int32.
+    QG_QUANTIZE(kQuantize, kS8, 0, void),
+    QG_QUANTIZE(kQuantize, kS8, kS32, int32_t),
+    QG_QUANTIZE(kQuantize, kU8, 0, void),
+    QG_QUANTIZE(kQuantize, kU8, kS32, int32_t),
+    QG_QUANTIZE(kQuantize, kE4M3, 0, void),
+    QG_QUANTIZE(kQuantize, kE5M2, 0, void),
+    QG_DEQUANTIZE(kDequantize, kS8, 0, void),
+    QG_DEQUANTIZE(kDequantize, kS8, kS32, int32_t),
+    QG_DEQUANTIZE(kDequantize, kU8, 0, void),
+    QG_DEQUANTIZE(kDequantize, kU8, kS32, int32_t),
+    QG_DEQUANTIZE(kDequantize, kE4M3, 0, void),
+    QG_DEQUANTIZE(kDequantize, kE5M2, 0, void),
+};
+
+#undef QG_QUANTIZE
+#undef QG_DEQUANTIZE
+
+// ---- the table must be exactly the spec's rows -------------------------------------------
+
+constexpr bool SameString(const char* a, const char* b) {
+  while (*a != '\0' && *a == *b) {
+    ++a;
+    ++b;
+  }
+  return *a == *b;
+}
+
+constexpr const char* ConstOpName(OpKind k) {
+  return k == OpKind::kDynamicQuantize     ? spec::kDynamicQuantize
+         : k == OpKind::kDynamicDequantize ? spec::kDynamicDequantize
+         : k == OpKind::kQuantize          ? spec::kQuantize
+                                           : spec::kDequantize;
+}
+
+constexpr bool IsFloat8Type(int t) { return t == kE4M3 || t == kE5M2; }
+
+constexpr bool HasEntry(const char* op, int src, int dst, int zps) {
+  for (const auto& e : kDispatch) {
+    if (SameString(ConstOpName(e.op), op) && e.src == src && e.dst == dst && e.zps == zps) return true;
+  }
+  return false;
+}
+
+constexpr size_t ExpectedEntries() {
+  size_t n = 0;
+  for (const auto& row : spec::kTypeRows) {
+    if (row.scales != 0) {
+      n += 1 + static_cast<size_t>(row.zps_count);  // dynamic: no zps + each zps type
+    } else {
+      n += IsFloat8Type(row.src) || IsFloat8Type(row.dst) ? 1 : 2;  // static: none, s32 attr
+    }
+  }
+  return n;
+}
+
+constexpr bool CoversSpec() {
+  for (const auto& row : spec::kTypeRows) {
+    if (!HasEntry(row.op, row.src, row.dst, 0)) return false;
+    if (row.scales != 0) {
+      for (int z = 0; z < row.zps_count; ++z) {
+        if (!HasEntry(row.op, row.src, row.dst, row.zps[z])) return false;
+      }
+    } else if (!IsFloat8Type(row.src) && !IsFloat8Type(row.dst)) {
+      if (!HasEntry(row.op, row.src, row.dst, kS32)) return false;
+    }
+  }
+  return ExpectedEntries() == sizeof(kDispatch) / sizeof(kDispatch[0]);
+}
+
+static_assert(CoversSpec(),
+              "the dispatch table must have exactly one kernel per (op, src, dst, zps) of the "
+              "spec's supported-types table (custom_ops/src/generated/op_spec.h)");
+
+}  // namespace
+
+ComputeFn FindCompute(OpKind op, int src, int dst, int zps) {
+  for (const auto& e : kDispatch) {
+    if (e.op == op && e.src == src && e.dst == dst && e.zps == zps) return e.fn;
+  }
+  return nullptr;
+}
+
+}  // namespace qg

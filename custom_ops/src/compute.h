@@ -1,0 +1,38 @@
+// The typed front of the kernels: one template per op family over (src, dst, zps) types,
+// reached through a dispatch table keyed like the spec's supported-types table.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kernels.h"
+#include "ort_api.h"
+#include "spec.h"
+
+namespace qg {
+
+// One validated call. Sizes agree with the spec (scales count == channels, zps count too).
+struct CallArgs {
+  const void* src;
+  void* dst;
+  const int64_t* dims;
+  size_t rank;
+  size_t elements;
+  int64_t axis;           // resolved per_channel axis, -1 for per_tensor
+  const float* scales;
+  size_t scale_count;
+  const void* zps;        // nullptr: no zero points; else of the dispatch key's zps type
+};
+
+struct ExecContext {
+  const kernels::KernelTable* table;  // kernels of the selected ISA
+  OrtKernelContext* ort;              // for the intra-op thread pool; nullptr: this thread only
+};
+
+using ComputeFn = void (*)(const CallArgs&, const ExecContext&);
+
+// The kernel for an (op, src, dst, zps) row of the spec, zps 0 when absent (static ops: s32
+// when the zps attribute is set); nullptr when the spec has no such row.
+ComputeFn FindCompute(OpKind op, int src, int dst, int zps);
+
+}  // namespace qg

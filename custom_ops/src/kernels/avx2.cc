@@ -1,0 +1,12 @@
+// AVX2 kernels. Compiled with -mavx2; only called after DetectIsa() saw AVX2.
+#include "simd_avx2.h"
+#include "simd_kernels.h"
+
+namespace qg::kernels {
+namespace {
+constexpr KernelTable kTable = simd::MakeTable<Avx2>(Isa::kAvx2, "avx2");
+}  // namespace
+
+const KernelTable* Avx2Table() { return &kTable; }
+
+}  // namespace qg::kernels

@@ -1,0 +1,110 @@
+// Element-wise quantize/dequantize primitives, one table per instruction set.
+//
+// This layer knows nothing about onnxruntime or the spec: it converts runs of elements with
+// parameters that the caller has already validated and prepared. Every table computes exactly
+// the same bits (the scalar table is the definition; the SIMD tables are tested against it):
+//
+//   quantize, integer dst:  v = x / scale (IEEE float32 division, no reciprocal)
+//                           q = saturate(round_half_even(v) + zp) to [qmin, qmax], NaN -> qmin
+//                           (the spec's clamp of v to [qmin - zp, qmax - zp] before rounding,
+//                           with exact bounds, gives the same)
+//   quantize, float8 dst:   v = x / scale; NaN stays NaN, +-inf and finite overflow saturate to
+//                           +-max, then round to nearest even (float8_e4m3fn / float8_e5m2)
+//   dequantize, integer:    y = float(x - zp) * scale
+//   dequantize, float8:     y = float(x) * scale
+//
+// SIMD tables require |zp| <= kSimdMaxZp (ZeroPointsFitSimd); the caller falls back to the
+// scalar table otherwise.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace qg::kernels {
+
+// Quantized element types, in the order the tables are indexed by.
+enum QType : int { kS8 = 0, kU8 = 1, kF8E4M3 = 2, kF8E5M2 = 3, kNumQTypes = 4 };
+
+// Parameters of one run whose elements share a channel.
+struct QuantizeRow {
+  float scale;
+  int32_t zp;  // 0 for float8
+};
+
+// Parameters of a run whose element i belongs to channel i (arrays of at least n elements).
+struct QuantizeVec {
+  const float* scale;
+  const int32_t* zp;  // nullptr: all zero (symmetric)
+};
+
+struct DequantizeRow {
+  float scale;
+  int32_t zp;
+};
+
+struct DequantizeVec {
+  const float* scale;
+  const int32_t* zp;  // nullptr: all zero (symmetric)
+};
+
+// Run kernels convert n elements with one channel's parameters. Vec kernels convert `rows`
+// rows of n elements, row r at element offset r * stride of x and y, element i of every row
+// with the parameters p[i]: the parameters are loaded once per column for all the rows.
+using QuantizeRunFn = void (*)(const float* x, void* y, size_t n, const QuantizeRow& p);
+using QuantizeVecFn = void (*)(const float* x, void* y, size_t n, const QuantizeVec& p,
+                               size_t rows, size_t stride);
+using DequantizeRunFn = void (*)(const void* x, float* y, size_t n, const DequantizeRow& p);
+using DequantizeVecFn = void (*)(const void* x, float* y, size_t n, const DequantizeVec& p,
+                                 size_t rows, size_t stride);
+
+// Variants by [zero points present][streaming stores]. Streaming (non-temporal) stores skip
+// the cache for outputs too large to be read back from it; the caller chooses them by size.
+struct QuantizeKernels {
+  QuantizeRunFn run[2][2];
+  QuantizeVecFn vec[2][2];
+};
+
+struct DequantizeKernels {
+  DequantizeRunFn run[2][2];
+  DequantizeVecFn vec[2][2];
+};
+
+enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+struct KernelTable {
+  Isa isa;
+  const char* name;
+  void (*fence)();  // orders streaming stores before what follows; nullptr: none needed
+  QuantizeKernels quantize[kNumQTypes];      // indexed by dst QType
+  DequantizeKernels dequantize[kNumQTypes];  // indexed by src QType
+};
+
+// The best instruction set this CPU (and OS) supports, and the one to use: the best, capped by
+// the environment variable QUANTGRAPH_NATIVE_ISA (scalar, avx2, avx512) when set.
+Isa DetectIsa();
+Isa SelectIsa();
+const char* IsaName(Isa isa);
+// The table for `isa`; a table this build or CPU lacks falls back to the next lower one.
+const KernelTable& GetKernelTable(Isa isa);
+
+// The SIMD quantize kernels clamp x / scale to +-kSimdClamp before converting to int32 and let
+// the saturating narrowing do the exact clamp to [qmin, qmax]; that is exact while
+// |zp| <= kSimdMaxZp (no int32 overflow, NaN and -kSimdClamp still land below qmin). The
+// SIMD dequantize kernels compute x - zp in int32, exact for the same zero points.
+inline constexpr float kSimdClamp = 1073741824.0f;  // 2^30
+inline constexpr int32_t kSimdMaxZp = int32_t{1} << 29;
+
+// True when every zero point is within kSimdMaxZp; else the caller uses the scalar table.
+inline bool ZeroPointsFitSimd(const int32_t* zp, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (zp[i] < -kSimdMaxZp || zp[i] > kSimdMaxZp) return false;
+  }
+  return true;
+}
+
+// Per-ISA table getters; nullptr when the build did not compile that ISA.
+const KernelTable* ScalarTable();
+const KernelTable* Avx2Table();
+const KernelTable* Avx512Table();
+
+}  // namespace qg::kernels

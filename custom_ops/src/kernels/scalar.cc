@@ -1,0 +1,207 @@
+// Portable kernels: the definition of the arithmetic (see kernels.h). They compute in
+// double/int64, so they are also the path for zero points too large for the SIMD tables'
+// int32 lanes.
+#include <cmath>
+#include <cstring>
+
+#include "kernels.h"
+
+namespace qg::kernels {
+namespace {
+
+template <typename T>
+struct IntLimits;
+template <>
+struct IntLimits<int8_t> {
+  static constexpr int64_t kMin = -128, kMax = 127;
+};
+template <>
+struct IntLimits<uint8_t> {
+  static constexpr int64_t kMin = 0, kMax = 255;
+};
+
+inline uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+inline float BitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Round half to even for |d| < 2^51 under the default rounding mode, without a libm call:
+// adding 1.5 * 2^52 leaves no fraction bits, so the addition itself rounds (the build has no
+// -ffast-math, so the compiler keeps both operations).
+inline double RoundHalfEven(double d) {
+  constexpr double kMagic = 6755399441055744.0;  // 1.5 * 2^52
+  return (d + kMagic) - kMagic;
+}
+
+// float32 -> float8 with round-to-nearest-even after saturation to +-max; NaN -> NaN.
+// kMant: mantissa bits, kBias: exponent bias, kMax: largest finite value, kNan: NaN code.
+template <int kMant, int kBias, uint32_t kMaxBits, uint8_t kNan>
+inline uint8_t EncodeFloat8(float v) {
+  const uint32_t bits = FloatBits(v);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  uint32_t abs_bits = bits & 0x7FFFFFFFu;
+  if (abs_bits > 0x7F800000u) return static_cast<uint8_t>(sign | kNan);
+  if (abs_bits > kMaxBits) abs_bits = kMaxBits;  // finite overflow and inf saturate
+  // Smallest normal: 2^(1 - kBias); below it the code is round(|v| / 2^(1 - kBias - kMant)).
+  constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(128 - kBias) << 23;
+  uint32_t code;
+  if (abs_bits < kMinNormalBits) {
+    const float scaled = BitsFloat(abs_bits) * std::ldexp(1.0f, kBias - 1 + kMant);
+    code = static_cast<uint32_t>(RoundHalfEven(scaled));  // < 2^(kMant + 1): exact
+  } else {
+    constexpr int kShift = 23 - kMant;
+    const uint32_t rounded = abs_bits + ((1u << (kShift - 1)) - 1u) + ((abs_bits >> kShift) & 1u);
+    code = (rounded >> kShift) - (static_cast<uint32_t>(127 - kBias) << kMant);
+  }
+  return static_cast<uint8_t>(sign | code);
+}
+
+// float8 -> float32, exact.
+template <int kMant, int kBias, bool kHasInf>
+inline float DecodeFloat8(uint8_t b) {
+  const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
+  const uint32_t mag = b & 0x7Fu;
+  if (kHasInf) {  // e5m2: exponent all ones is inf (mantissa 0) or NaN
+    if (mag == 0x7Cu) return BitsFloat(sign | 0x7F800000u);
+    if (mag > 0x7Cu) return BitsFloat(sign | 0x7FC00000u);
+  } else if (mag == 0x7Fu) {  // e4m3fn: only S.1111.111 is NaN
+    return BitsFloat(sign | 0x7FC00000u);
+  }
+  const float m = BitsFloat(mag << (23 - kMant)) * std::ldexp(1.0f, 127 - kBias);
+  return BitsFloat(FloatBits(m) | sign);
+}
+
+constexpr uint32_t kE4M3MaxBits = 0x43E00000u;  // 448
+constexpr uint32_t kE5M2MaxBits = 0x47600000u;  // 57344
+
+inline uint8_t EncodeE4M3(float v) { return EncodeFloat8<3, 7, kE4M3MaxBits, 0x7F>(v); }
+inline uint8_t EncodeE5M2(float v) { return EncodeFloat8<2, 15, kE5M2MaxBits, 0x7E>(v); }
+inline float DecodeE4M3(uint8_t b) { return DecodeFloat8<3, 7, false>(b); }
+inline float DecodeE5M2(uint8_t b) { return DecodeFloat8<2, 15, true>(b); }
+
+// Exact for every s32 zero point: the clamp bounds qmin - zp and qmax - zp are integers that
+// double holds exactly (the float bounds of the row are for the SIMD kernels only).
+template <typename T>
+inline T QuantizeOne(float x, float scale, int64_t zp) {
+  const float v = x / scale;  // IEEE float32 division
+  if (std::isnan(v)) return static_cast<T>(IntLimits<T>::kMin);
+  double d = static_cast<double>(v);
+  const auto low = static_cast<double>(IntLimits<T>::kMin - zp);
+  const auto high = static_cast<double>(IntLimits<T>::kMax - zp);
+  if (d < low) d = low;
+  if (d > high) d = high;
+  const int64_t q = static_cast<int64_t>(RoundHalfEven(d)) + zp;
+  return static_cast<T>(q < IntLimits<T>::kMin   ? IntLimits<T>::kMin
+                        : q > IntLimits<T>::kMax ? IntLimits<T>::kMax
+                                                 : q);
+}
+
+template <typename T>
+void QuantizeRunInt(const float* x, void* y, size_t n, const QuantizeRow& p) {
+  T* out = static_cast<T*>(y);
+  for (size_t i = 0; i < n; ++i) out[i] = QuantizeOne<T>(x[i], p.scale, p.zp);
+}
+
+template <typename T>
+void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVec& p, size_t rows,
+                    size_t stride) {
+  for (size_t r = 0; r < rows; ++r) {
+    T* out = static_cast<T*>(y) + r * stride;
+    const float* in = x + r * stride;
+    for (size_t i = 0; i < n; ++i) out[i] = QuantizeOne<T>(in[i], p.scale[i], p.zp ? p.zp[i] : 0);
+  }
+}
+
+template <uint8_t (*Encode)(float)>
+void QuantizeRunF8(const float* x, void* y, size_t n, const QuantizeRow& p) {
+  uint8_t* out = static_cast<uint8_t*>(y);
+  for (size_t i = 0; i < n; ++i) out[i] = Encode(x[i] / p.scale);
+}
+
+template <uint8_t (*Encode)(float)>
+void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVec& p, size_t rows,
+                   size_t stride) {
+  for (size_t r = 0; r < rows; ++r) {
+    uint8_t* out = static_cast<uint8_t*>(y) + r * stride;
+    const float* in = x + r * stride;
+    for (size_t i = 0; i < n; ++i) out[i] = Encode(in[i] / p.scale[i]);
+  }
+}
+
+template <typename T>
+void DequantizeRunInt(const void* x, float* y, size_t n, const DequantizeRow& p) {
+  const T* in = static_cast<const T*>(x);
+  const int64_t zp = p.zp;
+  for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(int64_t{in[i]} - zp) * p.scale;
+}
+
+template <typename T>
+void DequantizeVecInt(const void* x, float* y, size_t n, const DequantizeVec& p, size_t rows,
+                      size_t stride) {
+  for (size_t r = 0; r < rows; ++r) {
+    const T* in = static_cast<const T*>(x) + r * stride;
+    float* out = y + r * stride;
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t zp = p.zp ? p.zp[i] : 0;
+      out[i] = static_cast<float>(int64_t{in[i]} - zp) * p.scale[i];
+    }
+  }
+}
+
+template <float (*Decode)(uint8_t)>
+void DequantizeRunF8(const void* x, float* y, size_t n, const DequantizeRow& p) {
+  const uint8_t* in = static_cast<const uint8_t*>(x);
+  for (size_t i = 0; i < n; ++i) y[i] = Decode(in[i]) * p.scale;
+}
+
+template <float (*Decode)(uint8_t)>
+void DequantizeVecF8(const void* x, float* y, size_t n, const DequantizeVec& p, size_t rows,
+                     size_t stride) {
+  for (size_t r = 0; r < rows; ++r) {
+    const uint8_t* in = static_cast<const uint8_t*>(x) + r * stride;
+    float* out = y + r * stride;
+    for (size_t i = 0; i < n; ++i) out[i] = Decode(in[i]) * p.scale[i];
+  }
+}
+
+template <QuantizeRunFn kRun, QuantizeVecFn kVec>
+constexpr QuantizeKernels Quantize() {
+  return {{{kRun, kRun}, {kRun, kRun}}, {{kVec, kVec}, {kVec, kVec}}};
+}
+
+template <DequantizeRunFn kRun, DequantizeVecFn kVec>
+constexpr DequantizeKernels Dequantize() {
+  return {{{kRun, kRun}, {kRun, kRun}}, {{kVec, kVec}, {kVec, kVec}}};
+}
+
+// One function per type: zero points are handled generally, and there are no streaming stores.
+constexpr KernelTable kScalarTable = {
+    Isa::kScalar,
+    "scalar",
+    nullptr,
+    {
+        Quantize<QuantizeRunInt<int8_t>, QuantizeVecInt<int8_t>>(),
+        Quantize<QuantizeRunInt<uint8_t>, QuantizeVecInt<uint8_t>>(),
+        Quantize<QuantizeRunF8<EncodeE4M3>, QuantizeVecF8<EncodeE4M3>>(),
+        Quantize<QuantizeRunF8<EncodeE5M2>, QuantizeVecF8<EncodeE5M2>>(),
+    },
+    {
+        Dequantize<DequantizeRunInt<int8_t>, DequantizeVecInt<int8_t>>(),
+        Dequantize<DequantizeRunInt<uint8_t>, DequantizeVecInt<uint8_t>>(),
+        Dequantize<DequantizeRunF8<DecodeE4M3>, DequantizeVecF8<DecodeE4M3>>(),
+        Dequantize<DequantizeRunF8<DecodeE5M2>, DequantizeVecF8<DecodeE5M2>>(),
+    },
+};
+
+}  // namespace
+
+const KernelTable* ScalarTable() { return &kScalarTable; }
+
+}  // namespace qg::kernels

@@ -1,0 +1,121 @@
+// 256-bit vector operations for simd_kernels.h. Only include from a TU compiled with -mavx2.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace qg::kernels {
+
+struct Avx2 {
+  static constexpr size_t kWidth = 8;
+  static constexpr size_t kStreamAlign = 32;
+  using F = __m256;
+  using I = __m256i;
+  using M = __m256i;  // all-ones lanes where true
+
+  static F Set1(float v) { return _mm256_set1_ps(v); }
+  static I Set1I(int32_t v) { return _mm256_set1_epi32(v); }
+  static F Load(const float* p) { return _mm256_loadu_ps(p); }
+  static I LoadI(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  template <bool kStream>
+  static void Store(float* p, F v) {
+    if constexpr (kStream) {
+      _mm256_stream_ps(p, v);  // p is 32-byte aligned
+    } else {
+      _mm256_storeu_ps(p, v);
+    }
+  }
+  static void Fence() { _mm_sfence(); }
+
+  static I TailMask(size_t n) {  // lanes [0, n)
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static F LoadPartial(const float* p, size_t n) { return _mm256_maskload_ps(p, TailMask(n)); }
+  static I LoadPartialI(const int32_t* p, size_t n) {
+    return _mm256_maskload_epi32(reinterpret_cast<const int*>(p), TailMask(n));
+  }
+  static void StorePartial(float* p, F v, size_t n) { _mm256_maskstore_ps(p, TailMask(n), v); }
+
+  static F Div(F a, F b) { return _mm256_div_ps(a, b); }
+  static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F Max(F a, F b) { return _mm256_max_ps(a, b); }  // a NaN -> b
+  static F Min(F a, F b) { return _mm256_min_ps(a, b); }
+  static I CvtRne(F a) { return _mm256_cvtps_epi32(a); }  // MXCSR default: half to even
+  static F CvtF(I a) { return _mm256_cvtepi32_ps(a); }
+  static I AddI(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I SubI(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I MinI(I a, I b) { return _mm256_min_epi32(a, b); }
+  static I AndI(I a, I b) { return _mm256_and_si256(a, b); }
+  static I OrI(I a, I b) { return _mm256_or_si256(a, b); }
+  template <int kBits>
+  static I Srl(I a) { return _mm256_srli_epi32(a, kBits); }
+  template <int kBits>
+  static I Sll(I a) { return _mm256_slli_epi32(a, kBits); }
+  static I AsI(F a) { return _mm256_castps_si256(a); }
+  static F AsF(I a) { return _mm256_castsi256_ps(a); }
+  static M CmpGtI(I a, I b) { return _mm256_cmpgt_epi32(a, b); }
+  static M CmpEqI(I a, I b) { return _mm256_cmpeq_epi32(a, b); }
+  static I SelectI(M m, I a, I b) { return _mm256_blendv_epi8(b, a, m); }
+  static F SelectF(M m, F a, F b) { return _mm256_blendv_ps(b, a, _mm256_castsi256_ps(m)); }
+
+  // kWidth bytes -> int32 lanes.
+  template <typename T>
+  static I Widen(const T* p) {
+    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    if constexpr (static_cast<T>(-1) < 0) {
+      return _mm256_cvtepi8_epi32(b);
+    } else {
+      return _mm256_cvtepu8_epi32(b);
+    }
+  }
+  template <typename T>
+  static I WidenPartial(const T* p, size_t n) {
+    alignas(16) T buf[16] = {};
+    __builtin_memcpy(buf, p, n);
+    return Widen<T>(buf);
+  }
+
+  // int32 lanes -> bytes with saturation to T's range.
+  template <typename T>
+  static __m128i Narrow(I q) {
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    if constexpr (static_cast<T>(-1) < 0) {
+      return _mm_packs_epi16(w, w);
+    } else {
+      return _mm_packus_epi16(w, w);
+    }
+  }
+  template <typename T>
+  static void StoreNarrow(T* p, I q) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), Narrow<T>(q));
+  }
+  template <typename T>
+  static void StoreNarrowPartial(T* p, I q, size_t n) {
+    alignas(16) T buf[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(buf), Narrow<T>(q));
+    __builtin_memcpy(p, buf, n);
+  }
+  // Four vectors (4 * kWidth lanes) at once: two packs and one cross-lane permute.
+  template <typename T, bool kStream>
+  static void StoreNarrow4(T* p, I q0, I q1, I q2, I q3) {
+    const __m256i w01 = _mm256_packs_epi32(q0, q1);
+    const __m256i w23 = _mm256_packs_epi32(q2, q3);
+    __m256i b;
+    if constexpr (static_cast<T>(-1) < 0) {
+      b = _mm256_packs_epi16(w01, w23);
+    } else {
+      b = _mm256_packus_epi16(w01, w23);
+    }
+    b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    if constexpr (kStream) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(p), b);  // p is 32-byte aligned
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), b);
+    }
+  }
+};
+
+}  // namespace qg::kernels

@@ -1,0 +1,119 @@
+// 512-bit vector operations for simd_kernels.h. Only include from a TU compiled with
+// -mavx512f -mavx512bw -mavx512vl.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace qg::kernels {
+
+struct Avx512 {
+  static constexpr size_t kWidth = 16;
+  static constexpr size_t kStreamAlign = 64;
+  using F = __m512;
+  using I = __m512i;
+  using M = __mmask16;
+
+  static F Set1(float v) { return _mm512_set1_ps(v); }
+  static I Set1I(int32_t v) { return _mm512_set1_epi32(v); }
+  static F Load(const float* p) { return _mm512_loadu_ps(p); }
+  static I LoadI(const int32_t* p) { return _mm512_loadu_si512(p); }
+  template <bool kStream>
+  static void Store(float* p, F v) {
+    if constexpr (kStream) {
+      _mm512_stream_ps(p, v);  // p is 64-byte aligned
+    } else {
+      _mm512_storeu_ps(p, v);
+    }
+  }
+  static void Fence() { _mm_sfence(); }
+
+  static M TailMask(size_t n) { return static_cast<M>((1u << n) - 1u); }
+  static F LoadPartial(const float* p, size_t n) { return _mm512_maskz_loadu_ps(TailMask(n), p); }
+  static I LoadPartialI(const int32_t* p, size_t n) {
+    return _mm512_maskz_loadu_epi32(TailMask(n), p);
+  }
+  static void StorePartial(float* p, F v, size_t n) { _mm512_mask_storeu_ps(p, TailMask(n), v); }
+
+  static F Div(F a, F b) { return _mm512_div_ps(a, b); }
+  static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F Max(F a, F b) { return _mm512_max_ps(a, b); }  // a NaN -> b
+  static F Min(F a, F b) { return _mm512_min_ps(a, b); }
+  static I CvtRne(F a) { return _mm512_cvtps_epi32(a); }  // MXCSR default: half to even
+  static F CvtF(I a) { return _mm512_cvtepi32_ps(a); }
+  static I AddI(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I SubI(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I MinI(I a, I b) { return _mm512_min_epi32(a, b); }
+  static I AndI(I a, I b) { return _mm512_and_si512(a, b); }
+  static I OrI(I a, I b) { return _mm512_or_si512(a, b); }
+  template <int kBits>
+  static I Srl(I a) { return _mm512_srli_epi32(a, kBits); }
+  template <int kBits>
+  static I Sll(I a) { return _mm512_slli_epi32(a, kBits); }
+  static I AsI(F a) { return _mm512_castps_si512(a); }
+  static F AsF(I a) { return _mm512_castsi512_ps(a); }
+  static M CmpGtI(I a, I b) { return _mm512_cmpgt_epi32_mask(a, b); }
+  static M CmpEqI(I a, I b) { return _mm512_cmpeq_epi32_mask(a, b); }
+  static I SelectI(M m, I a, I b) { return _mm512_mask_blend_epi32(m, b, a); }
+  static F SelectF(M m, F a, F b) { return _mm512_mask_blend_ps(m, b, a); }
+
+  template <typename T>
+  static I Widen(const T* p) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (static_cast<T>(-1) < 0) {
+      return _mm512_cvtepi8_epi32(b);
+    } else {
+      return _mm512_cvtepu8_epi32(b);
+    }
+  }
+  template <typename T>
+  static I WidenPartial(const T* p, size_t n) {
+    const __m128i b = _mm_maskz_loadu_epi8(static_cast<__mmask16>((1u << n) - 1u), p);
+    if constexpr (static_cast<T>(-1) < 0) {
+      return _mm512_cvtepi8_epi32(b);
+    } else {
+      return _mm512_cvtepu8_epi32(b);
+    }
+  }
+
+  template <typename T>
+  static __m128i Narrow(I q) {
+    if constexpr (static_cast<T>(-1) < 0) {
+      return _mm512_cvtsepi32_epi8(q);  // signed saturation
+    } else {
+      return _mm512_cvtusepi32_epi8(_mm512_max_epi32(q, _mm512_setzero_si512()));
+    }
+  }
+  template <typename T>
+  static void StoreNarrow(T* p, I q) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), Narrow<T>(q));
+  }
+  template <typename T>
+  static void StoreNarrowPartial(T* p, I q, size_t n) {
+    if constexpr (static_cast<T>(-1) < 0) {
+      _mm512_mask_cvtsepi32_storeu_epi8(p, TailMask(n), q);
+    } else {
+      const I nonneg = _mm512_max_epi32(q, _mm512_setzero_si512());
+      _mm512_mask_cvtusepi32_storeu_epi8(p, TailMask(n), nonneg);
+    }
+  }
+  template <typename T, bool kStream>
+  static void StoreNarrow4(T* p, I q0, I q1, I q2, I q3) {
+    if constexpr (kStream) {  // one 64-byte non-temporal store; p is 64-byte aligned
+      __m512i b = _mm512_castsi128_si512(Narrow<T>(q0));
+      b = _mm512_inserti32x4(b, Narrow<T>(q1), 1);
+      b = _mm512_inserti32x4(b, Narrow<T>(q2), 2);
+      b = _mm512_inserti32x4(b, Narrow<T>(q3), 3);
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(p), b);
+    } else {
+      StoreNarrow<T>(p, q0);
+      StoreNarrow<T>(p + kWidth, q1);
+      StoreNarrow<T>(p + 2 * kWidth, q2);
+      StoreNarrow<T>(p + 3 * kWidth, q3);
+    }
+  }
+};
+
+}  // namespace qg::kernels

@@ -1,0 +1,442 @@
+// The kernels of kernels.h written once over a vector-ops struct V (Avx2, Avx512).
+// Every function is a template on V, so each ISA's translation unit gets its own symbols and
+// no code compiled for one ISA can be picked by the linker for another.
+//
+// Loops convert 4 vectors per iteration (MLAS-style), then single vectors, then one masked or
+// partial vector for the tail; there is no scalar tail. kStream variants write the aligned
+// body with non-temporal stores (a head up to the alignment uses ordinary stores); the caller
+// fences (KernelTable::fence) once per block of work, not once per call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels.h"
+
+namespace qg::kernels::simd {
+
+// Elements before `p` (elements of `size` bytes) reaches V::kStreamAlign; capped at n.
+template <class V>
+inline size_t HeadElements(const void* p, size_t size, size_t n) {
+  const size_t misaligned = reinterpret_cast<uintptr_t>(p) % V::kStreamAlign;
+  const size_t head = misaligned == 0 ? 0 : (V::kStreamAlign - misaligned) / size;
+  return head < n ? head : n;
+}
+
+// Vec kernels stream only when every row starts at the same alignment (their heads agree).
+template <class V>
+inline bool RowsShareAlignment(size_t stride_bytes, size_t rows) {
+  return rows == 1 || stride_bytes % V::kStreamAlign == 0;
+}
+
+// ---- quantize, integer dst ---------------------------------------------------------------
+
+template <class V, bool kZp>
+inline typename V::I QuantizeInt(typename V::F x, typename V::F scale, typename V::I zp) {
+  typename V::F v = V::Div(x, scale);                  // IEEE division
+  v = V::Max(v, V::Set1(-kSimdClamp));                 // NaN -> -2^30 (lands at qmin)
+  v = V::Min(v, V::Set1(kSimdClamp));
+  typename V::I q = V::CvtRne(v);                      // half to even
+  if constexpr (kZp) q = V::AddI(q, zp);
+  return q;  // the saturating narrowing store clamps to [qmin, qmax]
+}
+
+template <class V, typename T, bool kZp, bool kStream>
+void QuantizeRunInt(const float* x, void* y, size_t n, const QuantizeRow& p) {
+  constexpr size_t W = V::kWidth;
+  T* out = static_cast<T*>(y);
+  size_t i = 0;
+  if constexpr (kStream) {
+    i = HeadElements<V>(out, 1, n);
+    QuantizeRunInt<V, T, kZp, false>(x, out, i, p);
+  }
+  const auto s = V::Set1(p.scale);
+  const auto zp = V::Set1I(p.zp);
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const auto q0 = QuantizeInt<V, kZp>(V::Load(x + i), s, zp);
+    const auto q1 = QuantizeInt<V, kZp>(V::Load(x + i + W), s, zp);
+    const auto q2 = QuantizeInt<V, kZp>(V::Load(x + i + 2 * W), s, zp);
+    const auto q3 = QuantizeInt<V, kZp>(V::Load(x + i + 3 * W), s, zp);
+    V::template StoreNarrow4<T, kStream>(out + i, q0, q1, q2, q3);
+  }
+  for (; i + W <= n; i += W) {
+    V::template StoreNarrow<T>(out + i, QuantizeInt<V, kZp>(V::Load(x + i), s, zp));
+  }
+  if (i < n) {
+    const auto q = QuantizeInt<V, kZp>(V::LoadPartial(x + i, n - i), s, zp);
+    V::template StoreNarrowPartial<T>(out + i, q, n - i);
+  }
+}
+
+template <class V, typename T, bool kZp, bool kStream>
+void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVec& p, size_t rows,
+                    size_t stride) {
+  constexpr size_t W = V::kWidth;
+  T* out = static_cast<T*>(y);
+  size_t i = 0;
+  if constexpr (kStream) {
+    if (!RowsShareAlignment<V>(stride * sizeof(T), rows)) {
+      return QuantizeVecInt<V, T, kZp, false>(x, y, n, p, rows, stride);
+    }
+    i = HeadElements<V>(out, 1, n);
+    QuantizeVecInt<V, T, kZp, false>(x, out, i, p, rows, stride);
+  }
+  const auto zero = V::Set1I(0);
+  for (; i + 4 * W <= n; i += 4 * W) {
+    // This column block's parameters stay in registers for every row.
+    const auto s0 = V::Load(p.scale + i), s1 = V::Load(p.scale + i + W);
+    const auto s2 = V::Load(p.scale + i + 2 * W), s3 = V::Load(p.scale + i + 3 * W);
+    const auto z0 = kZp ? V::LoadI(p.zp + i) : zero, z1 = kZp ? V::LoadI(p.zp + i + W) : zero;
+    const auto z2 = kZp ? V::LoadI(p.zp + i + 2 * W) : zero;
+    const auto z3 = kZp ? V::LoadI(p.zp + i + 3 * W) : zero;
+    for (size_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * stride + i;
+      const auto q0 = QuantizeInt<V, kZp>(V::Load(xr), s0, z0);
+      const auto q1 = QuantizeInt<V, kZp>(V::Load(xr + W), s1, z1);
+      const auto q2 = QuantizeInt<V, kZp>(V::Load(xr + 2 * W), s2, z2);
+      const auto q3 = QuantizeInt<V, kZp>(V::Load(xr + 3 * W), s3, z3);
+      V::template StoreNarrow4<T, kStream>(out + r * stride + i, q0, q1, q2, q3);
+    }
+  }
+  for (; i + W <= n; i += W) {
+    const auto s0 = V::Load(p.scale + i);
+    const auto z0 = kZp ? V::LoadI(p.zp + i) : zero;
+    for (size_t r = 0; r < rows; ++r) {
+      V::template StoreNarrow<T>(out + r * stride + i,
+                                 QuantizeInt<V, kZp>(V::Load(x + r * stride + i), s0, z0));
+    }
+  }
+  if (i < n) {
+    const size_t k = n - i;
+    // Padding lanes divide 0 by 0: NaN, clamped and not stored.
+    const auto s0 = V::LoadPartial(p.scale + i, k);
+    const auto z0 = kZp ? V::LoadPartialI(p.zp + i, k) : zero;
+    for (size_t r = 0; r < rows; ++r) {
+      const auto q = QuantizeInt<V, kZp>(V::LoadPartial(x + r * stride + i, k), s0, z0);
+      V::template StoreNarrowPartial<T>(out + r * stride + i, q, k);
+    }
+  }
+}
+
+// ---- quantize, float8 dst ----------------------------------------------------------------
+
+// Float8 format: mantissa bits, exponent bias, largest finite value (as float32 bits), NaN code.
+template <int kMant_, int kBias_, uint32_t kMaxBits_, int32_t kNan_, bool kHasInf_>
+struct F8Format {
+  static constexpr int kMant = kMant_;
+  static constexpr int kBias = kBias_;
+  static constexpr uint32_t kMaxBits = kMaxBits_;
+  static constexpr int32_t kNan = kNan_;
+  static constexpr bool kHasInf = kHasInf_;
+};
+using E4M3 = F8Format<3, 7, 0x43E00000u, 0x7F, false>;  // max 448, no inf
+using E5M2 = F8Format<2, 15, 0x47600000u, 0x7E, true>;  // max 57344
+
+constexpr float Pow2(int e) {
+  float r = 1.0f;
+  for (; e > 0; --e) r *= 2.0f;
+  for (; e < 0; ++e) r *= 0.5f;
+  return r;
+}
+
+// v (float32 lanes) -> float8 codes in int32 lanes (0..255). Saturating, round half to even.
+template <class V, class Fmt>
+inline typename V::I EncodeF8(typename V::F v) {
+  constexpr int kShift = 23 - Fmt::kMant;
+  constexpr int32_t kMinNormalBits = (128 - Fmt::kBias) << 23;
+  const auto bits = V::AsI(v);
+  const auto sign =
+      V::template Srl<24>(V::AndI(bits, V::Set1I(static_cast<int32_t>(0x80000000u))));
+  auto mag = V::AndI(bits, V::Set1I(0x7FFFFFFF));
+  const auto is_nan = V::CmpGtI(mag, V::Set1I(0x7F800000));
+  mag = V::MinI(mag, V::Set1I(static_cast<int32_t>(Fmt::kMaxBits)));  // +-inf, overflow -> max
+  // Normal: round the mantissa to kMant bits in the integer domain; a carry moves the exponent.
+  auto r = V::AddI(mag, V::Set1I((1 << (kShift - 1)) - 1));
+  r = V::AddI(r, V::AndI(V::template Srl<kShift>(mag), V::Set1I(1)));
+  const auto normal =
+      V::SubI(V::template Srl<kShift>(r), V::Set1I((127 - Fmt::kBias) << Fmt::kMant));
+  // Subnormal: the code is |v| in units of the smallest subnormal, rounded half to even.
+  constexpr float kSubScale = Pow2(Fmt::kBias - 1 + Fmt::kMant);
+  const auto subnormal = V::CvtRne(V::Mul(V::AsF(mag), V::Set1(kSubScale)));
+  auto code = V::SelectI(V::CmpGtI(V::Set1I(kMinNormalBits), mag), subnormal, normal);
+  code = V::SelectI(is_nan, V::Set1I(Fmt::kNan), code);
+  return V::OrI(code, sign);
+}
+
+template <class V, class Fmt, bool kZp, bool kStream>
+void QuantizeRunF8(const float* x, void* y, size_t n, const QuantizeRow& p) {
+  constexpr size_t W = V::kWidth;
+  uint8_t* out = static_cast<uint8_t*>(y);
+  size_t i = 0;
+  if constexpr (kStream) {
+    i = HeadElements<V>(out, 1, n);
+    QuantizeRunF8<V, Fmt, kZp, false>(x, out, i, p);
+  }
+  const auto s = V::Set1(p.scale);
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const auto c0 = EncodeF8<V, Fmt>(V::Div(V::Load(x + i), s));
+    const auto c1 = EncodeF8<V, Fmt>(V::Div(V::Load(x + i + W), s));
+    const auto c2 = EncodeF8<V, Fmt>(V::Div(V::Load(x + i + 2 * W), s));
+    const auto c3 = EncodeF8<V, Fmt>(V::Div(V::Load(x + i + 3 * W), s));
+    V::template StoreNarrow4<uint8_t, kStream>(out + i, c0, c1, c2, c3);
+  }
+  for (; i + W <= n; i += W) {
+    V::template StoreNarrow<uint8_t>(out + i, EncodeF8<V, Fmt>(V::Div(V::Load(x + i), s)));
+  }
+  if (i < n) {
+    const auto c = EncodeF8<V, Fmt>(V::Div(V::LoadPartial(x + i, n - i), s));
+    V::template StoreNarrowPartial<uint8_t>(out + i, c, n - i);
+  }
+}
+
+template <class V, class Fmt, bool kZp, bool kStream>
+void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVec& p, size_t rows,
+                   size_t stride) {
+  constexpr size_t W = V::kWidth;
+  uint8_t* out = static_cast<uint8_t*>(y);
+  size_t i = 0;
+  if constexpr (kStream) {
+    if (!RowsShareAlignment<V>(stride, rows)) {
+      return QuantizeVecF8<V, Fmt, kZp, false>(x, y, n, p, rows, stride);
+    }
+    i = HeadElements<V>(out, 1, n);
+    QuantizeVecF8<V, Fmt, kZp, false>(x, out, i, p, rows, stride);
+  }
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const auto s0 = V::Load(p.scale + i), s1 = V::Load(p.scale + i + W);
+    const auto s2 = V::Load(p.scale + i + 2 * W), s3 = V::Load(p.scale + i + 3 * W);
+    for (size_t r = 0; r < rows; ++r) {
+      const float* xr = x + r * stride + i;
+      V::template StoreNarrow4<uint8_t, kStream>(
+          out + r * stride + i, EncodeF8<V, Fmt>(V::Div(V::Load(xr), s0)),
+          EncodeF8<V, Fmt>(V::Div(V::Load(xr + W), s1)),
+          EncodeF8<V, Fmt>(V::Div(V::Load(xr + 2 * W), s2)),
+          EncodeF8<V, Fmt>(V::Div(V::Load(xr + 3 * W), s3)));
+    }
+  }
+  for (; i + W <= n; i += W) {
+    const auto s0 = V::Load(p.scale + i);
+    for (size_t r = 0; r < rows; ++r) {
+      V::template StoreNarrow<uint8_t>(out + r * stride + i,
+                                       EncodeF8<V, Fmt>(V::Div(V::Load(x + r * stride + i), s0)));
+    }
+  }
+  if (i < n) {
+    const size_t k = n - i;
+    const auto s0 = V::LoadPartial(p.scale + i, k);
+    for (size_t r = 0; r < rows; ++r) {
+      const auto c = EncodeF8<V, Fmt>(V::Div(V::LoadPartial(x + r * stride + i, k), s0));
+      V::template StoreNarrowPartial<uint8_t>(out + r * stride + i, c, k);
+    }
+  }
+}
+
+// ---- dequantize, integer src -------------------------------------------------------------
+
+template <class V, typename T, bool kZp>
+inline typename V::F DequantizeInt(typename V::I v, typename V::F scale, typename V::I zp) {
+  if constexpr (kZp) v = V::SubI(v, zp);  // exact in int32 for |zp| <= kSimdMaxZp
+  return V::Mul(V::CvtF(v), scale);       // float(x - zp) * scale
+}
+
+template <class V, typename T, bool kZp, bool kStream>
+void DequantizeRunInt(const void* xv, float* y, size_t n, const DequantizeRow& p) {
+  constexpr size_t W = V::kWidth;
+  const T* x = static_cast<const T*>(xv);
+  size_t i = 0;
+  if constexpr (kStream) {
+    i = HeadElements<V>(y, sizeof(float), n);
+    DequantizeRunInt<V, T, kZp, false>(x, y, i, p);
+  }
+  const auto s = V::Set1(p.scale);
+  const auto zp = V::Set1I(p.zp);
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const auto f0 = DequantizeInt<V, T, kZp>(V::template Widen<T>(x + i), s, zp);
+    const auto f1 = DequantizeInt<V, T, kZp>(V::template Widen<T>(x + i + W), s, zp);
+    const auto f2 = DequantizeInt<V, T, kZp>(V::template Widen<T>(x + i + 2 * W), s, zp);
+    const auto f3 = DequantizeInt<V, T, kZp>(V::template Widen<T>(x + i + 3 * W), s, zp);
+    V::template Store<kStream>(y + i, f0);
+    V::template Store<kStream>(y + i + W, f1);
+    V::template Store<kStream>(y + i + 2 * W, f2);
+    V::template Store<kStream>(y + i + 3 * W, f3);
+  }
+  for (; i + W <= n; i += W) {
+    V::template Store<false>(y + i, DequantizeInt<V, T, kZp>(V::template Widen<T>(x + i), s, zp));
+  }
+  if (i < n) {
+    const auto f = DequantizeInt<V, T, kZp>(V::template WidenPartial<T>(x + i, n - i), s, zp);
+    V::StorePartial(y + i, f, n - i);
+  }
+}
+
+template <class V, typename T, bool kZp, bool kStream>
+void DequantizeVecInt(const void* xv, float* y, size_t n, const DequantizeVec& p, size_t rows,
+                      size_t stride) {
+  constexpr size_t W = V::kWidth;
+  const T* x = static_cast<const T*>(xv);
+  size_t i = 0;
+  if constexpr (kStream) {
+    if (!RowsShareAlignment<V>(stride * sizeof(float), rows)) {
+      return DequantizeVecInt<V, T, kZp, false>(x, y, n, p, rows, stride);
+    }
+    i = HeadElements<V>(y, sizeof(float), n);
+    DequantizeVecInt<V, T, kZp, false>(x, y, i, p, rows, stride);
+  }
+  const auto zero = V::Set1I(0);
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const auto s0 = V::Load(p.scale + i), s1 = V::Load(p.scale + i + W);
+    const auto s2 = V::Load(p.scale + i + 2 * W), s3 = V::Load(p.scale + i + 3 * W);
+    const auto z0 = kZp ? V::LoadI(p.zp + i) : zero, z1 = kZp ? V::LoadI(p.zp + i + W) : zero;
+    const auto z2 = kZp ? V::LoadI(p.zp + i + 2 * W) : zero;
+    const auto z3 = kZp ? V::LoadI(p.zp + i + 3 * W) : zero;
+    for (size_t r = 0; r < rows; ++r) {
+      const T* xr = x + r * stride + i;
+      float* yr = y + r * stride + i;
+      V::template Store<kStream>(yr, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr), s0, z0));
+      V::template Store<kStream>(yr + W,
+                                 DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + W), s1, z1));
+      V::template Store<kStream>(
+          yr + 2 * W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + 2 * W), s2, z2));
+      V::template Store<kStream>(
+          yr + 3 * W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + 3 * W), s3, z3));
+    }
+  }
+  for (; i + W <= n; i += W) {
+    const auto s0 = V::Load(p.scale + i);
+    const auto z0 = kZp ? V::LoadI(p.zp + i) : zero;
+    for (size_t r = 0; r < rows; ++r) {
+      V::template Store<false>(
+          y + r * stride + i,
+          DequantizeInt<V, T, kZp>(V::template Widen<T>(x + r * stride + i), s0, z0));
+    }
+  }
+  if (i < n) {
+    const size_t k = n - i;
+    const auto s0 = V::LoadPartial(p.scale + i, k);
+    const auto z0 = kZp ? V::LoadPartialI(p.zp + i, k) : zero;
+    for (size_t r = 0; r < rows; ++r) {
+      const auto f =
+          DequantizeInt<V, T, kZp>(V::template WidenPartial<T>(x + r * stride + i, k), s0, z0);
+      V::StorePartial(y + r * stride + i, f, k);
+    }
+  }
+}
+
+// ---- dequantize, float8 src --------------------------------------------------------------
+
+// float8 codes (int32 lanes) -> float32, exact: the code's magnitude bits placed at the top of
+// a float32 mantissa, times 2^(127 - bias), covers normals and subnormals alike.
+template <class V, class Fmt>
+inline typename V::F DecodeF8(typename V::I b) {
+  const auto mag = V::AndI(b, V::Set1I(0x7F));
+  auto f = V::Mul(V::AsF(V::template Sll<23 - Fmt::kMant>(mag)), V::Set1(Pow2(127 - Fmt::kBias)));
+  const auto qnan = V::AsF(V::Set1I(0x7FC00000));
+  if constexpr (Fmt::kHasInf) {
+    f = V::SelectF(V::CmpEqI(mag, V::Set1I(0x7C)), V::AsF(V::Set1I(0x7F800000)), f);
+    f = V::SelectF(V::CmpGtI(mag, V::Set1I(0x7C)), qnan, f);
+  } else {
+    f = V::SelectF(V::CmpEqI(mag, V::Set1I(0x7F)), qnan, f);
+  }
+  const auto sign = V::template Sll<24>(V::AndI(b, V::Set1I(0x80)));
+  return V::AsF(V::OrI(V::AsI(f), sign));
+}
+
+template <class V, class Fmt, bool kZp, bool kStream>
+void DequantizeRunF8(const void* xv, float* y, size_t n, const DequantizeRow& p) {
+  constexpr size_t W = V::kWidth;
+  const uint8_t* x = static_cast<const uint8_t*>(xv);
+  size_t i = 0;
+  if constexpr (kStream) {
+    i = HeadElements<V>(y, sizeof(float), n);
+    DequantizeRunF8<V, Fmt, kZp, false>(x, y, i, p);
+  }
+  const auto s = V::Set1(p.scale);
+  for (; i + W <= n; i += W) {
+    V::template Store<kStream>(y + i,
+                               V::Mul(DecodeF8<V, Fmt>(V::template Widen<uint8_t>(x + i)), s));
+  }
+  if (i < n) {
+    const auto f = DecodeF8<V, Fmt>(V::template WidenPartial<uint8_t>(x + i, n - i));
+    V::StorePartial(y + i, V::Mul(f, s), n - i);
+  }
+}
+
+template <class V, class Fmt, bool kZp, bool kStream>
+void DequantizeVecF8(const void* xv, float* y, size_t n, const DequantizeVec& p, size_t rows,
+                     size_t stride) {
+  constexpr size_t W = V::kWidth;
+  const uint8_t* x = static_cast<const uint8_t*>(xv);
+  size_t i = 0;
+  if constexpr (kStream) {
+    if (!RowsShareAlignment<V>(stride * sizeof(float), rows)) {
+      return DequantizeVecF8<V, Fmt, kZp, false>(x, y, n, p, rows, stride);
+    }
+    i = HeadElements<V>(y, sizeof(float), n);
+    DequantizeVecF8<V, Fmt, kZp, false>(x, y, i, p, rows, stride);
+  }
+  for (; i + W <= n; i += W) {
+    const auto s0 = V::Load(p.scale + i);
+    for (size_t r = 0; r < rows; ++r) {
+      const auto f = DecodeF8<V, Fmt>(V::template Widen<uint8_t>(x + r * stride + i));
+      V::template Store<kStream>(y + r * stride + i, V::Mul(f, s0));
+    }
+  }
+  if (i < n) {
+    const size_t k = n - i;
+    const auto s0 = V::LoadPartial(p.scale + i, k);
+    for (size_t r = 0; r < rows; ++r) {
+      const auto f = DecodeF8<V, Fmt>(V::template WidenPartial<uint8_t>(x + r * stride + i, k));
+      V::StorePartial(y + r * stride + i, V::Mul(f, s0), k);
+    }
+  }
+}
+
+// ---- tables ------------------------------------------------------------------------------
+
+// Float8 kernels ignore zero points (the spec forbids them): their [zp] variants are the same.
+template <class V, typename T>
+constexpr QuantizeKernels QuantizeIntKernels() {
+  return {{{QuantizeRunInt<V, T, false, false>, QuantizeRunInt<V, T, false, true>},
+           {QuantizeRunInt<V, T, true, false>, QuantizeRunInt<V, T, true, true>}},
+          {{QuantizeVecInt<V, T, false, false>, QuantizeVecInt<V, T, false, true>},
+           {QuantizeVecInt<V, T, true, false>, QuantizeVecInt<V, T, true, true>}}};
+}
+
+template <class V, class Fmt>
+constexpr QuantizeKernels QuantizeF8Kernels() {
+  return {{{QuantizeRunF8<V, Fmt, false, false>, QuantizeRunF8<V, Fmt, false, true>},
+           {QuantizeRunF8<V, Fmt, false, false>, QuantizeRunF8<V, Fmt, false, true>}},
+          {{QuantizeVecF8<V, Fmt, false, false>, QuantizeVecF8<V, Fmt, false, true>},
+           {QuantizeVecF8<V, Fmt, false, false>, QuantizeVecF8<V, Fmt, false, true>}}};
+}
+
+template <class V, typename T>
+constexpr DequantizeKernels DequantizeIntKernels() {
+  return {{{DequantizeRunInt<V, T, false, false>, DequantizeRunInt<V, T, false, true>},
+           {DequantizeRunInt<V, T, true, false>, DequantizeRunInt<V, T, true, true>}},
+          {{DequantizeVecInt<V, T, false, false>, DequantizeVecInt<V, T, false, true>},
+           {DequantizeVecInt<V, T, true, false>, DequantizeVecInt<V, T, true, true>}}};
+}
+
+template <class V, class Fmt>
+constexpr DequantizeKernels DequantizeF8Kernels() {
+  return {{{DequantizeRunF8<V, Fmt, false, false>, DequantizeRunF8<V, Fmt, false, true>},
+           {DequantizeRunF8<V, Fmt, false, false>, DequantizeRunF8<V, Fmt, false, true>}},
+          {{DequantizeVecF8<V, Fmt, false, false>, DequantizeVecF8<V, Fmt, false, true>},
+           {DequantizeVecF8<V, Fmt, false, false>, DequantizeVecF8<V, Fmt, false, true>}}};
+}
+
+template <class V>
+constexpr KernelTable MakeTable(Isa isa, const char* name) {
+  return KernelTable{
+      isa,
+      name,
+      &V::Fence,
+      {QuantizeIntKernels<V, int8_t>(), QuantizeIntKernels<V, uint8_t>(),
+       QuantizeF8Kernels<V, E4M3>(), QuantizeF8Kernels<V, E5M2>()},
+      {DequantizeIntKernels<V, int8_t>(), DequantizeIntKernels<V, uint8_t>(),
+       DequantizeF8Kernels<V, E4M3>(), DequantizeF8Kernels<V, E5M2>()},
+  };
+}
+
+}  // namespace qg::kernels::simd

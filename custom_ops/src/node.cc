@@ -1,0 +1,296 @@
+#include "node.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+namespace qg {
+namespace {
+
+constexpr int kF32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+constexpr int kU8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
+constexpr int kS8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+constexpr int kS32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+
+// ---- reading the kernel info -------------------------------------------------------------
+
+struct StatusGuard {
+  const OrtApi& api;
+  OrtStatus* status;
+  ~StatusGuard() {
+    if (status != nullptr) api.ReleaseStatus(status);
+  }
+  bool ok() const { return status == nullptr; }
+};
+
+std::optional<int64_t> GetInt(const OrtApi& api, const OrtKernelInfo* info, const char* name) {
+  int64_t value = 0;
+  StatusGuard s{api, api.KernelInfoGetAttribute_int64(info, name, &value)};
+  if (!s.ok()) return std::nullopt;
+  return value;
+}
+
+std::optional<std::string> GetString(const OrtApi& api, const OrtKernelInfo* info,
+                                     const char* name) {
+  size_t size = 0;
+  {
+    StatusGuard s{api, api.KernelInfoGetAttribute_string(info, name, nullptr, &size)};
+    if (!s.ok()) return std::nullopt;
+  }
+  std::string buffer(size + 1, '\0');
+  size_t capacity = buffer.size();
+  StatusGuard s{api, api.KernelInfoGetAttribute_string(info, name, buffer.data(), &capacity)};
+  if (!s.ok()) return std::nullopt;
+  // The reported size may or may not count a NUL: trim at the first one.
+  buffer.resize(strnlen(buffer.data(), buffer.size()));
+  return buffer;
+}
+
+std::optional<std::vector<float>> GetFloats(const OrtApi& api, const OrtKernelInfo* info,
+                                            const char* name) {
+  size_t size = 0;
+  {
+    StatusGuard s{api, api.KernelInfoGetAttributeArray_float(info, name, nullptr, &size)};
+    if (!s.ok()) return std::nullopt;
+  }
+  std::vector<float> values(size);
+  if (size == 0) return values;
+  StatusGuard s{api, api.KernelInfoGetAttributeArray_float(info, name, values.data(), &size)};
+  if (!s.ok()) return std::nullopt;
+  values.resize(size);
+  return values;
+}
+
+std::optional<std::vector<int64_t>> GetInts(const OrtApi& api, const OrtKernelInfo* info,
+                                            const char* name) {
+  size_t size = 0;
+  {
+    StatusGuard s{api, api.KernelInfoGetAttributeArray_int64(info, name, nullptr, &size)};
+    if (!s.ok()) return std::nullopt;
+  }
+  std::vector<int64_t> values(size);
+  if (size == 0) return values;
+  StatusGuard s{api, api.KernelInfoGetAttributeArray_int64(info, name, values.data(), &size)};
+  if (!s.ok()) return std::nullopt;
+  values.resize(size);
+  return values;
+}
+
+// True when the node has the attribute under any of the kinds these ops use.
+bool HasAttribute(const OrtApi& api, const OrtKernelInfo* info, const char* name) {
+  float f = 0;
+  StatusGuard s{api, api.KernelInfoGetAttribute_float(info, name, &f)};
+  return s.ok() || GetInt(api, info, name) || GetString(api, info, name) ||
+         GetFloats(api, info, name) || GetInts(api, info, name);
+}
+
+[[noreturn]] void ThrowWrongKind(OpKind kind, const std::string& node, const char* name,
+                                 const char* expected) {
+  throw SpecError(std::string(OpName(kind)) + " node '" + node + "': attribute '" + name +
+                      "' must be of kind " + expected,
+                  "");
+}
+
+int InputElementType(const OrtApi& api, const OrtKernelInfo* info, size_t index) {
+  OrtTypeInfo* type_info = nullptr;
+  StatusGuard s{api, api.KernelInfo_GetInputTypeInfo(info, index, &type_info)};
+  if (!s.ok() || type_info == nullptr) return 0;  // an omitted optional input has no type
+  std::unique_ptr<OrtTypeInfo, decltype(api.ReleaseTypeInfo)> owner(type_info,
+                                                                      api.ReleaseTypeInfo);
+  const OrtTensorTypeAndShapeInfo* tensor = nullptr;
+  StatusGuard c{api, api.CastTypeInfoToTensorInfo(type_info, &tensor)};
+  if (!c.ok() || tensor == nullptr) return 0;
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  StatusGuard t{api, api.GetTensorElementType(tensor, &type)};
+  return t.ok() ? static_cast<int>(type) : 0;
+}
+
+std::string NodeName(const OrtApi& api, const OrtKernelInfo* info) {
+  size_t size = 0;
+  {
+    StatusGuard s{api, api.KernelInfo_GetNodeName(info, nullptr, &size)};
+    if (!s.ok()) return "";
+  }
+  std::string name(size + 1, '\0');
+  size_t capacity = name.size();
+  StatusGuard s{api, api.KernelInfo_GetNodeName(info, name.data(), &capacity)};
+  if (!s.ok()) return "";
+  name.resize(strnlen(name.data(), name.size()));
+  return name;
+}
+
+// ---- rules -------------------------------------------------------------------------------
+
+bool Contains(const std::vector<int>& v, int t) {
+  for (int x : v) {
+    if (x == t) return true;
+  }
+  return false;
+}
+
+bool IsFloat8(int type) {
+  const auto* d = FindDType(type);
+  return d != nullptr && d->is_float8;
+}
+
+void CheckOneType(const NodeConfig& cfg, const char* rule, int type,
+                  const std::vector<int>& allowed) {
+  if (!Contains(allowed, type)) {
+    ThrowRule(cfg.kind, cfg.node, rule,
+              {{"got", TypeName(type)}, {"allowed", JoinTypeNames(allowed)}});
+  }
+}
+
+// check_static_attributes of the spec.
+void CheckStaticAttributes(const NodeConfig& cfg) {
+  if (!cfg.has_scales_attr) ThrowRule(cfg.kind, cfg.node, "missing-attribute", {{"name", "scales"}});
+  if (!cfg.has_zps_attr) return;
+  // Quantize checks its dst; Dequantize its src (a type outside the spec counts as s8).
+  const int checked = cfg.kind == OpKind::kQuantize ? cfg.dst : (FindDType(cfg.src) ? cfg.src : kS8);
+  if (IsFloat8(checked)) ThrowRule(cfg.kind, cfg.node, "f8-zps", {{"dtype", TypeName(checked)}});
+  const auto* s32 = FindDType(kS32);
+  for (size_t i = 0; i < cfg.zps_attr.size(); ++i) {
+    const int64_t v = cfg.zps_attr[i];
+    if (v < s32->qmin || v > s32->qmax) {
+      ThrowRule(cfg.kind, cfg.node, "zps-value",
+                {{"index", PyInt(static_cast<int64_t>(i))}, {"value", PyInt(v)}});
+    }
+  }
+}
+
+// check_types of the spec.
+void CheckTypes(const NodeConfig& cfg) {
+  CheckOneType(cfg, "src-type", cfg.src, SrcTypes(cfg.kind));
+  CheckOneType(cfg, "dst-type", cfg.dst, DstTypes(cfg.kind, cfg.src));
+  if (IsStatic(cfg.kind)) return;
+  if (cfg.scales == 0) ThrowRule(cfg.kind, cfg.node, "missing-input", {{"name", "scales"}});
+  CheckOneType(cfg, "scales-type", cfg.scales, ScalesTypes(cfg.kind, cfg.src, cfg.dst));
+  if (cfg.zps != 0) CheckOneType(cfg, "zps-type", cfg.zps, ZpsTypes(cfg.kind, cfg.src, cfg.dst));
+}
+
+bool HasZps(const NodeConfig& cfg) { return IsStatic(cfg.kind) ? cfg.has_zps_attr : cfg.zps != 0; }
+
+}  // namespace
+
+int ResolveDst(OpKind kind, int64_t output_dtype, int zps_type) {
+  if (!IsQuantize(kind)) return kF32;
+  if (output_dtype != 0) return static_cast<int>(output_dtype);
+  if (kind == OpKind::kDynamicQuantize && (zps_type == kS8 || zps_type == kU8)) return zps_type;
+  return kU8;
+}
+
+NodeConfig ReadNodeConfig(OpKind kind, const OrtApi& api, const OrtKernelInfo* info) {
+  NodeConfig cfg;
+  cfg.kind = kind;
+  cfg.node = NodeName(api, info);
+
+  if (auto qtype = GetString(api, info, "qtype")) {
+    cfg.qtype = *qtype;
+  } else if (HasAttribute(api, info, "qtype")) {
+    ThrowWrongKind(kind, cfg.node, "qtype", "string");
+  }
+  cfg.per_channel = cfg.qtype == spec::kPerChannel;
+  if (auto axis = GetInt(api, info, "axis")) {
+    cfg.axis = *axis;
+  } else if (HasAttribute(api, info, "axis")) {
+    ThrowWrongKind(kind, cfg.node, "axis", "int");
+  }
+  if (IsQuantize(kind)) {
+    if (auto od = GetInt(api, info, "output_dtype")) {
+      cfg.output_dtype = *od;
+    } else if (HasAttribute(api, info, "output_dtype")) {
+      ThrowWrongKind(kind, cfg.node, "output_dtype", "int");
+    }
+  }
+  if (IsStatic(kind)) {
+    if (auto scales = GetFloats(api, info, "scales")) {
+      cfg.has_scales_attr = true;
+      cfg.scales_attr = std::move(*scales);
+    } else if (HasAttribute(api, info, "scales")) {
+      ThrowWrongKind(kind, cfg.node, "scales", "floats");
+    }
+    if (auto zps = GetInts(api, info, "zps")) {
+      cfg.has_zps_attr = true;
+      cfg.zps_attr = std::move(*zps);
+    } else if (HasAttribute(api, info, "zps")) {
+      ThrowWrongKind(kind, cfg.node, "zps", "ints");
+    }
+  }
+
+  size_t inputs = 0;
+  Ort::ThrowOnError(api.KernelInfo_GetInputCount(info, &inputs));
+  cfg.src = inputs > 0 ? InputElementType(api, info, 0) : 0;
+  if (!IsStatic(kind)) {
+    cfg.scales = inputs > 1 ? InputElementType(api, info, 1) : 0;
+    cfg.zps = inputs > 2 ? InputElementType(api, info, 2) : 0;
+  }
+  cfg.dst = ResolveDst(kind, cfg.output_dtype, cfg.zps);
+  return cfg;
+}
+
+void CheckNode(const NodeConfig& cfg) {
+  if (IsStatic(cfg.kind)) CheckStaticAttributes(cfg);
+  CheckTypes(cfg);
+  if (HasZps(cfg)) {
+    const int float8 = IsFloat8(cfg.dst) ? cfg.dst : cfg.src;
+    if (IsFloat8(float8)) ThrowRule(cfg.kind, cfg.node, "f8-zps", {{"dtype", TypeName(float8)}});
+  }
+  // check_shapes starts with qtype, which needs nothing else.
+  if (cfg.qtype != spec::kPerTensor && cfg.qtype != spec::kPerChannel) {
+    ThrowRule(cfg.kind, cfg.node, "qtype", {{"qtype", cfg.qtype}});
+  }
+  // A static per_tensor node has every remaining input of check_shapes and check_scale_values.
+  if (IsStatic(cfg.kind) && !cfg.per_channel) {
+    const int64_t count = static_cast<int64_t>(cfg.scales_attr.size());
+    const int64_t zcount = static_cast<int64_t>(cfg.zps_attr.size());
+    const Dims scales{&count, 1};
+    const Dims zps{&zcount, 1};
+    CheckShapes(cfg, Dims{nullptr, 0}, scales, cfg.has_zps_attr ? &zps : nullptr);
+    CheckScaleValues(cfg, cfg.scales_attr.data(), cfg.scales_attr.size());
+  }
+}
+
+int64_t CheckShapes(const NodeConfig& cfg, Dims src, Dims scales, const Dims* zps) {
+  // qtype was checked by CheckNode (the node cannot change it).
+  if (scales.rank != 1) {
+    ThrowRule(cfg.kind, cfg.node, "scales-rank", {{"rank", PyInt(static_cast<int64_t>(scales.rank))}});
+  }
+  if (zps != nullptr && zps->rank != 1) {
+    ThrowRule(cfg.kind, cfg.node, "zps-rank", {{"rank", PyInt(static_cast<int64_t>(zps->rank))}});
+  }
+  const int64_t count = scales[0];
+  int64_t resolved = -1;
+  if (!cfg.per_channel) {
+    if (count != 1) ThrowRule(cfg.kind, cfg.node, "per-tensor-scale-count", {{"count", PyInt(count)}});
+  } else {
+    const auto rank = static_cast<int64_t>(src.rank);
+    if (cfg.axis < -rank || cfg.axis >= rank) {
+      ThrowRule(cfg.kind, cfg.node, "axis-range",
+                {{"axis", PyInt(cfg.axis)}, {"low", PyInt(-rank)}, {"high", PyInt(rank - 1)},
+                 {"rank", PyInt(rank)}});
+    }
+    resolved = cfg.axis < 0 ? cfg.axis + rank : cfg.axis;
+    const int64_t expected = src[static_cast<size_t>(resolved)];
+    if (count != expected) {
+      ThrowRule(cfg.kind, cfg.node, "per-channel-scale-count",
+                {{"axis", PyInt(cfg.axis)}, {"expected", PyInt(expected)}, {"count", PyInt(count)}});
+    }
+  }
+  if (zps != nullptr && (*zps)[0] != count) {
+    ThrowRule(cfg.kind, cfg.node, "zps-count", {{"expected", PyInt(count)}, {"count", PyInt((*zps)[0])}});
+  }
+  return resolved;
+}
+
+void CheckScaleValues(const NodeConfig& cfg, const float* scales, size_t count) {
+  if (!IsQuantize(cfg.kind)) return;
+  for (size_t i = 0; i < count; ++i) {
+    if (!std::isfinite(scales[i]) || scales[i] == 0.0f) {
+      ThrowRule(cfg.kind, cfg.node, "scale-value",
+                {{"index", PyInt(static_cast<int64_t>(i))}, {"value", PyFloat(scales[i])}});
+    }
+  }
+}
+
+}  // namespace qg

@@ -1,0 +1,58 @@
+// What a node fixes at session creation (attributes, element types) and the spec's rules over
+// it, checked in the same order as quantgraph.reference so the first broken rule is the same.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ort_api.h"
+#include "spec.h"
+
+namespace qg {
+
+struct NodeConfig {
+  OpKind kind = OpKind::kQuantize;
+  std::string node;  // node name, for messages
+  std::string qtype = spec::kDefaultQtype;
+  bool per_channel = false;
+  int64_t axis = spec::kDefaultAxis;
+  int64_t output_dtype = spec::kDefaultOutputDtype;
+  // Static ops: the scales / zps attributes.
+  bool has_scales_attr = false;
+  std::vector<float> scales_attr;
+  bool has_zps_attr = false;
+  std::vector<int64_t> zps_attr;
+  // Element types (ONNX enums) of the node's inputs; 0 where an optional input is absent.
+  int src = 0;
+  int scales = 0;
+  int zps = 0;
+  int dst = 0;  // the spec's dst type of this node (output_dtype / zps type / f32)
+};
+
+// The dst type the spec gives a node: f32 for dequantize ops; for quantize ops output_dtype,
+// or when it is 0 the zps type if s8/u8 (dynamic) and else u8.
+int ResolveDst(OpKind kind, int64_t output_dtype, int zps_type);
+
+// Reads attributes and input element types (throws SpecError / Ort::Exception).
+NodeConfig ReadNodeConfig(OpKind kind, const OrtApi& api, const OrtKernelInfo* info);
+
+// Every rule that the node alone decides (attributes, types, qtype; for static per_tensor
+// nodes also counts and scale values), stopping at the first rule that needs run-time shapes.
+void CheckNode(const NodeConfig& cfg);
+
+struct Dims {
+  const int64_t* data;
+  size_t rank;
+  int64_t operator[](size_t i) const { return data[i]; }
+};
+
+// check_shapes of the spec for one call; returns the resolved axis, or -1 for per_tensor.
+// zps == nullptr: no zero points.
+int64_t CheckShapes(const NodeConfig& cfg, Dims src, Dims scales, const Dims* zps);
+
+// check_scale_values: quantize ops reject zero, infinite and NaN scales.
+void CheckScaleValues(const NodeConfig& cfg, const float* scales, size_t count);
+
+}  // namespace qg

@@ -1,0 +1,388 @@
+"""Helpers of the native-backend tests: one-node models of the spec ops and of onnxruntime's
+QuantizeLinear/DequantizeLinear, run at ORT_DISABLE_ALL with raw-byte outputs (onnxruntime's
+Python API has no numpy type for float8_e5m2, so outputs are read through OrtValue.data_ptr).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from quantgraph import reference
+from quantgraph.backends import native
+from quantgraph.spec import DOMAIN, OPSET_VERSION, dtypes
+
+NATIVE_BUILT = native.is_available()
+requires_native = pytest.mark.skipif(
+    not NATIVE_BUILT,
+    reason="native library not built (pip install -e . builds it; or set QUANTGRAPH_NATIVE_LIB)",
+)
+
+NUMPY_OF_ONNX: dict[int, np.dtype] = {d.onnx: d.numpy for d in dtypes.ALL}
+_NUMPY_OF_DATA_TYPE = {
+    "tensor(float)": np.dtype(np.float32),
+    "tensor(uint8)": np.dtype(np.uint8),
+    "tensor(int8)": np.dtype(np.int8),
+    "tensor(int32)": np.dtype(np.int32),
+    "tensor(float8e4m3fn)": dtypes.F8_E4M3.numpy,
+    "tensor(float8e5m2)": dtypes.F8_E5M2.numpy,
+}
+OPSET_IMPORTS = [helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)]
+
+
+def onnx_type(array: np.ndarray) -> int:
+    found = dtypes.from_numpy(array.dtype)
+    if found is not None:
+        return found.onnx
+    return int(helper.np_dtype_to_tensor_dtype(array.dtype))
+
+
+def to_ort_value(array: np.ndarray) -> ort.OrtValue:
+    # ortvalue_from_numpy turns a 0-d array into shape [1]; the _with_onnx_type one keeps it.
+    array = np.array(array, copy=True, order="C")  # (ascontiguousarray makes 0-d 1-d)
+    found = dtypes.from_numpy(array.dtype)
+    if found is not None and found.is_float8:
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint8), found.onnx)
+    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, onnx_type(array))
+
+
+def from_ort_value(value: ort.OrtValue) -> np.ndarray:
+    dtype = _NUMPY_OF_DATA_TYPE[value.data_type()]
+    shape = tuple(value.shape())
+    count = int(np.prod(shape, dtype=np.int64))
+    if count == 0:
+        return np.zeros(shape, dtype)
+    size = count * dtype.itemsize
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(value.data_ptr()))
+    return raw.copy().view(dtype).reshape(shape)
+
+
+def symbolic_shape(rank: int, prefix: str = "d") -> list[str]:
+    return [f"{prefix}{i}" for i in range(rank)]
+
+
+def spec_model(
+    op: str,
+    src_type: int,
+    rank: int,
+    *,
+    scales_type: int | None = None,
+    zps_type: int | None = None,
+    out_type: int | None = None,
+    out_shape: Sequence[int | str] | None = None,
+    node_name: str = "node",
+    extra_inputs: Sequence[str] = (),
+    **attributes: Any,
+) -> onnx.ModelProto:
+    """One spec op over inputs of symbolic shape (so a session serves every shape of a rank).
+
+    ``out_type`` None leaves dst untyped: the library's shape inference decides its type.
+    """
+    inputs = ["src"]
+    value_infos = [helper.make_tensor_value_info("src", src_type, symbolic_shape(rank))]
+    if scales_type is not None:
+        inputs.append("scales")
+        value_infos.append(helper.make_tensor_value_info("scales", scales_type, ["c"]))
+    if zps_type is not None:
+        if scales_type is None:
+            inputs.append("")
+        inputs.append("zps")
+        value_infos.append(helper.make_tensor_value_info("zps", zps_type, ["c"]))
+    inputs.extend(extra_inputs)
+    typed = {"scales": onnx.AttributeProto.FLOATS, "zps": onnx.AttributeProto.INTS}
+    lists = {k: attributes.pop(k) for k in typed if isinstance(attributes.get(k), list)}
+    node = helper.make_node(op, inputs, ["dst"], domain=DOMAIN, name=node_name, **attributes)
+    for key, value in lists.items():  # typed explicitly: an empty list has no inferable type
+        node.attribute.append(helper.make_attribute(key, value, attr_type=typed[key]))
+    if out_type is None:
+        output = onnx.ValueInfoProto(name="dst")
+    else:
+        output = helper.make_tensor_value_info("dst", out_type, out_shape)
+    graph = helper.make_graph([node], "spec", value_infos, [output])
+    return helper.make_model(graph, opset_imports=OPSET_IMPORTS)
+
+
+def options(threads: int = 0) -> ort.SessionOptions:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.intra_op_num_threads = threads
+    opts.log_severity_level = 4  # errors are asserted on, not logged
+    # Many cached sessions each own a pool: idle workers must not spin and starve the rest.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return opts
+
+
+def native_session(model: onnx.ModelProto, threads: int = 0) -> ort.InferenceSession:
+    opts = options(threads)
+    native.register(opts)
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_session(serialized: bytes, threads: int, isa: str) -> ort.InferenceSession:
+    del isa  # part of the key only: the ISA is chosen when the session creates its kernels
+    opts = options(threads)
+    native.register(opts)
+    return ort.InferenceSession(serialized, opts, providers=["CPUExecutionProvider"])
+
+
+def run_session(session: ort.InferenceSession, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    values = {name: to_ort_value(array) for name, array in feeds.items()}
+    return from_ort_value(session.run_with_ort_values(None, values)[0])
+
+
+STATIC_OPS = ("Quantize", "Dequantize")
+
+
+def _to_attributes(scales: Any, zps: Any, attributes: dict[str, Any]) -> bool:
+    """Static ops: scales / zps given as arguments become the attributes (lists)."""
+    if scales is not None:
+        attributes["scales"] = [float(v) for v in np.asarray(scales).reshape(-1)]
+    if zps is not None:
+        attributes["zps"] = [int(v) for v in np.asarray(zps).reshape(-1)]
+    return True
+
+
+def run_native(
+    op: str,
+    src: np.ndarray,
+    scales: np.ndarray | None = None,
+    zps: np.ndarray | None = None,
+    *,
+    threads: int = 0,
+    isa: str = "",
+    **attributes: Any,
+) -> np.ndarray:
+    """Run one op in the native library (sessions cached per model; dynamic ops take scales
+    and zps as inputs, static ones as attributes)."""
+    if op in STATIC_OPS:
+        _to_attributes(scales, zps, attributes)
+        scales, zps = None, None
+    model = spec_model(
+        op,
+        onnx_type(src),
+        src.ndim,
+        scales_type=None if scales is None else onnx_type(scales),
+        zps_type=None if zps is None else onnx_type(zps),
+        **attributes,
+    )
+    session = _cached_session(model.SerializeToString(), threads, isa)
+    feeds = {"src": src}
+    if scales is not None:
+        feeds["scales"] = scales
+    if zps is not None:
+        feeds["zps"] = zps
+    return run_session(session, feeds)
+
+
+def run_reference(
+    op: str,
+    src: np.ndarray,
+    scales: np.ndarray | None = None,
+    zps: np.ndarray | None = None,
+    **attributes: Any,
+) -> np.ndarray:
+    kernel = reference.KERNELS[op]
+    if op in STATIC_OPS:
+        _to_attributes(scales, zps, attributes)
+        return np.asarray(kernel(src, **attributes))
+    return np.asarray(kernel(src, scales, zps, **attributes))
+
+
+# ---- onnxruntime's own QuantizeLinear / DequantizeLinear --------------------------------
+
+
+@functools.lru_cache(maxsize=32)
+def _ort_qdq_session(
+    op: str, src_type: int, rank: int, per_axis: bool, zp_type: int, out_type: int, axis: int
+) -> ort.InferenceSession:
+    inputs = ["x", "scale"] + (["zp"] if zp_type else [])
+    value_infos = [
+        helper.make_tensor_value_info("x", src_type, symbolic_shape(rank)),
+        helper.make_tensor_value_info("scale", TensorProto.FLOAT, ["c"] if per_axis else []),
+    ]
+    if zp_type:
+        value_infos.append(helper.make_tensor_value_info("zp", zp_type, ["c"] if per_axis else []))
+    attributes: dict[str, Any] = {"axis": axis}
+    if op == "QuantizeLinear" and not zp_type:
+        attributes["output_dtype"] = out_type
+    node = helper.make_node(op, inputs, ["y"], **attributes)
+    graph = helper.make_graph(
+        [node], "qdq", value_infos, [helper.make_tensor_value_info("y", out_type, None)]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    return ort.InferenceSession(
+        model.SerializeToString(), options(), providers=["CPUExecutionProvider"]
+    )
+
+
+def run_ort_qdq(
+    op: str,
+    x: np.ndarray,
+    scales: np.ndarray,
+    zps: np.ndarray | None,
+    axis: int | None,
+    out_type: int,
+) -> np.ndarray:
+    """onnxruntime's QuantizeLinear / DequantizeLinear (opset 21): axis None = per tensor."""
+    per_axis = axis is not None
+    session = _ort_qdq_session(
+        op,
+        onnx_type(x),
+        x.ndim,
+        per_axis,
+        0 if zps is None else onnx_type(zps),
+        out_type,
+        axis if axis is not None else 1,
+    )
+    feeds = {"x": x, "scale": scales if per_axis else scales.reshape(())}
+    if zps is not None:
+        feeds["zp"] = zps if per_axis else zps.reshape(())
+    return run_session(session, feeds)
+
+
+# ---- comparison -------------------------------------------------------------------------
+
+
+def mismatches(got: np.ndarray, want: np.ndarray) -> int:
+    """Elements whose bits differ (float NaNs compare by bits too)."""
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    if got.size == 0:
+        return 0
+    width = {1: np.uint8, 2: np.uint16, 4: np.uint32}[got.dtype.itemsize]
+    return int(np.count_nonzero(got.view(width) != want.view(width)))
+
+
+def mismatches_nan_equal(got: np.ndarray, want: np.ndarray) -> int:
+    """As :func:`mismatches`, but any two NaNs are equal (onnxruntime's float8_e5m2 NaN code
+    is 0x7F, ml_dtypes' 0x7E)."""
+    g = got.astype(np.float32)
+    w = want.astype(np.float32)
+    both_nan = np.isnan(g) & np.isnan(w)
+    return int(np.count_nonzero((g.view(np.uint32) != w.view(np.uint32)) & ~both_nan))
+
+
+def describe_mismatch(src: np.ndarray, got: np.ndarray, want: np.ndarray, limit: int = 5) -> str:
+    width = {1: np.uint8, 2: np.uint16, 4: np.uint32}[got.dtype.itemsize]
+    bad = np.flatnonzero(got.reshape(-1).view(width) != want.reshape(-1).view(width))
+    flat = src.reshape(-1)
+    rows = [
+        f"[{i}] src={flat[i]!r} got={got.reshape(-1)[i]!r} want={want.reshape(-1)[i]!r}"
+        for i in bad[:limit]
+    ]
+    return f"{bad.size} mismatches: " + "; ".join(rows)
+
+
+# ---- data -------------------------------------------------------------------------------
+
+F32 = np.float32
+SPECIAL_FLOATS = np.array(
+    [
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        -2.5,
+        127.5,
+        -128.5,
+        255.5,
+        126.5,
+        -127.5,
+        np.inf,
+        -np.inf,
+        np.nan,
+        -np.nan,
+        np.finfo(F32).max,
+        -np.finfo(F32).max,
+        np.finfo(F32).tiny,
+        -np.finfo(F32).tiny,
+        1e-45,
+        -1e-45,
+        2.0**31,
+        -(2.0**31),
+        448.0,
+        464.0,
+        480.0,
+        57344.0,
+        61440.0,
+        2.0**-9,
+        2.0**-10,
+        3 * 2.0**-11,
+        2.0**-16,
+        2.0**-17,
+        3 * 2.0**-18,
+        1e30,
+        -1e30,
+    ],
+    dtype=F32,
+)
+NAN_PAYLOADS = np.array(
+    [0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF, 0x7FA00000], dtype=np.uint32
+).view(F32)
+
+
+def float_data(rng: np.random.Generator, shape: Sequence[int], scale: float = 1.0) -> np.ndarray:
+    """float32 values that stress quantize: ties of x / scale, clip bounds, specials, raw bits."""
+    n = int(np.prod(shape, dtype=np.int64))
+    kind = rng.integers(0, 6, n)
+    out = np.empty(n, F32)
+    wide = rng.standard_normal(n).astype(F32) * F32(300.0)
+    ties = (rng.integers(-300, 300, n).astype(F32) + F32(0.5)) * F32(scale)
+    specials = np.concatenate([SPECIAL_FLOATS, NAN_PAYLOADS])
+    picked = specials[rng.integers(0, specials.size, n)]
+    bits = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(F32)
+    small = rng.standard_normal(n).astype(F32) * F32(abs(scale) * 4.0)
+    near = (rng.integers(-260, 260, n).astype(F32) + F32(0.5)) * F32(scale)
+    near = np.nextafter(near, np.where(rng.integers(0, 2, n) == 1, F32(np.inf), F32(-np.inf)))
+    for k, values in enumerate((wide, ties, picked, bits, small, near)):
+        out[kind == k] = values[kind == k]
+    return out.reshape(shape)
+
+
+def quantized_data(rng: np.random.Generator, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    """Every bit pattern of an 8-bit type, at random."""
+    n = int(np.prod(shape, dtype=np.int64))
+    return rng.integers(0, 256, n, dtype=np.uint16).astype(np.uint8).view(dtype).reshape(shape)
+
+
+def scale_values(rng: np.random.Generator, count: int, *, allow_zero: bool = False) -> np.ndarray:
+    """Scales of every magnitude and sign (finite and non-zero unless allow_zero)."""
+    choices = np.array(
+        [1.0, 0.5, 0.25, 2.0, 0.1, 0.007, 3.7, -0.5, -1.3, 1e-30, 1e30, 1e-40, 65536.0],
+        dtype=F32,
+    )
+    kind = rng.integers(0, 2, count)
+    picked = choices[rng.integers(0, choices.size, count)]
+    random = (rng.random(count) * 2.0 + 0.01).astype(F32) * np.where(
+        rng.integers(0, 5, count) == 0, F32(-1.0), F32(1.0)
+    )
+    out = np.where(kind == 0, picked, random).astype(F32)
+    if allow_zero:
+        out[rng.integers(0, 4, count) == 0] = 0.0
+    return out
+
+
+def zp_values(rng: np.random.Generator, count: int, dtype: np.dtype) -> np.ndarray:
+    if dtype == np.int32:
+        extremes = np.array(
+            [0, 1, -1, 2**31 - 1, -(2**31), 2**30, -(2**30), 1000, -1000, 2**30 - 1], np.int64
+        )
+        kind = rng.integers(0, 3, count)
+        picked = extremes[rng.integers(0, extremes.size, count)]
+        small = rng.integers(-300, 300, count)
+        wide = rng.integers(-(2**31), 2**31, count)
+        return np.select([kind == 0, kind == 1], [picked, small], wide).astype(np.int32)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, count).astype(dtype)

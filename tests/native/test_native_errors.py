@@ -1,0 +1,218 @@
+"""Every rule of quantgraph.spec: the native library rejects the call with exactly the message
+quantgraph.spec.SpecError has for it (as an onnxruntime error, at session creation when the
+node alone decides, else at run time), and the process carries on."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+from native_support import (
+    native_session,
+    onnx_type,
+    requires_native,
+    run_native,
+    run_session,
+    spec_model,
+)
+from onnx import TensorProto
+
+from quantgraph import reference
+from quantgraph.spec import RULES, SpecError
+
+pytestmark = requires_native
+
+F32 = np.float32
+X23 = np.arange(6, dtype=F32).reshape(2, 3)
+Q23 = np.arange(6, dtype=np.int8).reshape(2, 3)
+S1 = np.array([0.5], F32)
+
+
+@dataclass
+class Case:
+    """One broken rule: the native call and what the reference says about the same call."""
+
+    rule: str
+    op: str
+    src: np.ndarray
+    scales: np.ndarray | None = None
+    zps: np.ndarray | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+    # The reference's SpecError for the call; None: call reference.KERNELS[op] to get it.
+    expected: Callable[[], SpecError] | None = None
+    extra_inputs: tuple[str, ...] = ()
+
+
+def static(rule: str, op: str, src: np.ndarray, **attrs: Any) -> Case:
+    return Case(rule, op, src, attrs=attrs)
+
+
+def dynamic(rule: str, op: str, src: np.ndarray, scales: Any, zps: Any = None, **a: Any) -> Case:
+    return Case(rule, op, src, scales, zps, attrs=a)
+
+
+CASES = [
+    static("qtype", "Quantize", X23, scales=[1.0], qtype="per_row"),
+    dynamic("qtype", "DynamicDequantize", Q23, S1, qtype="PER_TENSOR"),
+    static("axis-range", "Quantize", X23, scales=[1.0, 1.0], qtype="per_channel", axis=2),
+    static("axis-range", "Dequantize", Q23, scales=[1.0, 1.0], qtype="per_channel", axis=-3),
+    dynamic("axis-range", "DynamicQuantize", np.array(1.0, F32), S1, qtype="per_channel", axis=0),
+    dynamic("scales-rank", "DynamicQuantize", X23, np.array([[0.5]], F32)),
+    dynamic("scales-rank", "DynamicDequantize", Q23, np.array(0.5, F32)),
+    dynamic("zps-rank", "DynamicDequantize", Q23, S1, np.array([[1]], np.int8)),
+    dynamic("zps-rank", "DynamicQuantize", X23, S1, np.array(1, np.uint8)),
+    static("per-tensor-scale-count", "Quantize", X23, scales=[1.0, 2.0]),
+    static("per-tensor-scale-count", "Dequantize", Q23, scales=[]),
+    dynamic("per-tensor-scale-count", "DynamicQuantize", X23, np.array([1, 2], F32)),
+    static("per-channel-scale-count", "Quantize", X23, scales=[1.0, 2.0], qtype="per_channel"),
+    dynamic("per-channel-scale-count", "DynamicDequantize", Q23, S1, qtype="per_channel", axis=-2),
+    static("zps-count", "Quantize", X23, scales=[1.0], zps=[1, 2]),
+    static("zps-count", "Dequantize", Q23, scales=[1.0, 1.0, 1.0], zps=[1], qtype="per_channel"),
+    dynamic("zps-count", "DynamicQuantize", X23, S1, np.array([1, 2], np.int32)),
+    static("f8-zps", "Quantize", X23, scales=[1.0], zps=[0], output_dtype=TensorProto.FLOAT8E5M2),
+    Case(
+        "f8-zps",
+        "Dequantize",
+        np.zeros((2, 3), np.uint8).view(reference.dtypes.F8_E4M3.numpy),
+        attrs={"scales": [1.0], "zps": [0]},
+    ),
+    static("scale-value", "Quantize", X23, scales=[0.0]),
+    static("scale-value", "Quantize", X23, scales=[-0.0]),
+    static("scale-value", "Quantize", X23, scales=[1.0, float("inf"), 1.0], qtype="per_channel"),
+    dynamic(
+        "scale-value", "DynamicQuantize", X23, np.array([1, 2, np.nan], F32), qtype="per_channel"
+    ),
+    dynamic("scale-value", "DynamicQuantize", X23, np.array([-np.inf], F32)),
+    static("zps-value", "Quantize", X23, scales=[1.0], zps=[2**31]),
+    static("zps-value", "Dequantize", Q23, scales=[1.0, 1.0], zps=[0, -(2**31) - 1]),
+    static("src-type", "Quantize", Q23, scales=[1.0]),
+    static("src-type", "Dequantize", X23, scales=[1.0]),
+    dynamic("src-type", "DynamicDequantize", X23.astype(np.int32), S1),
+    static("dst-type", "Quantize", X23, scales=[1.0], output_dtype=TensorProto.INT32),
+    static("dst-type", "Quantize", X23, scales=[1.0], output_dtype=999),
+    dynamic("dst-type", "DynamicQuantize", X23, S1, output_dtype=TensorProto.FLOAT8E4M3FN),
+    dynamic("scales-type", "DynamicQuantize", X23, np.array([1], np.int32)),
+    dynamic("scales-type", "DynamicDequantize", Q23, np.array([1], np.uint8)),
+    dynamic("zps-type", "DynamicQuantize", X23, S1, np.array([1], F32), output_dtype=2),
+    dynamic("zps-type", "DynamicDequantize", Q23, S1, np.array([1], F32)),
+    # Types outside the spec: the reference's numpy entry points cannot name them (they say
+    # "type -1"); the message is the rule's wording with the ONNX type's name.
+    Case(
+        "src-type",
+        "DynamicQuantize",
+        X23.astype(np.float16),
+        S1,
+        expected=lambda: SpecError(
+            "DynamicQuantize", "node", "src-type", got="float16", allowed="f32"
+        ),
+    ),
+    Case(
+        "missing-input",
+        "DynamicQuantize",
+        X23,
+        expected=lambda: SpecError("DynamicQuantize", "node", "missing-input", name="scales"),
+    ),
+    Case(
+        "missing-input",
+        "DynamicDequantize",
+        Q23,
+        zps=np.array([1], np.int8),  # scales given as '' (absent), zps present
+        expected=lambda: SpecError("DynamicDequantize", "node", "missing-input", name="scales"),
+    ),
+    static("missing-attribute", "Quantize", X23),
+    static("missing-attribute", "Dequantize", Q23, zps=[1]),
+]
+
+
+def expected_error(case: Case) -> SpecError:
+    if case.expected is not None:
+        return case.expected()
+    kernel = reference.KERNELS[case.op]
+    attrs = dict(case.attrs, node="node")
+    with pytest.raises(SpecError) as raised:
+        if case.op in ("Quantize", "Dequantize"):
+            attrs.setdefault("scales", None)
+            kernel(case.src, **attrs)
+        else:
+            kernel(case.src, case.scales, case.zps, **attrs)
+    return raised.value
+
+
+def run_case(case: Case) -> None:
+    model = spec_model(
+        case.op,
+        onnx_type(case.src),
+        case.src.ndim,
+        scales_type=None if case.scales is None else onnx_type(case.scales),
+        zps_type=None if case.zps is None else onnx_type(case.zps),
+        **case.attrs,
+    )
+    # Concrete shapes: the rules about ranks need them.
+    for value_info, array in zip(
+        model.graph.input,
+        [a for a in (case.src, case.scales, case.zps) if a is not None],
+        strict=True,
+    ):
+        dims = value_info.type.tensor_type.shape.dim
+        del dims[:]
+        for d in array.shape:
+            dims.add().dim_value = d
+    session = native_session(model)
+    feeds = {"src": case.src}
+    if case.scales is not None:
+        feeds["scales"] = case.scales
+    if case.zps is not None:
+        feeds["zps"] = case.zps
+    run_session(session, feeds)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.rule}-{c.op}")
+def test_rule_message(case: Case) -> None:
+    expected = expected_error(case)
+    assert expected.rule == case.rule
+    with pytest.raises(Exception) as raised:
+        run_case(case)
+    message = str(raised.value)
+    assert message.endswith(str(expected)), f"\n got: {message}\nwant: ...{expected}"
+    # The process carries on: a good call right after works.
+    good = run_native("DynamicQuantize", X23, S1, np.array([3], np.int8))
+    assert good.tolist() == [[3, 5, 7], [9, 11, 13]]
+
+
+def test_every_rule_is_exercised() -> None:
+    assert {c.rule for c in CASES} == set(RULES)
+
+
+def test_errors_at_creation_and_at_run_time() -> None:
+    """The node alone decides attributes and types (session creation); shapes and dynamic
+    scale values only exist at run time, so the same session fails one run and not the next."""
+    with pytest.raises(Exception, match=r"Exception during initialization: Quantize node"):
+        run_case(static("scale-value", "Quantize", X23, scales=[0.0]))
+    model = spec_model("DynamicQuantize", TensorProto.FLOAT, 2, scales_type=TensorProto.FLOAT)
+    session = native_session(model)
+    with pytest.raises(Exception, match=r"\[rule scale-value\]"):
+        run_session(session, {"src": X23, "scales": np.array([0.0], F32)})
+    with pytest.raises(Exception, match=r"\[rule per-tensor-scale-count\]"):
+        run_session(session, {"src": X23, "scales": np.array([1.0, 2.0], F32)})
+    out = run_session(session, {"src": X23, "scales": S1})
+    assert out.dtype == np.uint8 and out.tolist() == [[0, 2, 4], [6, 8, 10]]
+
+
+def test_wrong_attribute_kind_is_an_error_not_a_crash() -> None:
+    model = spec_model("Quantize", TensorProto.FLOAT, 2, scales=[1.0], axis="one")
+    with pytest.raises(Exception, match="attribute 'axis' must be of kind int"):
+        native_session(model)
+
+
+def test_inference_session_surfaces_the_message() -> None:
+    """quantgraph.InferenceSession(backend='native') surfaces the same text."""
+    import quantgraph
+
+    model = spec_model("Quantize", TensorProto.FLOAT, 2, scales=[1.0, 2.0])
+    expected = expected_error(static("per-tensor-scale-count", "Quantize", X23, scales=[1.0, 2.0]))
+    with pytest.raises(Exception) as raised:
+        quantgraph.InferenceSession(model, "native")
+    assert str(expected) in str(raised.value)
