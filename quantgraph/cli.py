@@ -51,6 +51,16 @@ def _errors_are_one_line(function: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+DIM_OPTION = click.option(
+    "--dim",
+    "dims",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Bind a symbolic input dimension of the generated inputs (repeatable; default 1).",
+)
+JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+
+
 def _dims(values: tuple[str, ...]) -> dict[str, int]:
     dims: dict[str, int] = {}
     for item in values:
@@ -115,14 +125,8 @@ def main(debug: bool) -> None:
 )
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
-@click.option(
-    "--dim",
-    "dims",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Bind a symbolic input dimension for --validate (repeatable; default 1).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@DIM_OPTION
+@JSON_OPTION
 @_errors_are_one_line
 def convert(
     model_in: Path,
@@ -185,7 +189,7 @@ def convert(
     "none writes them into OUT, FILE names the external-data file beside OUT.",
 )
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@JSON_OPTION
 @_errors_are_one_line
 def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_json: bool) -> None:
     """Rewrite quantgraph ops in IN back into standard QuantizeLinear/DequantizeLinear.
@@ -215,20 +219,14 @@ def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_j
 )
 @click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
-@click.option(
-    "--dim",
-    "dims",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Bind a symbolic input dimension (repeatable; default 1).",
-)
+@DIM_OPTION
 @click.option(
     "--optimized",
     is_flag=True,
     help="Also compare against the original at ORT_ENABLE_ALL (fused integer kernels; "
     "reported separately, not part of the verdict).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@JSON_OPTION
 @_errors_are_one_line
 def validate(
     original: Path,
@@ -276,14 +274,8 @@ def validate(
 )
 @click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
-@click.option(
-    "--dim",
-    "dims",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Bind a symbolic input dimension (repeatable; default 1).",
-)
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@DIM_OPTION
+@JSON_OPTION
 @_errors_are_one_line
 def run(
     model: Path,
@@ -333,7 +325,7 @@ def run(
     is_flag=True,
     help="Leave com.microsoft QuantizeLinear/DequantizeLinear unchanged (listed).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@JSON_OPTION
 @_errors_are_one_line
 def inspect(model: Path, static: bool, keep_contrib: bool, as_json: bool) -> None:
     """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why."""
@@ -354,7 +346,7 @@ def inspect(model: Path, static: bool, keep_contrib: bool, as_json: bool) -> Non
     help="Comma-separated element counts.",
 )
 @click.option("--repeat", type=int, default=20, show_default=True, help="Timed runs per case.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@JSON_OPTION
 @_errors_are_one_line
 def bench(sizes: str, repeat: int, as_json: bool) -> None:
     """Time the kernels against onnxruntime's QuantizeLinear/DequantizeLinear and np.copyto."""

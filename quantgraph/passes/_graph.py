@@ -141,6 +141,27 @@ class ConstantFactory:
     def _insert_first(self, node: ir.Node, before: ir.Node) -> None:
         self.graph.insert_before(before, node)
 
+    def reshaped(self, value: ir.Value, shape: list[int], before: ir.Node, suffix: str) -> ir.Value:
+        """``Reshape(value, shape)`` inserted before ``before``: for run-time scales/zps."""
+        target = self.constant(
+            f"quantgraph_shape_{'x'.join(map(str, shape)) or 'scalar'}",
+            np.array(shape, np.int64),
+            before,
+        )
+        reshape = ir.Node(
+            "",
+            "Reshape",
+            [value, target],
+            name=self.unique_name(f"{before.name or value.name}_to_{suffix}"),
+            num_outputs=1,
+        )
+        out = reshape.outputs[0]
+        out.name = self.unique_name(f"{value.name}_{suffix}")
+        out.shape = ir.Shape(shape)
+        out.type = value.type
+        self.graph.insert_before(before, reshape)
+        return out
+
 
 def used_names(model: ir.Model) -> set[str]:
     """Every value and node name in the model, so that new names collide with none."""

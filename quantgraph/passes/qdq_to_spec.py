@@ -298,21 +298,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         array = constant_array(value)  # an initializer or a Constant node
         if array is not None:
             return factory.constant(f"{value.name}_1d", array.reshape(1), node)
-        # A run-time scalar: reshape it where it is used.
-        target = factory.constant("quantgraph_shape_1", np.array([1], np.int64), node)
-        reshape = ir.Node(
-            "",
-            "Reshape",
-            [value, target],
-            name=factory.unique_name(f"{node.name or value.name}_to_1d"),
-            num_outputs=1,
-        )
-        out = reshape.outputs[0]
-        out.name = factory.unique_name(f"{value.name}_1d")
-        out.shape = ir.Shape([1])
-        out.type = value.type
-        graph.insert_before(node, reshape)
-        return out
+        return factory.reshaped(value, [1], node, "1d")  # a run-time scalar
 
     def _zero_point(
         self, graph: GraphLike, node: ir.Node, plan: _Plan, factory: ConstantFactory

@@ -207,17 +207,4 @@ class SpecToQdqPass(ir.passes.InPlacePass):
         array = constant_array(value)
         if array is not None:
             return factory.constant(f"{value.name}_scalar", array.reshape(()), node)
-        target = factory.constant("quantgraph_shape_scalar", np.array([], np.int64), node)
-        reshape = ir.Node(
-            "",
-            "Reshape",
-            [value, target],
-            name=factory.unique_name(f"{node.name or value.name}_to_scalar"),
-            num_outputs=1,
-        )
-        out = reshape.outputs[0]
-        out.name = factory.unique_name(f"{value.name}_scalar")
-        out.shape = ir.Shape([])
-        out.type = value.type
-        graph.insert_before(node, reshape)
-        return out
+        return factory.reshaped(value, [], node, "scalar")

@@ -7,12 +7,12 @@ committed header differs from what this prints.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from onnx import TensorProto
 
 from . import dtypes
+from ._generated import write_or_print
 from .ops import DOMAIN, OPS, OPSET_VERSION, PER_CHANNEL, PER_TENSOR
 from .rules import RULES
 
@@ -136,15 +136,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] == "--write":
-        target = Path(args[1]) if len(args) > 1 else HEADER_PATH
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(render())
-        print(f"wrote {target}")
-    else:
-        sys.stdout.write(render())
-    return 0
+    return write_or_print(render, HEADER_PATH, argv)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,13 @@ differs from what this prints.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from . import dtypes
+from ._generated import write_or_print
 from .ops import DOMAIN, OPS, OPSET_VERSION, Attribute, OpSpec
 from .rules import RULES
 
@@ -380,15 +380,7 @@ def render(measurement: RoundingMeasurement | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] == "--write":
-        target = Path(args[1]) if len(args) > 1 else DOC_PATH
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(render())
-        print(f"wrote {target}")
-    else:
-        sys.stdout.write(render())
-    return 0
+    return write_or_print(render, DOC_PATH, argv)
 
 
 if __name__ == "__main__":
