@@ -346,9 +346,16 @@ def inspect(model: Path, static: bool, keep_contrib: bool, as_json: bool) -> Non
     help="Comma-separated element counts.",
 )
 @click.option("--repeat", type=int, default=20, show_default=True, help="Timed runs per case.")
+@click.option(
+    "--threads",
+    type=int,
+    default=0,
+    show_default=True,
+    help="onnxruntime intra-op threads for every session (0: onnxruntime's default).",
+)
 @JSON_OPTION
 @_errors_are_one_line
-def bench(sizes: str, repeat: int, as_json: bool) -> None:
+def bench(sizes: str, repeat: int, threads: int, as_json: bool) -> None:
     """Time the kernels against onnxruntime's QuantizeLinear/DequantizeLinear and np.copyto."""
     from . import bench as benchmarks
 
@@ -356,7 +363,7 @@ def bench(sizes: str, repeat: int, as_json: bool) -> None:
     progress = (
         None if as_json or not sys.stderr.isatty() else (lambda text: click.echo(text, err=True))
     )
-    rows = benchmarks.run(sizes=counts, repeat=repeat, progress=progress)
+    rows = benchmarks.run(sizes=counts, repeat=repeat, threads=threads, progress=progress)
     if as_json:
         _print_json([row.to_dict() for row in rows])
     else:

@@ -18,8 +18,8 @@ include_dir="$cache_root/$suite/usr/include/onnxruntime"
 
 fail() {
     echo "fetch_ort_headers: $*" >&2
-    echo "fetch_ort_headers: set ORT_INCLUDE_DIR to a directory holding onnxruntime_cxx_api.h" \
-         "and onnxruntime_lite_custom_op.h (onnxruntime >= 1.17), or build without the native" \
+    echo "fetch_ort_headers: set ORT_INCLUDE_DIR to a directory holding onnxruntime_c_api.h" \
+         "and onnxruntime_cxx_api.h (onnxruntime >= 1.17), or build without the native" \
          "library (pip install . -C cmake.define.QUANTGRAPH_NATIVE=OFF)." >&2
     exit 1
 }
@@ -30,7 +30,8 @@ if [ -f "$include_dir/onnxruntime_cxx_api.h" ]; then
 fi
 
 for tool in apt-get dpkg dpkg-deb; do
-    command -v "$tool" >/dev/null 2>&1 || fail "'$tool' not found (a Debian-based system is needed to fetch the headers)"
+    command -v "$tool" >/dev/null 2>&1 \
+        || fail "'$tool' not found (fetching the headers needs a Debian-based system)"
 done
 
 # First archive URI and key of a non-security 'deb' entry of the system's apt configuration.
@@ -66,7 +67,8 @@ if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
                  for (i = 2; i <= NF; i++) if ($i !~ /^\[/ && $i !~ /\]$/) { print $i; exit } }' \
           /etc/apt/sources.list)
 fi
-[ -n "$uri" ] || fail "no Debian archive URI found in /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list"
+[ -n "$uri" ] \
+    || fail "no Debian archive in /etc/apt/sources.list.d/*.sources or /etc/apt/sources.list"
 
 arch=$(dpkg --print-architecture)
 work=$(mktemp -d "${TMPDIR:-/tmp}/qg-ort-headers.XXXXXX")

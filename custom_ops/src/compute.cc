@@ -36,11 +36,12 @@ size_t ChunkFor(size_t n) {
 // instead of one call per run.
 constexpr size_t kMinRun = 16;
 constexpr size_t kMaxPattern = size_t{1} << 16;
-// Rows per call of a vec kernel, which loads each column's parameters once for all of them:
-// worth it once the parameters of a row (scale and zero point, 8 bytes a column) outgrow
-// about half of L1; for shorter rows one row at a time streams better (measured on Zen 4).
-constexpr size_t kRowBlock = 4;
-constexpr size_t kRowBlockMinParamBytes = size_t{16} << 10;
+// Rows per call of a vec kernel, which loads each column's parameters once for all of them
+// (K::kRowBlock): rows of more than kWideRowParamBytes of parameters (scale and zero point,
+// 8 bytes a column) no longer keep them in L1, so quantize blocks 8 of them; shorter rows
+// quantize one at a time (which streams better). Dequantize is so cheap that the parameter
+// loads dominate: it blocks 4 rows always. (Measured on Zen 4, single thread, min of 40.)
+constexpr size_t kWideRowParamBytes = size_t{16} << 10;
 // Patterns shorter than this repeat up to it, so that a kernel call has enough elements.
 constexpr size_t kMinPeriod = 256;
 
@@ -106,8 +107,7 @@ void ParallelRanges(const ExecContext& ex, size_t n, void (*fence)(), const Body
   });
 }
 
-// Walks [begin, end) of a channel-cycled layout: run(offset, length, channel) per run, or with
-// a pattern (period = channels * inner elements) pattern(offset, length, position in period).
+// Walks [begin, end) of a channel-cycled layout: run(offset, length, channel) per run.
 template <class RunFn>
 void WalkRuns(const Geometry& g, size_t begin, size_t end, const RunFn& run) {
   size_t c = (begin / g.inner) % g.channels;
@@ -129,32 +129,15 @@ bool UsePattern(const Geometry& g) {
 
 // ---- element types -----------------------------------------------------------------------
 
+// The kernel-table index of a quantized ONNX element type.
 template <int kOnnx>
-struct QTypeOf;
-template <>
-struct QTypeOf<kS8> {
-  static constexpr kernels::QType kIndex = kernels::kS8;
-  static constexpr bool kFloat8 = false;
-  static constexpr int64_t kMin = -128, kMax = 127;
-};
-template <>
-struct QTypeOf<kU8> {
-  static constexpr kernels::QType kIndex = kernels::kU8;
-  static constexpr bool kFloat8 = false;
-  static constexpr int64_t kMin = 0, kMax = 255;
-};
-template <>
-struct QTypeOf<kE4M3> {
-  static constexpr kernels::QType kIndex = kernels::kF8E4M3;
-  static constexpr bool kFloat8 = true;
-  static constexpr int64_t kMin = 0, kMax = 0;
-};
-template <>
-struct QTypeOf<kE5M2> {
-  static constexpr kernels::QType kIndex = kernels::kF8E5M2;
-  static constexpr bool kFloat8 = true;
-  static constexpr int64_t kMin = 0, kMax = 0;
-};
+constexpr kernels::QType QTypeIndex() {
+  static_assert(kOnnx == kS8 || kOnnx == kU8 || kOnnx == kE4M3 || kOnnx == kE5M2);
+  return kOnnx == kS8     ? kernels::kS8
+         : kOnnx == kU8   ? kernels::kU8
+         : kOnnx == kE4M3 ? kernels::kF8E4M3
+                          : kernels::kF8E5M2;
+}
 
 // Zero points as int32: s32 ones (the static ops' attribute too) are used in place; s8/u8
 // ones are widened (into `small` up to its size, so per-tensor calls allocate nothing). nullptr
@@ -194,6 +177,7 @@ bool AllZero(const int32_t* zp, size_t n) {
 constexpr size_t kStreamMinBytes = size_t{8} << 20;
 
 struct QuantizeFamily {
+  static constexpr size_t kRowBlock[2] = {1, 8};  // [wide rows]
   using Src = float;
   using Dst = uint8_t;
   using Row = QuantizeRow;
@@ -203,6 +187,7 @@ struct QuantizeFamily {
 };
 
 struct DequantizeFamily {
+  static constexpr size_t kRowBlock[2] = {4, 4};  // [wide rows]
   using Src = uint8_t;
   using Dst = float;
   using Row = DequantizeRow;
@@ -225,7 +210,8 @@ void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const i
   auto* y = static_cast<typename K::Dst*>(a.dst);
   if (g.channels == 1) {
     const typename K::Row row{scale[0], zp != nullptr ? zp[0] : 0};
-    ParallelRanges(ex, a.elements, fence, [&](size_t b, size_t e) { run(x + b, y + b, e - b, row); });
+    ParallelRanges(ex, a.elements, fence,
+                   [&](size_t b, size_t e) { run(x + b, y + b, e - b, row); });
     return;
   }
   if (!UsePattern(g)) {
@@ -254,12 +240,12 @@ void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const i
     if (zp != nullptr) zp = zp_pattern.data();
   }
   // The call as a [rows, period] matrix plus a last partial row, cut into tasks of about a
-  // chunk (blocks of rows, and of columns when a row alone is larger). For long rows the
-  // kernel converts kRowBlock rows per call, loading each column's parameters once for all.
+  // chunk (blocks of rows, and of columns when a row alone is larger); the kernel converts
+  // row_block rows per call, loading each column's parameters once for all of them.
   const size_t rows = a.elements / period;
   const size_t rest = a.elements % period;
   const size_t chunk = ChunkFor(a.elements);
-  const size_t row_block = period * 8 > kRowBlockMinParamBytes ? kRowBlock : 1;
+  const size_t row_block = K::kRowBlock[period * 8 > kWideRowParamBytes ? 1 : 0];
   const size_t cols_per_task = period < chunk ? period : chunk;
   const size_t col_tasks = (period + cols_per_task - 1) / cols_per_task;
   const size_t rows_per_task = chunk / cols_per_task > 0 ? chunk / cols_per_task : 1;
@@ -287,13 +273,12 @@ void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const i
 
 template <int kDst, typename Zp>
 void QuantizeCompute(const CallArgs& a, const ExecContext& ex) {
-  using Q = QTypeOf<kDst>;
   ZpBuffer buffer;
   const int32_t* zp = ZeroPoints<Zp>(a, buffer);
   const bool has_zp = zp != nullptr && !AllZero(zp, a.scale_count);
   const bool simd = zp == nullptr || kernels::ZeroPointsFitSimd(zp, a.scale_count);
   const kernels::KernelTable& table = simd ? *ex.table : *kernels::ScalarTable();
-  const kernels::QuantizeKernels& k = table.quantize[Q::kIndex];
+  const kernels::QuantizeKernels& k = table.quantize[QTypeIndex<kDst>()];
   const bool stream = a.elements * sizeof(uint8_t) >= kStreamMinBytes;
   Drive<QuantizeFamily>(a, ex, a.scales, has_zp ? zp : nullptr, k.run[has_zp][stream],
                         k.vec[has_zp][stream], stream ? table.fence : nullptr);
@@ -301,13 +286,12 @@ void QuantizeCompute(const CallArgs& a, const ExecContext& ex) {
 
 template <int kSrc, typename Zp>
 void DequantizeCompute(const CallArgs& a, const ExecContext& ex) {
-  using Q = QTypeOf<kSrc>;
   ZpBuffer buffer;
   const int32_t* zp = ZeroPoints<Zp>(a, buffer);
   const bool has_zp = zp != nullptr && !AllZero(zp, a.scale_count);
   const bool simd = zp == nullptr || kernels::ZeroPointsFitSimd(zp, a.scale_count);
   const kernels::KernelTable& table = simd ? *ex.table : *kernels::ScalarTable();
-  const kernels::DequantizeKernels& k = table.dequantize[Q::kIndex];
+  const kernels::DequantizeKernels& k = table.dequantize[QTypeIndex<kSrc>()];
   const bool stream = a.elements * sizeof(float) >= kStreamMinBytes;
   Drive<DequantizeFamily>(a, ex, a.scales, has_zp ? zp : nullptr, k.run[has_zp][stream],
                           k.vec[has_zp][stream], stream ? table.fence : nullptr);
@@ -384,7 +368,8 @@ constexpr bool IsFloat8Type(int t) { return t == kE4M3 || t == kE5M2; }
 
 constexpr bool HasEntry(const char* op, int src, int dst, int zps) {
   for (const auto& e : kDispatch) {
-    if (SameString(ConstOpName(e.op), op) && e.src == src && e.dst == dst && e.zps == zps) return true;
+    if (SameString(ConstOpName(e.op), op) && e.src == src && e.dst == dst && e.zps == zps)
+      return true;
   }
   return false;
 }

@@ -18,10 +18,10 @@ struct CallArgs {
   const int64_t* dims;
   size_t rank;
   size_t elements;
-  int64_t axis;           // resolved per_channel axis, -1 for per_tensor
+  int64_t axis;  // resolved per_channel axis, -1 for per_tensor
   const float* scales;
   size_t scale_count;
-  const void* zps;        // nullptr: no zero points; else of the dispatch key's zps type
+  const void* zps;  // nullptr: no zero points; else of the dispatch key's zps type
 };
 
 struct ExecContext {

@@ -96,8 +96,7 @@ int InputElementType(const OrtApi& api, const OrtKernelInfo* info, size_t index)
   OrtTypeInfo* type_info = nullptr;
   StatusGuard s{api, api.KernelInfo_GetInputTypeInfo(info, index, &type_info)};
   if (!s.ok() || type_info == nullptr) return 0;  // an omitted optional input has no type
-  std::unique_ptr<OrtTypeInfo, decltype(api.ReleaseTypeInfo)> owner(type_info,
-                                                                      api.ReleaseTypeInfo);
+  std::unique_ptr<OrtTypeInfo, decltype(api.ReleaseTypeInfo)> owner(type_info, api.ReleaseTypeInfo);
   const OrtTensorTypeAndShapeInfo* tensor = nullptr;
   StatusGuard c{api, api.CastTypeInfoToTensorInfo(type_info, &tensor)};
   if (!c.ok() || tensor == nullptr) return 0;
@@ -144,10 +143,12 @@ void CheckOneType(const NodeConfig& cfg, const char* rule, int type,
 
 // check_static_attributes of the spec.
 void CheckStaticAttributes(const NodeConfig& cfg) {
-  if (!cfg.has_scales_attr) ThrowRule(cfg.kind, cfg.node, "missing-attribute", {{"name", "scales"}});
+  if (!cfg.has_scales_attr)
+    ThrowRule(cfg.kind, cfg.node, "missing-attribute", {{"name", "scales"}});
   if (!cfg.has_zps_attr) return;
   // Quantize checks its dst; Dequantize its src (a type outside the spec counts as s8).
-  const int checked = cfg.kind == OpKind::kQuantize ? cfg.dst : (FindDType(cfg.src) ? cfg.src : kS8);
+  const int checked =
+      cfg.kind == OpKind::kQuantize ? cfg.dst : (FindDType(cfg.src) ? cfg.src : kS8);
   if (IsFloat8(checked)) ThrowRule(cfg.kind, cfg.node, "f8-zps", {{"dtype", TypeName(checked)}});
   const auto* s32 = FindDType(kS32);
   for (size_t i = 0; i < cfg.zps_attr.size(); ++i) {
@@ -254,7 +255,8 @@ void CheckNode(const NodeConfig& cfg) {
 int64_t CheckShapes(const NodeConfig& cfg, Dims src, Dims scales, const Dims* zps) {
   // qtype was checked by CheckNode (the node cannot change it).
   if (scales.rank != 1) {
-    ThrowRule(cfg.kind, cfg.node, "scales-rank", {{"rank", PyInt(static_cast<int64_t>(scales.rank))}});
+    ThrowRule(cfg.kind, cfg.node, "scales-rank",
+              {{"rank", PyInt(static_cast<int64_t>(scales.rank))}});
   }
   if (zps != nullptr && zps->rank != 1) {
     ThrowRule(cfg.kind, cfg.node, "zps-rank", {{"rank", PyInt(static_cast<int64_t>(zps->rank))}});
@@ -262,23 +264,28 @@ int64_t CheckShapes(const NodeConfig& cfg, Dims src, Dims scales, const Dims* zp
   const int64_t count = scales[0];
   int64_t resolved = -1;
   if (!cfg.per_channel) {
-    if (count != 1) ThrowRule(cfg.kind, cfg.node, "per-tensor-scale-count", {{"count", PyInt(count)}});
+    if (count != 1)
+      ThrowRule(cfg.kind, cfg.node, "per-tensor-scale-count", {{"count", PyInt(count)}});
   } else {
     const auto rank = static_cast<int64_t>(src.rank);
     if (cfg.axis < -rank || cfg.axis >= rank) {
       ThrowRule(cfg.kind, cfg.node, "axis-range",
-                {{"axis", PyInt(cfg.axis)}, {"low", PyInt(-rank)}, {"high", PyInt(rank - 1)},
+                {{"axis", PyInt(cfg.axis)},
+                 {"low", PyInt(-rank)},
+                 {"high", PyInt(rank - 1)},
                  {"rank", PyInt(rank)}});
     }
     resolved = cfg.axis < 0 ? cfg.axis + rank : cfg.axis;
     const int64_t expected = src[static_cast<size_t>(resolved)];
     if (count != expected) {
-      ThrowRule(cfg.kind, cfg.node, "per-channel-scale-count",
-                {{"axis", PyInt(cfg.axis)}, {"expected", PyInt(expected)}, {"count", PyInt(count)}});
+      ThrowRule(
+          cfg.kind, cfg.node, "per-channel-scale-count",
+          {{"axis", PyInt(cfg.axis)}, {"expected", PyInt(expected)}, {"count", PyInt(count)}});
     }
   }
   if (zps != nullptr && (*zps)[0] != count) {
-    ThrowRule(cfg.kind, cfg.node, "zps-count", {{"expected", PyInt(count)}, {"count", PyInt((*zps)[0])}});
+    ThrowRule(cfg.kind, cfg.node, "zps-count",
+              {{"expected", PyInt(count)}, {"count", PyInt((*zps)[0])}});
   }
   return resolved;
 }

@@ -37,10 +37,31 @@ OrtStatus* ToStatus(const OrtApi& api) noexcept {
   }
 }
 
+int OutputElementType(const OrtApi& api, const OrtKernelInfo* info) {
+  OrtTypeInfo* type_info = nullptr;
+  if (OrtStatus* s = api.KernelInfo_GetOutputTypeInfo(info, 0, &type_info)) {
+    api.ReleaseStatus(s);
+    return 0;
+  }
+  std::unique_ptr<OrtTypeInfo, decltype(api.ReleaseTypeInfo)> owner(type_info, api.ReleaseTypeInfo);
+  const OrtTensorTypeAndShapeInfo* tensor = nullptr;
+  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  if (OrtStatus* s = api.CastTypeInfoToTensorInfo(type_info, &tensor)) {
+    api.ReleaseStatus(s);
+    return 0;
+  }
+  if (tensor == nullptr) return 0;
+  if (OrtStatus* s = api.GetTensorElementType(tensor, &type)) {
+    api.ReleaseStatus(s);
+    return 0;
+  }
+  return static_cast<int>(type);
+}
+
 class Kernel {
  public:
   Kernel(OpKind kind, const OrtApi& api, const OrtKernelInfo* info)
-      : api_(api), cfg_(ReadNodeConfig(kind, api, info)) {
+      : cfg_(ReadNodeConfig(kind, api, info)) {
     CheckNode(cfg_);
     int zps_key = cfg_.zps;
     if (IsStatic(kind)) {
@@ -48,6 +69,12 @@ class Kernel {
       zps32_.assign(cfg_.zps_attr.begin(), cfg_.zps_attr.end());  // CheckNode bounded them
       scales_count_ = static_cast<int64_t>(cfg_.scales_attr.size());
       zps_count_ = static_cast<int64_t>(zps32_.size());
+      // check_scale_values comes after the shape rules: a bad static scale is reported then.
+      try {
+        CheckScaleValues(cfg_, cfg_.scales_attr.data(), cfg_.scales_attr.size());
+      } catch (const SpecError&) {
+        static_scales_ok_ = false;
+      }
     }
     compute_ = FindCompute(kind, cfg_.src, cfg_.dst, zps_key);
     if (compute_ == nullptr) {  // CheckNode accepted a row the dispatch table lacks
@@ -55,6 +82,16 @@ class Kernel {
                              TypeName(cfg_.src) + " -> " + TypeName(cfg_.dst));
     }
     table_ = &kernels::GetKernelTable(kernels::SelectIsa());
+    // The output buffer onnxruntime allocates has the node's output type: it must be the dst
+    // the kernel writes (shape inference makes it so; a model can only contradict it by a
+    // declared type that onnxruntime rejects first).
+    const int output = OutputElementType(api, info);
+    if (output != 0 && output != cfg_.dst) {
+      throw SpecError(std::string(OpName(kind)) + " node '" + cfg_.node + "': output type " +
+                          TypeName(output) + " differs from the dst type " + TypeName(cfg_.dst) +
+                          " of the node's attributes and inputs",
+                      "");
+    }
   }
 
   void Compute(OrtKernelContext* raw) const {
@@ -74,13 +111,16 @@ class Kernel {
       const Dims scales{&scales_count_, 1};
       const Dims zps{&zps_count_, 1};
       axis = CheckShapes(cfg_, src_dims, scales, cfg_.has_zps_attr ? &zps : nullptr);
-      if (cfg_.per_channel) CheckScaleValues(cfg_, cfg_.scales_attr.data(), cfg_.scales_attr.size());
+      if (!static_scales_ok_) {
+        CheckScaleValues(cfg_, cfg_.scales_attr.data(), cfg_.scales_attr.size());
+      }
       args.scales = cfg_.scales_attr.data();
       args.scale_count = cfg_.scales_attr.size();
       args.zps = cfg_.has_zps_attr ? zps32_.data() : nullptr;
     } else {
       const Ort::ConstValue scales = ctx.GetInput(1);
-      const Ort::ConstValue zps = ctx.GetInputCount() > 2 ? ctx.GetInput(2) : Ort::ConstValue{nullptr};
+      const Ort::ConstValue zps =
+          ctx.GetInputCount() > 2 ? ctx.GetInput(2) : Ort::ConstValue{nullptr};
       if (scales == nullptr) ThrowRule(cfg_.kind, cfg_.node, "missing-input", {{"name", "scales"}});
       const auto scales_info = scales.GetTensorTypeAndShapeInfo();
       const std::vector<int64_t> scales_shape = scales_info.GetShape();
@@ -95,7 +135,7 @@ class Kernel {
       args.zps = zps != nullptr ? zps.GetTensorRawData() : nullptr;
     }
 
-    Ort::UnownedValue dst = ctx.GetOutput(0, dims.data(), dims.size());
+    Ort::UnownedValue dst = ctx.GetOutput(0, dims.data(), dims.size());  // type: cfg_.dst
     if (elements == 0) return;
     args.src = src.GetTensorRawData();
     args.dst = dst.GetTensorMutableRawData();
@@ -107,11 +147,11 @@ class Kernel {
   }
 
  private:
-  const OrtApi& api_;
   NodeConfig cfg_;
   std::vector<int32_t> zps32_;
   int64_t scales_count_ = 0;
   int64_t zps_count_ = 0;
+  bool static_scales_ok_ = true;
   ComputeFn compute_ = nullptr;
   const kernels::KernelTable* table_ = nullptr;
 };
@@ -122,13 +162,20 @@ struct OpDef;
 OrtStatusPtr InferOutput(const OpDef& op, OrtShapeInferContext* ctx);
 
 struct OpDef : OrtCustomOp {
-  OpDef(OpKind kind_, int dst_, int default_dst_) : kind(kind_), dst(dst_), default_dst(default_dst_) {
+  OpDef(OpKind kind_, int dst_, int default_dst_)
+      : kind(kind_), dst(dst_), default_dst(default_dst_) {
     std::memset(static_cast<OrtCustomOp*>(this), 0, sizeof(OrtCustomOp));
     version = ORT_API_VERSION;
     GetName = [](const OrtCustomOp* op) { return OpName(Self(op).kind); };
-    GetExecutionProviderType = [](const OrtCustomOp*) -> const char* { return "CPUExecutionProvider"; };
-    GetInputTypeCount = [](const OrtCustomOp* op) -> size_t { return IsStatic(Self(op).kind) ? 1 : 3; };
-    GetInputType = [](const OrtCustomOp*, size_t) { return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED; };
+    GetExecutionProviderType = [](const OrtCustomOp*) -> const char* {
+      return "CPUExecutionProvider";
+    };
+    GetInputTypeCount = [](const OrtCustomOp* op) -> size_t {
+      return IsStatic(Self(op).kind) ? 1 : 3;
+    };
+    GetInputType = [](const OrtCustomOp*, size_t) {
+      return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    };
     GetOutputTypeCount = [](const OrtCustomOp*) -> size_t { return 1; };
     GetOutputType = [](const OrtCustomOp* op, size_t) {
       return static_cast<ONNXTensorElementDataType>(Self(op).dst);
@@ -175,6 +222,17 @@ struct OpDef : OrtCustomOp {
   int default_dst;  // the op's first registration: what onnxruntime infers before us
 };
 
+bool IsNumericOnnxType(int type) {
+  if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED ||
+      type == ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING) {
+    return false;
+  }
+  for (const auto& t : spec::kOnnxTypeNames) {
+    if (t.onnx == type) return true;
+  }
+  return false;
+}
+
 // Best effort: errors here are reported by the kernel (with the spec's wording) instead, as
 // onnxruntime does not surface a status returned from shape inference.
 OrtStatusPtr InferOutput(const OpDef& op, OrtShapeInferContext* ctx) {
@@ -202,7 +260,8 @@ OrtStatusPtr InferOutput(const OpDef& op, OrtShapeInferContext* ctx) {
       OrtStatus* s = api.ShapeInferContext_GetAttribute(ctx, "output_dtype", &attr);
       if (s == nullptr) {
         size_t size = 0;
-        OrtStatus* r = api.ReadOpAttr(attr, ORT_OP_ATTR_INT, &output_dtype, sizeof output_dtype, &size);
+        OrtStatus* r =
+            api.ReadOpAttr(attr, ORT_OP_ATTR_INT, &output_dtype, sizeof output_dtype, &size);
         if (r != nullptr) {
           api.ReleaseStatus(r);
           output_dtype = 0;
@@ -211,11 +270,10 @@ OrtStatusPtr InferOutput(const OpDef& op, OrtShapeInferContext* ctx) {
         api.ReleaseStatus(s);
       }
       const int zps = op.kind == OpKind::kDynamicQuantize && inputs > 2 ? input_type(2) : 0;
+      // Any numeric ONNX type, even one the spec rejects: it must agree with a declared output
+      // type, and then the catch-all registration's kernel reports it with the spec's rule.
       const int wanted = ResolveDst(op.kind, output_dtype, zps);
-      // An unsupported dst keeps the default so that a kernel is created to report it.
-      for (int d : DstTypes(op.kind, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)) {
-        if (d == wanted) dst = wanted;
-      }
+      if (IsNumericOnnxType(wanted)) dst = wanted;
     }
 
     OrtTensorTypeAndShapeInfo* src_info = nullptr;
@@ -268,6 +326,12 @@ struct Registry {
       ops.push_back(std::make_unique<OpDef>(kind, default_dst, default_dst));
       for (int d : dsts) {
         if (d != default_dst) ops.push_back(std::make_unique<OpDef>(kind, d, default_dst));
+      }
+      // Quantize ops also take any other output type (registered last, so never the default)
+      // for their kernel to reject with the spec's dst-type rule.
+      if (IsQuantize(kind)) {
+        ops.push_back(
+            std::make_unique<OpDef>(kind, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED, default_dst));
       }
     }
     for (auto& op : ops) domain.Add(op.get());

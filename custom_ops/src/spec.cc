@@ -9,15 +9,21 @@ namespace qg {
 
 const char* OpName(OpKind kind) {
   switch (kind) {
-    case OpKind::kDynamicQuantize: return spec::kDynamicQuantize;
-    case OpKind::kDynamicDequantize: return spec::kDynamicDequantize;
-    case OpKind::kQuantize: return spec::kQuantize;
-    case OpKind::kDequantize: return spec::kDequantize;
+    case OpKind::kDynamicQuantize:
+      return spec::kDynamicQuantize;
+    case OpKind::kDynamicDequantize:
+      return spec::kDynamicDequantize;
+    case OpKind::kQuantize:
+      return spec::kQuantize;
+    case OpKind::kDequantize:
+      return spec::kDequantize;
   }
   return "?";
 }
 
-bool IsQuantize(OpKind kind) { return kind == OpKind::kDynamicQuantize || kind == OpKind::kQuantize; }
+bool IsQuantize(OpKind kind) {
+  return kind == OpKind::kDynamicQuantize || kind == OpKind::kQuantize;
+}
 bool IsStatic(OpKind kind) { return kind == OpKind::kQuantize || kind == OpKind::kDequantize; }
 
 std::string FormatRule(std::string_view rule_id, const RuleFields& fields) {
@@ -25,12 +31,14 @@ std::string FormatRule(std::string_view rule_id, const RuleFields& fields) {
   for (const auto& rule : spec::kRules) {
     if (rule_id == rule.id) text = rule.text;
   }
-  if (text == nullptr) throw std::logic_error("quantgraph: unknown rule id " + std::string(rule_id));
+  if (text == nullptr)
+    throw std::logic_error("quantgraph: unknown rule id " + std::string(rule_id));
   std::string out;
   for (const char* p = text; *p != '\0';) {
     if (*p == '{') {
       const char* end = std::strchr(p, '}');
-      if (end == nullptr) throw std::logic_error("quantgraph: bad rule template " + std::string(text));
+      if (end == nullptr)
+        throw std::logic_error("quantgraph: bad rule template " + std::string(text));
       const std::string_view name(p + 1, static_cast<size_t>(end - p - 1));
       bool found = false;
       for (const auto& [key, value] : fields) {

@@ -13,7 +13,12 @@
 
 namespace qg {
 
-enum class OpKind : int { kDynamicQuantize = 0, kDynamicDequantize = 1, kQuantize = 2, kDequantize = 3 };
+enum class OpKind : int {
+  kDynamicQuantize = 0,
+  kDynamicDequantize = 1,
+  kQuantize = 2,
+  kDequantize = 3
+};
 
 const char* OpName(OpKind kind);
 bool IsQuantize(OpKind kind);
@@ -41,7 +46,7 @@ std::string FormatRule(std::string_view rule_id, const RuleFields& fields);
 
 // Element types (ONNX TensorProto enums).
 const spec::DType* FindDType(int onnx);  // nullptr: not a type of the spec
-std::string TypeName(int onnx);  // as quantgraph.spec.dtypes.onnx_name
+std::string TypeName(int onnx);          // as quantgraph.spec.dtypes.onnx_name
 std::string JoinTypeNames(const std::vector<int>& types);
 
 // The op's supported-types table, in the spec's row order (values unique).

@@ -51,8 +51,8 @@ struct DequantizeVec {
 // rows of n elements, row r at element offset r * stride of x and y, element i of every row
 // with the parameters p[i]: the parameters are loaded once per column for all the rows.
 using QuantizeRunFn = void (*)(const float* x, void* y, size_t n, const QuantizeRow& p);
-using QuantizeVecFn = void (*)(const float* x, void* y, size_t n, const QuantizeVec& p,
-                               size_t rows, size_t stride);
+using QuantizeVecFn = void (*)(const float* x, void* y, size_t n, const QuantizeVec& p, size_t rows,
+                               size_t stride);
 using DequantizeRunFn = void (*)(const void* x, float* y, size_t n, const DequantizeRow& p);
 using DequantizeVecFn = void (*)(const void* x, float* y, size_t n, const DequantizeVec& p,
                                  size_t rows, size_t stride);

@@ -18,7 +18,9 @@ struct Avx2 {
   static F Set1(float v) { return _mm256_set1_ps(v); }
   static I Set1I(int32_t v) { return _mm256_set1_epi32(v); }
   static F Load(const float* p) { return _mm256_loadu_ps(p); }
-  static I LoadI(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static I LoadI(const int32_t* p) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  }
   template <bool kStream>
   static void Store(float* p, F v) {
     if constexpr (kStream) {
@@ -51,9 +53,13 @@ struct Avx2 {
   static I AndI(I a, I b) { return _mm256_and_si256(a, b); }
   static I OrI(I a, I b) { return _mm256_or_si256(a, b); }
   template <int kBits>
-  static I Srl(I a) { return _mm256_srli_epi32(a, kBits); }
+  static I Srl(I a) {
+    return _mm256_srli_epi32(a, kBits);
+  }
   template <int kBits>
-  static I Sll(I a) { return _mm256_slli_epi32(a, kBits); }
+  static I Sll(I a) {
+    return _mm256_slli_epi32(a, kBits);
+  }
   static I AsI(F a) { return _mm256_castps_si256(a); }
   static F AsF(I a) { return _mm256_castsi256_ps(a); }
   static M CmpGtI(I a, I b) { return _mm256_cmpgt_epi32(a, b); }

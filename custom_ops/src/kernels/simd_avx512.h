@@ -49,9 +49,13 @@ struct Avx512 {
   static I AndI(I a, I b) { return _mm512_and_si512(a, b); }
   static I OrI(I a, I b) { return _mm512_or_si512(a, b); }
   template <int kBits>
-  static I Srl(I a) { return _mm512_srli_epi32(a, kBits); }
+  static I Srl(I a) {
+    return _mm512_srli_epi32(a, kBits);
+  }
   template <int kBits>
-  static I Sll(I a) { return _mm512_slli_epi32(a, kBits); }
+  static I Sll(I a) {
+    return _mm512_slli_epi32(a, kBits);
+  }
   static I AsI(F a) { return _mm512_castps_si512(a); }
   static F AsF(I a) { return _mm512_castsi512_ps(a); }
   static M CmpGtI(I a, I b) { return _mm512_cmpgt_epi32_mask(a, b); }

@@ -33,10 +33,10 @@ inline bool RowsShareAlignment(size_t stride_bytes, size_t rows) {
 
 template <class V, bool kZp>
 inline typename V::I QuantizeInt(typename V::F x, typename V::F scale, typename V::I zp) {
-  typename V::F v = V::Div(x, scale);                  // IEEE division
-  v = V::Max(v, V::Set1(-kSimdClamp));                 // NaN -> -2^30 (lands at qmin)
+  typename V::F v = V::Div(x, scale);   // IEEE division
+  v = V::Max(v, V::Set1(-kSimdClamp));  // NaN -> -2^30 (lands at qmin)
   v = V::Min(v, V::Set1(kSimdClamp));
-  typename V::I q = V::CvtRne(v);                      // half to even
+  typename V::I q = V::CvtRne(v);  // half to even
   if constexpr (kZp) q = V::AddI(q, zp);
   return q;  // the saturating narrowing store clamps to [qmin, qmax]
 }
@@ -145,8 +145,7 @@ inline typename V::I EncodeF8(typename V::F v) {
   constexpr int kShift = 23 - Fmt::kMant;
   constexpr int32_t kMinNormalBits = (128 - Fmt::kBias) << 23;
   const auto bits = V::AsI(v);
-  const auto sign =
-      V::template Srl<24>(V::AndI(bits, V::Set1I(static_cast<int32_t>(0x80000000u))));
+  const auto sign = V::template Srl<24>(V::AndI(bits, V::Set1I(static_cast<int32_t>(0x80000000u))));
   auto mag = V::AndI(bits, V::Set1I(0x7FFFFFFF));
   const auto is_nan = V::CmpGtI(mag, V::Set1I(0x7F800000));
   mag = V::MinI(mag, V::Set1I(static_cast<int32_t>(Fmt::kMaxBits)));  // +-inf, overflow -> max
@@ -207,11 +206,11 @@ void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVec& p, size
     const auto s2 = V::Load(p.scale + i + 2 * W), s3 = V::Load(p.scale + i + 3 * W);
     for (size_t r = 0; r < rows; ++r) {
       const float* xr = x + r * stride + i;
-      V::template StoreNarrow4<uint8_t, kStream>(
-          out + r * stride + i, EncodeF8<V, Fmt>(V::Div(V::Load(xr), s0)),
-          EncodeF8<V, Fmt>(V::Div(V::Load(xr + W), s1)),
-          EncodeF8<V, Fmt>(V::Div(V::Load(xr + 2 * W), s2)),
-          EncodeF8<V, Fmt>(V::Div(V::Load(xr + 3 * W), s3)));
+      V::template StoreNarrow4<uint8_t, kStream>(out + r * stride + i,
+                                                 EncodeF8<V, Fmt>(V::Div(V::Load(xr), s0)),
+                                                 EncodeF8<V, Fmt>(V::Div(V::Load(xr + W), s1)),
+                                                 EncodeF8<V, Fmt>(V::Div(V::Load(xr + 2 * W), s2)),
+                                                 EncodeF8<V, Fmt>(V::Div(V::Load(xr + 3 * W), s3)));
     }
   }
   for (; i + W <= n; i += W) {

@@ -1,0 +1,412 @@
+"""Kernel benchmarks: the native library against onnxruntime's own QuantizeLinear /
+DequantizeLinear, the Python backend and a preallocated ``np.copyto`` of the same float data.
+
+For each op (quantize f32 -> u8, dequantize u8 -> f32, both with zero points), layout and size,
+every implementation runs in one process on the same input: per-tensor (shape ``[n]``),
+per-channel on the outer axis (``[C, n/C]``, axis 0) and on the innermost axis (``[n/C, C]``,
+axis 1, as MatMul weights). C is the largest power of two dividing n with C * C <= n. The
+onnxruntime sessions (native and built-in) run at ``ORT_DISABLE_ALL`` with the default
+intra-op threads and I/O bound to preallocated tensors, so a timing is one ``Run`` (kernel plus
+onnxruntime's per-call overhead) and nothing of Python's conversions. The implementations take
+turns in rounds of timed blocks; a time is the median block mean.
+
+``quantgraph bench`` prints :func:`format_table`; ``python -m quantgraph.bench`` does too.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+from .spec import DOMAIN, OPSET_VERSION
+
+DEFAULT_SIZES = (1_000, 65_536, 1_048_576, 16_777_216)
+OPS = ("quantize", "dequantize")
+LAYOUTS = ("per_tensor", "per_channel_outer", "per_channel_inner")
+IMPLEMENTATIONS = ("native", "onnxruntime", "python", "copyto")
+# Timing: blocks of calls lasting about _BLOCK_SECONDS, at most _BUDGET_SECONDS per
+# implementation and case (see _measure).
+_BLOCK_SECONDS = 0.002
+_BUDGET_SECONDS = 2.0
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One op, layout and size: the median seconds per call of each implementation."""
+
+    op: str
+    layout: str
+    shape: tuple[int, ...]
+    bytes_moved: int  # bytes one call reads and writes (f32 side + 8-bit side)
+    seconds: dict[str, float | None]  # None: not run (see notes)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def elements(self) -> int:
+        return int(np.prod(self.shape))
+
+    def ratio(self, baseline: str, impl: str = "native") -> float | None:
+        """``baseline`` time over ``impl`` time: above 1 means ``impl`` is faster."""
+        a, b = self.seconds.get(impl), self.seconds.get(baseline)
+        return None if a is None or b is None or a <= 0 else b / a
+
+    def bandwidth(self, impl: str = "native") -> float | None:
+        """Effective bandwidth of ``impl`` in bytes per second (bytes read + written)."""
+        t = self.seconds.get(impl)
+        if t is None or t <= 0:
+            return None
+        moved = 8 * self.elements if impl == "copyto" else self.bytes_moved
+        return moved / t
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "op": self.op,
+            "layout": self.layout,
+            "shape": list(self.shape),
+            "elements": self.elements,
+            "bytes_moved": self.bytes_moved,
+            "seconds": dict(self.seconds),
+            "onnxruntime_over_native": self.ratio("onnxruntime"),
+            "python_over_native": self.ratio("python"),
+            "native_bytes_per_second": self.bandwidth("native"),
+            "copyto_bytes_per_second": self.bandwidth("copyto"),
+            "notes": dict(self.notes),
+        }
+
+
+def channels_for(n: int) -> int:
+    """The largest power of two C dividing n with C * C <= n (1 if none)."""
+    c = 1
+    while n % (2 * c) == 0 and (2 * c) * (2 * c) <= n:
+        c *= 2
+    return c
+
+
+def _layout(layout: str, n: int) -> tuple[tuple[int, ...], int | None]:
+    c = channels_for(n)
+    if layout == "per_tensor":
+        return (n,), None
+    if layout == "per_channel_outer":
+        return (c, n // c), 0
+    return (n // c, c), 1
+
+
+def _parameters(count: int) -> tuple[np.ndarray, np.ndarray]:
+    scales = np.linspace(0.01, 0.05, count, dtype=np.float32)
+    zps = np.full(count, 128, np.uint8)
+    return scales, zps
+
+
+def _spec_model(op: str, shape: tuple[int, ...], axis: int | None) -> onnx.ModelProto:
+    count = 1 if axis is None else shape[axis]
+    scales, zps = _parameters(count)
+    attrs: dict[str, Any] = {"scales": [float(s) for s in scales], "zps": [int(z) for z in zps]}
+    if axis is not None:
+        attrs.update(qtype="per_channel", axis=axis)
+    if op == "quantize":
+        attrs["output_dtype"] = TensorProto.UINT8
+        name, src, dst = "Quantize", TensorProto.FLOAT, TensorProto.UINT8
+    else:
+        name, src, dst = "Dequantize", TensorProto.UINT8, TensorProto.FLOAT
+    node = helper.make_node(name, ["x"], ["y"], domain=DOMAIN, name=name.lower(), **attrs)
+    graph = helper.make_graph(
+        [node],
+        "bench",
+        [helper.make_tensor_value_info("x", src, list(shape))],
+        [helper.make_tensor_value_info("y", dst, list(shape))],
+    )
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)]
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+def _qdq_model(op: str, shape: tuple[int, ...], axis: int | None) -> onnx.ModelProto:
+    count = 1 if axis is None else shape[axis]
+    scales, zps = _parameters(count)
+    if axis is None:
+        scales, zps = scales.reshape(()), zps.reshape(())
+    name = "QuantizeLinear" if op == "quantize" else "DequantizeLinear"
+    src, dst = (
+        (TensorProto.FLOAT, TensorProto.UINT8)
+        if op == "quantize"
+        else (TensorProto.UINT8, TensorProto.FLOAT)
+    )
+    node = helper.make_node(name, ["x", "s", "z"], ["y"], axis=1 if axis is None else axis)
+    graph = helper.make_graph(
+        [node],
+        "bench",
+        [helper.make_tensor_value_info("x", src, list(shape))],
+        [helper.make_tensor_value_info("y", dst, list(shape))],
+        initializer=[numpy_helper.from_array(scales, "s"), numpy_helper.from_array(zps, "z")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def _input(op: str, shape: tuple[int, ...]) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    if op == "quantize":
+        return (rng.standard_normal(shape) * 2.0).astype(np.float32)
+    return rng.integers(0, 256, shape, dtype=np.uint8)
+
+
+_threads = 0  # intra-op threads of the sessions run() creates (0: onnxruntime's default)
+
+
+def _options() -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = _threads
+    options.log_severity_level = 3
+    return options
+
+
+def _bound_runner(
+    session: ort.InferenceSession, x: np.ndarray, out_dtype: type
+) -> Callable[[], None]:
+    binding = session.io_binding()
+    binding.bind_ortvalue_input(session.get_inputs()[0].name, ort.OrtValue.ortvalue_from_numpy(x))
+    out = ort.OrtValue.ortvalue_from_shape_and_type(list(x.shape), out_dtype)
+    binding.bind_ortvalue_output(session.get_outputs()[0].name, out)
+
+    def call() -> None:
+        session.run_with_iobinding(binding)
+
+    return call
+
+
+def _measure(calls: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
+    """Median seconds per call of each implementation.
+
+    Implementations take turns in rounds (so a burst of load elsewhere on the machine hits all
+    of them alike); in a round each runs a block of calls lasting about _BLOCK_SECONDS, and
+    the block's mean is one sample. A slow implementation gets fewer rounds: at most
+    _BUDGET_SECONDS in all, but at least 3.
+    """
+    blocks: dict[str, int] = {}
+    rounds: dict[str, int] = {}
+    for name, call in calls.items():
+        for _ in range(2):  # warm up: first touch of buffers, thread pool start
+            call()
+        start = time.perf_counter()
+        call()
+        once = max(time.perf_counter() - start, 1e-9)
+        blocks[name] = max(1, int(_BLOCK_SECONDS / once))
+        rounds[name] = max(3, min(repeat, int(_BUDGET_SECONDS / (once * blocks[name]))))
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for r in range(max(rounds.values(), default=0)):
+        for name, call in calls.items():
+            if r >= rounds[name]:
+                continue
+            count = blocks[name]
+            start = time.perf_counter()
+            for _ in range(count):
+                call()
+            samples[name].append((time.perf_counter() - start) / count)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def _runner(impl: str, op: str, shape: tuple[int, ...], axis: int | None) -> Callable[[], None]:
+    x = _input(op, shape)
+    out_dtype = np.uint8 if op == "quantize" else np.float32
+    if impl == "native":
+        from .backends import native
+
+        options = _options()
+        native.register(options)
+        model = _spec_model(op, shape, axis).SerializeToString()
+        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        return _bound_runner(session, x, out_dtype)
+    if impl == "onnxruntime":
+        model = _qdq_model(op, shape, axis).SerializeToString()
+        session = ort.InferenceSession(model, _options(), providers=["CPUExecutionProvider"])
+        return _bound_runner(session, x, out_dtype)
+    if impl == "python":
+        from .session import InferenceSession
+
+        spec_session = InferenceSession(_spec_model(op, shape, axis), "python", options=_options())
+
+        def call() -> None:
+            spec_session.run(None, {"x": x})
+
+        return call
+    # copyto: the float32 side of the call, copied into a preallocated array.
+    src = np.asarray(x, np.float32) if op == "quantize" else np.zeros(shape, np.float32)
+    dst = np.empty_like(src)
+
+    def copy() -> None:
+        np.copyto(dst, src)
+
+    return copy
+
+
+def _available(impl: str) -> str | None:
+    """Why ``impl`` cannot run here, or None."""
+    if impl == "native":
+        from .backends import native
+
+        return None if native.is_available() else "native library not built"
+    if impl == "python":
+        try:
+            from .backends import python  # noqa: F401
+        except Exception as error:  # the Python backend is optional
+            return f"python backend unavailable: {type(error).__name__}: {error}"
+    return None
+
+
+def run(
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    repeat: int = 20,
+    progress: Progress | None = None,
+    *,
+    ops: Sequence[str] = OPS,
+    layouts: Sequence[str] = LAYOUTS,
+    implementations: Sequence[str] = IMPLEMENTATIONS,
+    threads: int = 0,
+) -> list[BenchRow]:
+    """Time every (op, layout, size) on every implementation; one row each.
+
+    ``threads``: intra-op threads of every onnxruntime session (0: onnxruntime's default, one
+    per physical core).
+    """
+    global _threads
+    _threads = threads
+    unavailable = {impl: _available(impl) for impl in implementations}
+    rows = []
+    for op in ops:
+        for layout in layouts:
+            for n in sizes:
+                shape, axis = _layout(layout, n)
+                notes: dict[str, str] = {}
+                calls: dict[str, Callable[[], None]] = {}
+                for impl in implementations:
+                    reason = unavailable[impl]
+                    if reason is None:
+                        try:
+                            calls[impl] = _runner(impl, op, shape, axis)
+                        except Exception as error:  # report, keep benchmarking the rest
+                            reason = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+                    if reason is not None:
+                        notes[impl] = reason
+                measured = _measure(calls, repeat)
+                seconds: dict[str, float | None] = {
+                    impl: measured.get(impl) for impl in implementations
+                }
+                row = BenchRow(op, layout, shape, 5 * n, seconds, notes)
+                rows.append(row)
+                if progress is not None:
+                    progress(_progress_line(row))
+    return rows
+
+
+def _progress_line(row: BenchRow) -> str:
+    times = ", ".join(f"{k} {_us(v)}" for k, v in row.seconds.items())
+    return f"{row.op} {row.layout} n={row.elements}: {times}"
+
+
+def _us(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    micro = seconds * 1e6
+    return f"{micro:.1f}" if micro < 1000 else f"{micro:,.0f}"
+
+
+def _x(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}x"
+
+
+def _gbs(bps: float | None) -> str:
+    return "-" if bps is None else f"{bps / 1e9:.1f}"
+
+
+def environment(threads: int | None = None) -> str:
+    """One line about where the numbers come from (threads: as given to run())."""
+    try:
+        from .backends import native
+
+        isa = native.isa() if native.is_available() else "not built"
+    except Exception as error:  # pragma: no cover - informational only
+        isa = f"unknown ({error})"
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    count = _threads if threads is None else threads
+    return (
+        f"onnxruntime {ort.__version__}, native ISA {isa}, {os.cpu_count()} CPUs ({cpu}), "
+        f"intra-op threads {count or 'default'}, ORT_DISABLE_ALL, "
+        "median of interleaved timed blocks"
+    )
+
+
+def format_table(rows: Sequence[BenchRow]) -> str:
+    """A Markdown table: times in microseconds per call, ratios, effective bandwidth.
+
+    ``ort/native`` is onnxruntime's time over native's (above 1: native is faster);
+    ``vs per-tensor`` is native's time over native per-tensor at the same op and size;
+    GB/s counts the bytes a call reads and writes (5 per element; copyto moves 8).
+    """
+    per_tensor = {
+        (r.op, r.elements): r.seconds.get("native") for r in rows if r.layout == "per_tensor"
+    }
+    header = (
+        "| op | layout | shape | native µs | onnxruntime µs | python µs | copyto µs "
+        "| ort/native | python/native | vs per-tensor | native GB/s | copyto GB/s |"
+    )
+    lines = [header, "|" + "---|" * 12]
+    for r in rows:
+        pt = per_tensor.get((r.op, r.elements))
+        native_t = r.seconds.get("native")
+        vs_pt = (
+            None if pt is None or native_t is None or r.layout == "per_tensor" else native_t / pt
+        )
+        lines.append(
+            f"| {r.op} | {r.layout} | {'x'.join(map(str, r.shape))} "
+            f"| {_us(native_t)} | {_us(r.seconds.get('onnxruntime'))} "
+            f"| {_us(r.seconds.get('python'))} | {_us(r.seconds.get('copyto'))} "
+            f"| {_x(r.ratio('onnxruntime'))} | {_x(r.ratio('python'))} "
+            f"| {'-' if vs_pt is None else f'{vs_pt:.2f}'} "
+            f"| {_gbs(r.bandwidth('native'))} | {_gbs(r.bandwidth('copyto'))} |"
+        )
+    notes = sorted({f"{impl}: {why}" for r in rows for impl, why in r.notes.items()})
+    footer = [f"- {note}" for note in notes]
+    return "\n".join([environment(), "", *lines, *(["", *footer] if footer else [])])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m quantgraph.bench", description=__doc__)
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: default)")
+    args = parser.parse_args(argv)
+    sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip())
+    rows = run(
+        sizes,
+        args.repeat,
+        progress=lambda line: print(line, file=sys.stderr),
+        threads=args.threads,
+    )
+    print(format_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,42 @@
+"""quantgraph.bench runs every implementation on a small size and formats its table."""
+
+from __future__ import annotations
+
+import json
+
+from native_support import requires_native
+
+from quantgraph import bench
+
+pytestmark = requires_native
+
+
+def test_bench_rows_and_table() -> None:
+    lines: list[str] = []
+    rows = bench.run(sizes=(1000,), repeat=3, progress=lines.append)
+    assert len(rows) == len(bench.OPS) * len(bench.LAYOUTS) == len(lines)
+    for row in rows:
+        assert row.elements == 1000
+        assert row.seconds["native"] is not None and row.seconds["native"] > 0
+        assert row.seconds["onnxruntime"] is not None
+        assert row.seconds["copyto"] is not None
+        json.dumps(row.to_dict())
+    shapes = {r.layout: r.shape for r in rows if r.op == "quantize"}
+    assert shapes == {
+        "per_tensor": (1000,),
+        "per_channel_outer": (8, 125),
+        "per_channel_inner": (125, 8),
+    }
+    table = bench.format_table(rows)
+    assert "| quantize | per_channel_inner | 125x8 |" in table
+    assert "native ISA" in table.splitlines()[0]
+
+
+def test_channels_for() -> None:
+    assert [bench.channels_for(n) for n in (1000, 65_536, 1_048_576, 16_777_216, 7)] == [
+        8,
+        256,
+        1024,
+        4096,
+        1,
+    ]
