@@ -156,6 +156,10 @@ class _temporary:
         handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         os.close(handle)
         self.path = Path(name)
+        # mkstemp makes the file private (0600); the output gets the umask's usual mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.path, 0o666 & ~umask)
 
     def __enter__(self) -> Path:
         return self.path

@@ -167,7 +167,8 @@ def _infer_checked(op: OpSpec, ctx: InferenceContext) -> None:
         zps_shape = [len(zps)] if isinstance(zps, list) else None
     else:
         constant = ctx.get_input_data(1) if ctx.has_input(1) else None
-        if constant is not None:
+        # External data is not readable from here (no base directory); kernels check it.
+        if constant is not None and constant.data_location != onnx.TensorProto.EXTERNAL:
             check_scale_values(op, node, onnx.numpy_helper.to_array(constant))
     if src_shape is not None and scales_shape is not None:
         check_shapes(
