@@ -24,10 +24,11 @@ class ConvertResult:
     ir_model: ir.Model
     report: RewriteReport
     checked: bool
+    proto: onnx.ModelProto | None = None  # the checked serialization, reused when saving
 
     @property
     def model(self) -> onnx.ModelProto:
-        return ir.to_proto(self.ir_model)
+        return self.proto if self.proto is not None else ir.to_proto(self.ir_model)
 
     def __iter__(self) -> Iterator[object]:
         yield self.model
@@ -43,7 +44,7 @@ class ConvertResult:
     ) -> Path:
         """Write atomically; a model not checked yet (external data) is checked on disk."""
         return save_model(
-            self.ir_model,
+            self.proto if self.proto is not None else self.ir_model,
             path,
             external_data=external_data,
             force=force,
@@ -98,8 +99,9 @@ def _apply(
         _check_opset(graph, model)
     result = rewrite(graph)
     report = getattr(result, "report", None) or RewriteReport()
-    checked = not check
+    checked, proto = not check, None
     if check and not has_external_data(result.model):
-        onnx.checker.check_model(ir.to_proto(result.model), full_check=True)
+        proto = ir.to_proto(result.model)
+        onnx.checker.check_model(proto, full_check=True)
         checked = True
-    return ConvertResult(result.model, report, checked)
+    return ConvertResult(result.model, report, checked, proto)

@@ -108,6 +108,19 @@ def save_model(
         raise ModelError(f"{target}: is a directory")
     if target.exists() and not force:
         raise ModelError(f"{target}: already exists (use --force to replace it)")
+    if (
+        isinstance(model, onnx.ModelProto)
+        and external_data in (AUTO, INLINE)
+        and not any(t.data_location == onnx.TensorProto.EXTERNAL for t in _tensors(model.graph))
+    ):
+        # Already serialized and self-contained: write it as it is.
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with _temporary(target) as temporary:
+            _write_bytes(temporary, model.SerializeToString(deterministic=True))
+            if check:
+                _check_file(temporary)
+            os.replace(temporary, target)
+        return target
     graph = model if isinstance(model, ir.Model) else ir.from_proto(model)
     if external_data == AUTO:
         data_name = f"{target.stem}.data" if has_external_data(graph) else None
@@ -126,11 +139,7 @@ def save_model(
         graph = ir.external_data.load_to_model(graph)
     with _temporary(target) as temporary:
         if data_name is None:
-            proto = ir.to_proto(graph)
-            with open(temporary, "wb") as stream:
-                stream.write(proto.SerializeToString(deterministic=True))
-                stream.flush()
-                os.fsync(stream.fileno())
+            _write_bytes(temporary, ir.to_proto(graph).SerializeToString(deterministic=True))
         else:
             callback = None
             if progress is not None:
@@ -141,12 +150,23 @@ def save_model(
 
             ir.save(graph, temporary, external_data=data_name, callback=callback)
         if check:
-            from .schemas import register
-
-            register()
-            onnx.checker.check_model(str(temporary), full_check=True)
+            _check_file(temporary)
         os.replace(temporary, target)
     return target
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    with open(path, "wb") as stream:
+        stream.write(data)
+        stream.flush()
+        os.fsync(stream.fileno())
+
+
+def _check_file(path: Path) -> None:
+    from .schemas import register
+
+    register()
+    onnx.checker.check_model(str(path), full_check=True)
 
 
 class _temporary:
