@@ -193,13 +193,31 @@ def remove_if_unused(values: Iterable[ir.Value | None]) -> None:
 
 
 def replace_node(
-    graph: GraphLike, old: ir.Node, new: ir.Node, dtype: ir.DataType
+    graph: GraphLike,
+    old: ir.Node,
+    op: tuple[str, str, int | None],
+    inputs: list[ir.Value | None],
+    attributes: list[ir.Attr],
+    dtype: ir.DataType,
 ) -> list[ir.Value | None]:
-    """Put ``new`` in ``old``'s place: same output names, types, shapes and value_info.
+    """Put a new ``op`` = (domain, op_type, version) node in ``old``'s place, keeping the node's
+    name, doc string and metadata and its output's name, type, shape and value_info.
 
     Returns ``old``'s former inputs: the caller sweeps the ones left unused once, at the end
     (checking uses per node would be quadratic in a scale shared by every node).
     """
+    domain, op_type, version = op
+    new = ir.Node(
+        domain,
+        op_type,
+        inputs,
+        attributes,
+        name=old.name,
+        doc_string=old.doc_string,
+        metadata_props=dict(old.metadata_props),
+        num_outputs=1,
+        version=version,
+    )
     for before, after in zip(old.outputs, new.outputs, strict=True):
         after.type = before.type if before.type is not None else ir.TensorType(dtype)
         after.shape = before.shape

@@ -72,21 +72,12 @@ class StaticToDynamicPass(ir.passes.InPlacePass):
                     for name, a in node.attributes.items()
                     if name not in ("scales", "zps", "output_dtype")
                 ]
-                replacement = ir.Node(
-                    DOMAIN,
-                    f"Dynamic{node.op_type}",
-                    [node.inputs[0], scale_value, zp_value],
-                    attributes,
-                    name=node.name,
-                    doc_string=node.doc_string,
-                    metadata_props=dict(node.metadata_props),
-                    num_outputs=1,
-                    version=OPSET_VERSION,
-                )
                 self._stale += replace_node(
                     graph,
                     node,
-                    replacement,
+                    (DOMAIN, f"Dynamic{node.op_type}", OPSET_VERSION),
+                    [node.inputs[0], scale_value, zp_value],
+                    attributes,
                     ir.DataType(zp_type.onnx if quantize else dtypes.F32.onnx),
                 )
                 modified = True

@@ -269,21 +269,12 @@ class QdqToSpecPass(ir.passes.InPlacePass):
                 inputs.pop()
         if plan.quantize and (static or len(inputs) < 3):
             attributes.append(ir.AttrInt64("output_dtype", plan.quant_type.onnx))
-        replacement = ir.Node(
-            DOMAIN,
-            op_type,
-            inputs,
-            attributes,
-            name=node.name,
-            doc_string=node.doc_string,
-            metadata_props=dict(node.metadata_props),
-            num_outputs=1,
-            version=OPSET_VERSION,
-        )
         self._stale += replace_node(
             graph,
             node,
-            replacement,
+            (DOMAIN, op_type, OPSET_VERSION),
+            inputs,
+            attributes,
             ir.DataType(plan.quant_type.onnx if plan.quantize else dtypes.F32.onnx),
         )
         return op_type

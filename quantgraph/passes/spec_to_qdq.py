@@ -125,18 +125,13 @@ class SpecToQdqPass(ir.passes.InPlacePass):
         if qtype == PER_CHANNEL:
             attributes.append(ir.AttrInt64("axis", axis))
         op_type = "QuantizeLinear" if quantize else "DequantizeLinear"
-        replacement = ir.Node(
-            "",
-            op_type,
+        self._stale += replace_node(
+            graph,
+            node,
+            ("", op_type, None),
             [source, scale_in, zp_in],
             attributes,
-            name=node.name,
-            doc_string=node.doc_string,
-            metadata_props=dict(node.metadata_props),
-            num_outputs=1,
-        )
-        self._stale += replace_node(
-            graph, node, replacement, ir.DataType(quant.onnx if quantize else dtypes.F32.onnx)
+            ir.DataType(quant.onnx if quantize else dtypes.F32.onnx),
         )
         detail = f"{quant.name}, " + (f"axis {axis}" if qtype == PER_CHANNEL else "per_tensor")
         return op_type, detail
