@@ -90,26 +90,14 @@ def test_ci_profile_covers_every_op_and_runner(ci_report: fuzz.FuzzReport) -> No
     assert payload["totals"]["examples"] == 4 * profile.examples_per_op
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: python backend: run-time rule errors of static Quantize/Dequantize name the op "
-    "DynamicQuantize/DynamicDequantize (what the backend rewrote them into), not the model's op",
-)
 def test_python_rule_errors_name_the_models_op(ci_report: fuzz.FuzzReport) -> None:
     assert ci_report.total("python_wrong_op_name") == 0, ci_report.python_op_name_details[:2]
-
-
-_OP_NAME_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="bug: python backend: a run-time rule error of a static op names the dynamic op "
-    "the backend rewrote it into (DynamicQuantize node '?': ...)",
-)
 
 
 @pytest.mark.parametrize("op", ["Quantize", "Dequantize"])
 @pytest.mark.parametrize(
     "backend",
-    [pytest.param("python", marks=_OP_NAME_BUG), pytest.param("native", marks=requires_native)],
+    ["python", pytest.param("native", marks=requires_native)],
 )
 def test_static_op_run_time_error_names_the_models_op(backend: str, op: str) -> None:
     quantize = op == "Quantize"
@@ -151,12 +139,7 @@ def _big_zero_point_cases() -> list[fuzz.Case]:
 
 
 @requires_native
-@pytest.mark.xfail(
-    strict=False,
-    reason="known bug being fixed: the native kernels clamp with float32 bounds for s32 zero "
-    "points, inexact when |zp| > 2^24",
-)
-def test_known_issue_s32_zero_points_beyond_2_24(ci_report: fuzz.FuzzReport) -> None:
+def test_s32_zero_points_beyond_2_24(ci_report: fuzz.FuzzReport) -> None:
     assert ci_report.total("known_bug_mismatches") == 0, ci_report.known_bug_details[:3]
     fuzzer = fuzz.Fuzzer(fuzz.PROFILES["ci"], fuzz.FuzzReport("targeted", 0, 0, True))
     for case in _big_zero_point_cases():
@@ -349,23 +332,9 @@ def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _python_bug(reason: str) -> Any:
-    return pytest.mark.xfail(strict=True, reason=f"bug: python backend: {reason}")
-
-
-_MISLEADING = (
-    "a type outside the table is a BackendError telling the user to use backend='native' "
-    "(which rejects it too) instead of the spec's type rule"
-)
-
-_WRONG_OP = (
-    "a static op's type error names the dynamic op the backend rewrote it into "
-    "(operator (DynamicDequantize)), not the model's Dequantize"
-)
-
 F, U8, S16 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT16
-# (id, op, inputs, declared dst type or None, attributes, bad type's name, python bug or None)
-BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str, str | None]] = [
+# (id, op, inputs, declared dst type or None, attributes, bad type's name)
+BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str]] = [
     (
         "ddq-src-int16",
         "DynamicDequantize",
@@ -373,7 +342,6 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         F,
         {},
         "int16",
-        None,
     ),
     (
         "ddq-src-int16-no-zps",
@@ -382,7 +350,6 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         F,
         {},
         "int16",
-        _MISLEADING,
     ),
     (
         "ddq-src-int32",
@@ -391,7 +358,6 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         F,
         {},
         "int32",
-        None,
     ),
     (
         "ddq-zps-int16",
@@ -400,7 +366,6 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         F,
         {},
         "int16",
-        None,
     ),
     (
         "ddq-scales-f16",
@@ -409,7 +374,6 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         F,
         {},
         "float16",
-        None,
     ),
     (
         "dq-src-f16",
@@ -418,7 +382,6 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         U8,
         {},
         "float16",
-        None,
     ),
     (
         "dq-scales-double",
@@ -427,7 +390,6 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         U8,
         {},
         "double",
-        None,
     ),
     (
         "dq-zps-int64",
@@ -436,7 +398,6 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         U8,
         {},
         "int64",
-        _MISLEADING,
     ),
     (
         "dq-output-int16-untyped",
@@ -445,7 +406,6 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         None,
         {"output_dtype": S16},
         "int16",
-        _MISLEADING,
     ),
     (
         "q-output-int16-untyped",
@@ -454,7 +414,6 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         None,
         {"scales": [0.5], "output_dtype": S16},
         "int16",
-        _MISLEADING,
     ),
     # dst declared with the unsupported type too (the native library used to infer u8 here and
     # onnxruntime then reported a type mismatch instead of rule dst-type).
@@ -465,7 +424,6 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         S16,
         {"output_dtype": S16},
         "int16",
-        _MISLEADING,
     ),
     (
         "q-output-int16-declared",
@@ -474,7 +432,6 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         S16,
         {"scales": [0.5], "output_dtype": S16},
         "int16",
-        _MISLEADING,
     ),
     (
         "q-output-int32",
@@ -483,9 +440,15 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         None,
         {"scales": [0.5], "output_dtype": TensorProto.INT32},
         "int32",
-        _MISLEADING,
     ),
-    ("deq-src-int16", "Dequantize", {"src": S16}, F, {"scales": [0.5]}, "int16", _MISLEADING),
+    (
+        "deq-src-int16",
+        "Dequantize",
+        {"src": S16},
+        F,
+        {"scales": [0.5]},
+        "int16",
+    ),
     (
         "deq-src-int32",
         "Dequantize",
@@ -493,20 +456,15 @@ BAD_TYPES: list[tuple[str, str, dict[str, int], int | None, dict[str, Any], str,
         F,
         {"scales": [0.5]},
         "int32",
-        _WRONG_OP,
     ),
 ]
 
 
 def _bad_type_params() -> list[Any]:
     params = []
-    for name, op, inputs, dst, attributes, type_name, python_bug in BAD_TYPES:
+    for name, op, inputs, dst, attributes, type_name in BAD_TYPES:
         for backend in ("python", "native"):
-            marks: list[Any] = []
-            if backend == "native":
-                marks.append(requires_native)
-            elif python_bug:
-                marks.append(_python_bug(python_bug))
+            marks: list[Any] = [requires_native] if backend == "native" else []
             params.append(
                 pytest.param(
                     backend,
@@ -551,8 +509,7 @@ def test_type_outside_the_table_is_a_clear_error(
     names = {type_name, {"int32": "s32", "float": "f32"}.get(type_name, type_name)}
     assert any(name in message for name in names), message
     assert "use backend='native'" not in message, message  # native rejects it as well
-    if backend == "native":
-        assert "[rule " in message and "-type]" in message, message
+    assert "[rule " in message and "-type]" in message, message
 
 
 MISSING: list[tuple[str, str, dict[str, int], dict[str, Any], str]] = [
@@ -569,14 +526,6 @@ def _missing_params() -> list[Any]:
     for name, op, inputs, attributes, rule in MISSING:
         for backend in ("python", "native"):
             marks: list[Any] = [requires_native] if backend == "native" else []
-            if backend == "python" and rule == "missing-input":
-                marks.append(
-                    _python_bug(
-                        "a dynamic op without scales fails with onnxruntime's INVALID_GRAPH "
-                        "'input 1 is marked single but has an empty string', naming an internal "
-                        "constant (quantgraph_zero_u8_1), not rule missing-input"
-                    )
-                )
             params.append(
                 pytest.param(
                     backend, op, inputs, attributes, rule, id=f"{name}-{backend}", marks=marks

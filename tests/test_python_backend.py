@@ -290,8 +290,8 @@ def test_kernel_errors_raise_and_the_session_recovers() -> None:
     with pytest.raises(KernelError) as caught:
         session.run(None, count)
     assert str(caught.value) == (
-        "DynamicQuantize node '?': per_channel needs one scale per element of src along axis 1 "
-        "(2); got 3 [rule per-channel-scale-count]"
+        "DynamicQuantize node 'the_node': per_channel needs one scale per element of src along "
+        "axis 1 (2); got 3 [rule per-channel-scale-count]"
     )
     assert isinstance(caught.value, RuntimeError)
     same(session.run(None, good)[0], expected)  # the next run works and raises nothing
@@ -299,7 +299,7 @@ def test_kernel_errors_raise_and_the_session_recovers() -> None:
     zero: Feed = {**good, "scales": np.array([0.1, 0.0], F32)}
     with pytest.raises(
         KernelError,
-        match=r"^DynamicQuantize node '\?': scales\[1\] = 0\.0: .*\[rule scale-value\]$",
+        match=r"^DynamicQuantize node 'the_node': scales\[1\] = 0\.0: .*\[rule scale-value\]$",
     ):
         session.run(None, zero)
     zps: Feed = {**good, "zps": np.array([10], np.uint8)}
@@ -319,7 +319,7 @@ def test_dequantize_kernel_error() -> None:
     with pytest.raises(KernelError) as caught:
         session.run(None, {"src": src, "scales": np.ones(3, F32), "zps": np.zeros(3, np.int32)})
     assert str(caught.value) == (
-        "DynamicDequantize node '?': per_channel needs one scale per element of src along "
+        "DynamicDequantize node 'the_node': per_channel needs one scale per element of src along "
         "axis -1 (4); got 3 [rule per-channel-scale-count]"
     )
     scales = np.array([1.0, 0.0, np.inf, np.nan], F32)  # any scale is fine for dequantize

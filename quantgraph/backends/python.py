@@ -6,7 +6,12 @@ and cannot express, and how each limit is handled:
 * Exceptions raised in a Python op abort the process, so kernels never raise. A rejected call
   records a :class:`KernelError`, fills the output (NaN for f32, the lowest value for integers)
   and logs the error; :func:`raise_pending` (called by :class:`quantgraph.InferenceSession` after
-  every run) raises it. Kernels cannot see node names, so messages name the node as ``?``.
+  every run) raises it.
+* Kernels cannot see node names, and static ops run as dynamic ones (below), so
+  :func:`prepare_model` stamps each node with string attributes ``model_op`` and ``node_name``
+  and moves it to the domain ``com.quantgraph.prepared``, whose kernels read them: errors name
+  the model's own op and node, as the native backend does. Plain onnxruntime sessions on a
+  model's own ``com.quantgraph`` nodes name the node ``?``.
 * Attributes have no defaults (a missing one fails session creation with
   ``Unable to find attribute 'qtype'``) and float/int lists cannot be read at all (static ops fail
   with ``Attribute name and type don't match``). :func:`prepare_model` writes qtype/axis
@@ -17,7 +22,9 @@ and cannot express, and how each limit is handled:
   (each raises :class:`BackendError` naming the node): s32 zps on DynamicQuantize, dst of
   another type than its zps, static Quantize whose zps do not fit its dst type (e.g. u8 with
   zps=[300]), per_channel ops without zps whose channel count is symbolic, and every float8
-  type (onnxruntime-extensions has no float8 tensor type).
+  type (onnxruntime-extensions has no float8 tensor type). A type outside the spec's tables, or
+  a missing ``scales`` input, is the spec's rule error (:class:`SpecError`) before any of that,
+  since no backend runs it.
 """
 
 from __future__ import annotations
@@ -51,15 +58,21 @@ _DT = {
     dtypes.S32: PyCustomOpDef.dt_int32,
 }
 _ATTRS = {"qtype": PyCustomOpDef.dt_string, "axis": PyCustomOpDef.dt_int64}
+# Prepared models move the nodes here, where kernels also read the node's identity.
+PREPARED_DOMAIN = f"{DOMAIN}.prepared"
+_ORIGIN_ATTRS = {
+    "model_op": PyCustomOpDef.dt_string,  # the op as the model has it (Quantize for a static one)
+    "node_name": PyCustomOpDef.dt_string,
+}
 _pending = threading.local()
 _our_kernels: dict[int, np.dtype] = {}  # kernel id -> dst dtype
 
 
-def _record(error: BaseException, op: str) -> None:
+def _record(error: BaseException, op: str, model_op: str = "", node: str = "?") -> None:
     if isinstance(error, SpecError):
         message = str(error)
     else:
-        message = f"{op} node '?': {type(error).__name__}: {error}"
+        message = f"{model_op or op} node '{node}': {type(error).__name__}: {error}"
     log.error("quantgraph python backend: %s", message)
     errors: list[str] = getattr(_pending, "errors", [])
     errors.append(message)
@@ -86,13 +99,21 @@ def _filler(dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _guarded(op: str, dst: np.dtype, body: Callable[..., np.ndarray]) -> Callable[..., Any]:
-    def kernel(*inputs: np.ndarray, qtype: str = "per_tensor", axis: int = 1) -> np.ndarray:
+    def kernel(
+        *inputs: np.ndarray,
+        qtype: str = "per_tensor",
+        axis: int = 1,
+        model_op: str = "",
+        node_name: str = "?",
+    ) -> np.ndarray:
         try:
-            return body(*inputs, qtype=qtype, axis=int(axis), node="?")
+            return body(*inputs, qtype=qtype, axis=int(axis), node=node_name)
+        except SpecError as error:
+            _record(SpecError(model_op or op, error.node, error.rule, **error.fields), op)
         except BaseException as error:
-            _record(error, op)
-            shape = inputs[0].shape if inputs else ()
-            return _filler(dst, shape)
+            _record(error, op, model_op, node_name)
+        shape = inputs[0].shape if inputs else ()
+        return _filler(dst, shape)
 
     return kernel
 
@@ -100,13 +121,15 @@ def _guarded(op: str, dst: np.dtype, body: Callable[..., np.ndarray]) -> Callabl
 def _define(
     op: str, inputs: list[dtypes.DType], dst: dtypes.DType, body: Callable[..., np.ndarray]
 ) -> None:
-    definition = _onnx_op(
-        op_type=f"{DOMAIN}::{op}",
-        inputs=[_DT[t] for t in inputs],
-        outputs=[_DT[dst]],
-        attrs=dict(_ATTRS),
-    )(_guarded(op, dst.numpy, body))
-    _our_kernels[definition._id] = dst.numpy
+    # Plain onnxruntime sessions run the model's own nodes; prepared models the stamped ones.
+    for domain, attributes in ((DOMAIN, _ATTRS), (PREPARED_DOMAIN, {**_ATTRS, **_ORIGIN_ATTRS})):
+        definition = _onnx_op(
+            op_type=f"{domain}::{op}",
+            inputs=[_DT[t] for t in inputs],
+            outputs=[_DT[dst]],
+            attrs=dict(attributes),
+        )(_guarded(op, dst.numpy, body))
+        _our_kernels[definition._id] = dst.numpy
 
 
 def _define_all() -> None:
@@ -164,31 +187,93 @@ def session_options() -> ort.SessionOptions:
     return options
 
 
-def _check_static_ops(model: Any) -> None:
-    """Static ops carry their scales: a broken rule is the model's, found before any run."""
+def _declared_types(node: Any, spec: Any) -> dict[str, int | None] | None:
+    """Element types of a node's call as the model declares them; None where one is unknown."""
+    from ..passes._graph import elem_type
+    from ..spec import default_output_dtype
+
+    inputs = [*node.inputs, None, None, None]
+    known: dict[str, int | None] = {"src": elem_type(inputs[0])}
+    if not spec.is_static:
+        known["scales"] = elem_type(inputs[1])
+        known["zps"] = elem_type(inputs[2]) if inputs[2] is not None else None
+    declared = node.outputs[0].dtype if node.outputs else None
+    if spec.is_quantize:
+        wanted = node.attributes.get_int("output_dtype", 0)
+        zp_raw = known.get("zps")
+        zps = dtypes.from_onnx(int(zp_raw)) if zp_raw is not None else None
+        known["dst"] = wanted or (int(declared) if declared else default_output_dtype(zps).onnx)
+    else:
+        known["dst"] = int(declared) if declared else dtypes.F32.onnx
+    present = [known["src"], known["dst"]]
+    if not spec.is_static:
+        present += [known["scales"]] + ([known["zps"]] if inputs[2] is not None else [])
+    return known if all(t is not None for t in present) else None
+
+
+def _check_spec_rules(model: Any) -> None:
+    """Rules the model breaks on every backend are the spec's errors, found before any run."""
     import numpy as np
 
     from ..passes._graph import all_graphs
-    from ..spec import check_scale_values, check_static_attributes
-    from ..spec import get as get_spec
+    from ..spec import OPS, check_scale_values, check_static_attributes, check_types
 
     for graph in all_graphs(model):
         for node in graph:
-            if node.domain != DOMAIN or node.op_type not in ("Quantize", "Dequantize"):
+            if node.domain != DOMAIN or node.op_type not in OPS:
                 continue
-            spec = get_spec(node.op_type)
-            scales = node.attributes.get_floats("scales")
-            zps = node.attributes.get_ints("zps")
+            spec = OPS[node.op_type]
             name = node.name or ""
-            check_static_attributes(spec, name, scales, zps, dtypes.S8)
-            check_scale_values(spec, name, np.asarray(scales, np.float32))
+            if not spec.is_static and (len(node.inputs) < 2 or node.inputs[1] is None):
+                raise SpecError(spec.name, name, "missing-input", name="scales")
+            types = _declared_types(node, spec)
+            if types is not None:
+                check_types(spec, name, types)
+            if spec.is_static:
+                scales = node.attributes.get_floats("scales")
+                zps = node.attributes.get_ints("zps")
+                check_static_attributes(spec, name, scales, zps, dtypes.S8)
+                check_scale_values(spec, name, np.asarray(scales, np.float32))
+
+
+def _stamp_origin(model: Any) -> None:
+    """Record each node's own op and name where the kernels can read them (see module doc)."""
+    import onnx_ir as ir
+
+    from ..passes._graph import all_graphs
+    from ..spec import OPS
+
+    for graph in all_graphs(model):
+        for node in graph:
+            if node.domain == DOMAIN and node.op_type in OPS:
+                node.attributes["model_op"] = ir.AttrString("model_op", node.op_type)
+                node.attributes["node_name"] = ir.AttrString("node_name", node.name or "")
+
+
+def _move_to_prepared_domain(model: Any) -> bool:
+    import onnx_ir as ir
+
+    from ..passes._graph import all_graphs
+
+    moved = False
+    for graph in all_graphs(model):
+        for node in graph:
+            if node.domain == DOMAIN:
+                node.domain = PREPARED_DOMAIN
+                moved = True
+                if isinstance(graph, ir.Function):
+                    graph.opset_imports[PREPARED_DOMAIN] = graph.opset_imports.get(DOMAIN, 1)
+    if moved:
+        model.opset_imports[PREPARED_DOMAIN] = model.opset_imports.get(DOMAIN, 1)
+    return moved
 
 
 def prepare_model(model: Any) -> bool:
     """Put the model in the form these kernels run (an ``onnx_ir.Model``, changed in place).
 
-    Returns whether anything changed. Raises :class:`SpecError` for a static op that breaks a
-    rule (zero scale, ...), naming the model's own op and node.
+    Returns whether anything changed. Raises :class:`SpecError` for a node that breaks a rule
+    no backend could run (a type outside the tables, a missing scales input, a zero scale on a
+    static Quantize, ...), naming the model's own op and node.
 
     Raises :class:`BackendError` for what the Python backend cannot run, naming the node.
     """
@@ -198,11 +283,14 @@ def prepare_model(model: Any) -> bool:
     from ..passes.explicit_form import ExplicitFormPass, StaticToDynamicPass
 
     assert isinstance(model, ir.Model)
-    _check_static_ops(model)
+    _check_spec_rules(model)
+    _stamp_origin(model)
     try:
         modified = ir.passes.Sequential(StaticToDynamicPass(), ExplicitFormPass())(model).modified
     except (ValueError, ir.passes.PassError) as error:
         cause = error.__cause__ or error
+        if isinstance(cause, SpecError):
+            raise cause from None
         raise BackendError(f"python backend: {cause}; use backend='native'") from None
     from ..passes._graph import all_graphs, elem_type
 
@@ -215,10 +303,11 @@ def prepare_model(model: Any) -> bool:
             zp_type = dtypes.from_onnx(int(raw)) if raw is not None else None
             wanted = node.attributes.get_int("output_dtype", 0)
             if zp_type not in (dtypes.S8, dtypes.U8) or (wanted and wanted != zp_type.onnx):
+                op = node.attributes.get_string("model_op", node.op_type)
                 raise BackendError(
-                    f"python backend: DynamicQuantize node '{node.name}' needs dst type "
+                    f"python backend: {op} node '{node.name}' needs dst type "
                     f"{dtypes.onnx_name(wanted) if wanted else 'u8'} with zps of type "
                     f"{zp_type or 'unknown'}; onnxruntime-extensions overloads cannot differ only "
                     "in output type, so dst must be the zps type (s8/u8); use backend='native'"
                 )
-    return modified
+    return _move_to_prepared_domain(model) or modified
