@@ -23,16 +23,20 @@ INLINE = "none"
 
 
 def load_model(model: ModelLike) -> ir.Model:
-    """An onnx-ir model from a path, serialized bytes or a ModelProto (never shared with it)."""
+    """An onnx-ir model from a path, serialized bytes or a ModelProto (never shared with it).
+
+    A graph with a cycle is a :class:`ModelError`; an acyclic unsorted one comes back sorted.
+    """
     if isinstance(model, ir.Model):
         return model
     if isinstance(model, onnx.ModelProto):
-        return ir.from_proto(model)
+        return _in_order(ir.from_proto(model), "")
     if isinstance(model, bytes):
         try:
-            return ir.from_proto(onnx.load_from_string(model))
+            loaded = ir.from_proto(onnx.load_from_string(model))
         except Exception as error:
             raise ModelError(f"the bytes are not an ONNX model: {_first_line(error)}") from None
+        return _in_order(loaded, "")
     path = Path(model)
     if not path.exists():
         raise ModelError(f"{path}: no such file")
@@ -51,9 +55,16 @@ def load_model(model: ModelLike) -> ir.Model:
         loaded = ir.from_proto(proto)
         if external_locations(proto):
             ir.external_data.set_base_dir(loaded.graph, path.parent)
-        return loaded
     except Exception as error:
         raise ModelError(f"{path}: cannot read the model ({_first_line(error)})") from None
+    return _in_order(loaded, str(path))
+
+
+def _in_order(model: ir.Model, label: str) -> ir.Model:
+    from .graph_order import check_node_order
+
+    check_node_order(model, label)
+    return model
 
 
 def external_locations(proto: onnx.ModelProto) -> set[str]:
@@ -78,9 +89,11 @@ def input_files(path: str | os.PathLike[str]) -> tuple[Path, ...]:
 
 
 def has_external_data(model: ir.Model) -> bool:
+    from .passes._graph import subgraphs
+
     return any(
         isinstance(value.const_value, ir.ExternalTensor)
-        for graph in (model.graph, *model.graph.subgraphs())
+        for graph in (model.graph, *subgraphs(model.graph))
         for value in graph.initializers.values()
     )
 

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from bad_models import cyclic_model
 from click.testing import CliRunner, Result
 from onnx import numpy_helper
 
@@ -375,17 +376,20 @@ def _bad_inputs(work: Path) -> dict[str, Path]:
     empty.write_bytes(b"")
     directory = work / "dir.onnx"
     directory.mkdir()
+    cycle = work / "cycle.onnx"
+    onnx.save(cyclic_model(), cycle)
     return {
         "missing": work / "missing.onnx",
         "random": random_bytes,
         "empty": empty,
         "directory": directory,
+        "cycle": cycle,
     }
 
 
-@pytest.mark.parametrize("kind", ["missing", "random", "empty", "directory"])
+@pytest.mark.parametrize("kind", ["missing", "random", "empty", "directory", "cycle"])
 @pytest.mark.parametrize(
-    "command", ["convert", "validate-original", "validate-rewritten", "run", "inspect"]
+    "command", ["convert", "lower", "validate-original", "validate-rewritten", "run", "inspect"]
 )
 def test_bad_model_files_are_one_line_errors(
     runner: CliRunner, work: Path, command: str, kind: str
@@ -394,6 +398,7 @@ def test_bad_model_files_are_one_line_errors(
     good = work / "cnn.onnx"
     args: list[str | Path] = {
         "convert": ["convert", bad, work / "o.onnx"],
+        "lower": ["lower", bad, work / "o.onnx"],
         "validate-original": ["validate", bad, good],
         "validate-rewritten": ["validate", good, bad],
         "run": ["run", bad],
@@ -401,6 +406,8 @@ def test_bad_model_files_are_one_line_errors(
     }[command]
     line = assert_one_line_error(invoke(runner, *args))
     assert bad.name in line
+    if kind == "cycle":
+        assert "graph 'g' has a cycle: 'add' (Add) -> 'q' (QuantizeLinear) -> 'dq'" in line
     assert not (work / "o.onnx").exists()
 
 
