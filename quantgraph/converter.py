@@ -10,7 +10,9 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 
+from ._collector import collector_paused
 from .errors import ModelError
+from .graph_order import check_node_order
 from .io import AUTO, ModelLike, has_external_data, load_model, save_model
 from .passes import QdqToSpecPass, RewriteReport, SpecToQdqPass
 from .passes.qdq_to_spec import MAX_OPSET, MIN_OPSET, Progress
@@ -92,9 +94,20 @@ def _check_opset(graph: ir.Model, source: ModelLike) -> None:
 def _apply(
     rewrite: ir.passes.InPlacePass, model: ModelLike, check: bool, check_opset: bool = False
 ) -> ConvertResult:
+    with collector_paused():
+        return _apply_unpaused(rewrite, model, check, check_opset)
+
+
+def _apply_unpaused(
+    rewrite: ir.passes.InPlacePass, model: ModelLike, check: bool, check_opset: bool
+) -> ConvertResult:
     register_schemas()
     # Work on a private copy: an ir.Model argument is the caller's object.
-    graph = ir.from_proto(ir.to_proto(model)) if isinstance(model, ir.Model) else load_model(model)
+    if isinstance(model, ir.Model):
+        graph = ir.from_proto(ir.to_proto(model))
+        check_node_order(graph)
+    else:
+        graph = load_model(model)
     if check_opset:
         _check_opset(graph, model)
     result = rewrite(graph)
@@ -102,6 +115,12 @@ def _apply(
     checked, proto = not check, None
     if check and not has_external_data(result.model):
         proto = ir.to_proto(result.model)
-        onnx.checker.check_model(proto, full_check=True)
+        try:
+            onnx.checker.check_model(proto, full_check=True)
+        except onnx.checker.ValidationError as error:
+            name = f"{model}: " if isinstance(model, (str, os.PathLike)) else ""
+            first = str(error).strip().splitlines()[0] if str(error).strip() else "invalid"
+            message = f"{name}the result fails onnx.checker (full_check): {first}"
+            raise ModelError(message) from error
         checked = True
     return ConvertResult(result.model, report, checked, proto)

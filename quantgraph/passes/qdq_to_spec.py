@@ -93,6 +93,9 @@ class QdqToSpecPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> RewriteResult:
         self._stale: list[ir.Value | None] = []
         self._inferred: dict[str, ir.DataType] | None = None
+        # Per-value results: one scale is often shared by thousands of nodes.
+        self._one_d: dict[tuple[int, int], ir.Value] = {}
+        self._bad_scale: dict[int, bool] = {}
         report = RewriteReport()
         taken = used_names(model)
         graphs = list(all_graphs(model))
@@ -119,6 +122,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
                         )
                     )
                     continue
+                op_type = node.op_type  # the rewrite changes the node in place
                 try:
                     plan = self._plan(model, graph, node)
                     new_op = self._rewrite(graph, node, plan, factory)
@@ -128,7 +132,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
                     )
                     continue
                 report.converted_nodes.append(
-                    ConvertedNode(node.name or "", node.op_type, new_op, plan.detail, where)
+                    ConvertedNode(node.name or "", op_type, new_op, plan.detail, where)
                 )
         if report.converted_nodes:
             _import_domain(model)
@@ -189,19 +193,25 @@ class QdqToSpecPass(ir.passes.InPlacePass):
                 raise Skip(
                     f"zero point shape {list(zp_shape)} differs from scale shape {list(shape)}"
                 )
-        if quantize:
-            values = constant_array(scale)
-            if values is not None and np.any(~np.isfinite(values) | (values == 0)):
-                raise Skip(
-                    "a zero or non-finite constant scale: the spec's quantize divides by it "
-                    "(rule scale-value)"
-                )
+        if quantize and self._is_bad_scale(scale):
+            raise Skip(
+                "a zero or non-finite constant scale: the spec's quantize divides by it "
+                "(rule scale-value)"
+            )
         count = 1 if not shape else shape[0]
         qtype = PER_TENSOR if count == 1 else PER_CHANNEL
         axis = node.attributes.get_int("axis", 1)
         return _Plan(
             quantize, qtype, axis, quant_type, scale, zero_point, count, not is_standard(node)
         )
+
+    def _is_bad_scale(self, scale: ir.Value) -> bool:
+        known = self._bad_scale.get(id(scale))
+        if known is None:
+            values = constant_array(scale)
+            known = values is not None and bool(np.any(~np.isfinite(values) | (values == 0)))
+            self._bad_scale[id(scale)] = known
+        return known
 
     def _type_of(self, model: ir.Model, value: ir.Value) -> ir.DataType | None:
         """A value's element type; for untyped intermediates, ONNX's shape inference is asked
@@ -279,17 +289,21 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         )
         return op_type
 
-    @staticmethod
     def _as_1d(
-        graph: GraphLike, node: ir.Node, value: ir.Value, factory: ConstantFactory
+        self, graph: GraphLike, node: ir.Node, value: ir.Value, factory: ConstantFactory
     ) -> ir.Value:
         shape = value_shape(value)
         if shape is not None and len(shape) == 1:
             return value
         array = constant_array(value)  # an initializer or a Constant node
-        if array is not None:
-            return factory.constant(f"{value.name}_1d", array.reshape(1), node)
-        return factory.reshaped(value, [1], node, "1d")  # a run-time scalar
+        if array is None:
+            return factory.reshaped(value, [1], node, "1d")  # a run-time scalar, per use
+        key = (id(value), id(factory))  # a constant made in one graph is not seen by its parent
+        cached = self._one_d.get(key)
+        if cached is None:
+            cached = factory.constant(f"{value.name}_1d", array.reshape(1), node)
+            self._one_d[key] = cached
+        return cached
 
     def _zero_point(
         self, graph: GraphLike, node: ir.Node, plan: _Plan, factory: ConstantFactory

@@ -47,6 +47,7 @@ class SpecToQdqPass(ir.passes.InPlacePass):
             for node in list(graph):
                 if node.domain != DOMAIN:
                     continue
+                op_type = node.op_type  # the rewrite changes the node in place
                 try:
                     new_op, detail = self._lower(model, graph, node, factory)
                 except Skip as reason:
@@ -55,7 +56,7 @@ class SpecToQdqPass(ir.passes.InPlacePass):
                     )
                     continue
                 report.converted_nodes.append(
-                    ConvertedNode(node.name or "", node.op_type, new_op, detail, where)
+                    ConvertedNode(node.name or "", op_type, new_op, detail, where)
                 )
         if report.converted_nodes and not report.skipped:
             still_used = any(n.domain == DOMAIN for g in all_graphs(model) for n in g)
