@@ -303,7 +303,21 @@ def add_branch_qdq(model: onnx.ModelProto, spec: ModelSpec, act_qtype: int) -> i
 VARIANTS: dict[str, QuantType] = {"u8": QuantType.QUInt8, "s8": QuantType.QInt8}
 
 
-def quantize(spec: ModelSpec, suffix: str, act_type: QuantType, tmp: Path) -> onnx.ModelProto:
+def quantize(
+    spec: ModelSpec,
+    suffix: str,
+    act_type: QuantType,
+    tmp: Path,
+    *,
+    per_channel: bool = True,
+    op_types_to_quantize: list[str] | None = None,
+) -> onnx.ModelProto:
+    """quantize_static in QDQ format, weights int8 (per-channel by default), on spec's samples.
+
+    ``per_channel=False`` gives per-tensor weights (and per-tensor int32 biases);
+    ``op_types_to_quantize`` restricts or extends the ops quantized (default: every op type
+    the QDQ quantizer knows), e.g. to get an LSTM's inputs quantized, which it skips by default.
+    """
     src = tmp / f"{spec.name}_float.onnx"
     out = tmp / f"{spec.name}_{suffix}.onnx"
     # Pass a path, not the ModelProto: with a proto, quantize_static re-saves
@@ -317,9 +331,10 @@ def quantize(spec: ModelSpec, suffix: str, act_type: QuantType, tmp: Path) -> on
         out,
         ListReader(spec.calib),
         quant_format=QuantFormat.QDQ,
-        per_channel=True,
+        per_channel=per_channel,
         activation_type=act_type,
         weight_type=QuantType.QInt8,
+        op_types_to_quantize=op_types_to_quantize,
     )
     model = onnx.load(out)
     if spec.name == "if_branch":

@@ -257,6 +257,11 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             if plan.quant_type.is_float8:
                 raise Skip("float8 needs the static ops, and the scale is not a constant")
             static = False
+        source = node.inputs[0]
+        if static and not plan.quantize and source is not None and elem_type(source) is None:
+            # Static Dequantize has no zps input: the quantized type lives only in src's type.
+            # Record it (ONNX ties x's type to the zero point's), or lowering cannot tell it.
+            source.type = ir.TensorType(ir.DataType(plan.quant_type.onnx))
         attributes: list[ir.Attr] = [
             ir.AttrString("qtype", plan.qtype),
             ir.AttrInt64("axis", plan.axis),
