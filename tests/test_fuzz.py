@@ -121,9 +121,13 @@ def test_long_profile_is_at_least_100k_examples() -> None:
 
 
 def _big_zero_point_cases() -> list[fuzz.Case]:
-    """Quantize calls with s32 zero points beyond 2^24, src aimed at the clamp bounds."""
+    """Quantize calls with s32 zero points beyond 2^24 and at the kernels' clamp-mode edges,
+    src aimed at the clamp bounds."""
     found = []
     zero_points = [2**24 + 1, -(2**24) - 1, 2**25 + 3, 2**31 - 1, -(2**31), 2**30 + 7]
+    # Where the native kernels switch between clamping to qmin - zp, qmax - zp in float32 and
+    # clamping loosely then saturating (simd_kernels.h, TightBoundsExact).
+    zero_points += [2**24 - 256, 2**24 - 255, -(2**24) + 256, -(2**24) + 255, 0, 255, -128]
     for op in ("DynamicQuantize", "Quantize"):
         for dst in (dtypes.S8, dtypes.U8):
             for zp in zero_points:

@@ -94,18 +94,19 @@ struct Avx2 {
       return _mm_packus_epi16(w, w);
     }
   }
-  template <typename T>
+  // kInRange (every lane already in T's range) changes nothing here: packs saturate anyway.
+  template <typename T, bool kInRange = false>
   static void StoreNarrow(T* p, I q) {
     _mm_storel_epi64(reinterpret_cast<__m128i*>(p), Narrow<T>(q));
   }
-  template <typename T>
+  template <typename T, bool kInRange = false>
   static void StoreNarrowPartial(T* p, I q, size_t n) {
     alignas(16) T buf[16];
     _mm_store_si128(reinterpret_cast<__m128i*>(buf), Narrow<T>(q));
     __builtin_memcpy(p, buf, n);
   }
   // Four vectors (4 * kWidth lanes) at once: two packs and one cross-lane permute.
-  template <typename T, bool kStream>
+  template <typename T, bool kStream, bool kInRange = false>
   static void StoreNarrow4(T* p, I q0, I q1, I q2, I q3) {
     const __m256i w01 = _mm256_packs_epi32(q0, q1);
     const __m256i w23 = _mm256_packs_epi32(q2, q3);

@@ -82,40 +82,50 @@ struct Avx512 {
     }
   }
 
-  template <typename T>
+  // int32 lanes -> bytes: saturating to T's range, or (kInRange: every lane already is)
+  // truncating.
+  template <typename T, bool kInRange = false>
   static __m128i Narrow(I q) {
-    if constexpr (static_cast<T>(-1) < 0) {
+    if constexpr (kInRange) {
+      return _mm512_cvtepi32_epi8(q);
+    } else if constexpr (static_cast<T>(-1) < 0) {
       return _mm512_cvtsepi32_epi8(q);  // signed saturation
     } else {
       return _mm512_cvtusepi32_epi8(_mm512_max_epi32(q, _mm512_setzero_si512()));
     }
   }
-  template <typename T>
+  template <typename T, bool kInRange = false>
   static void StoreNarrow(T* p, I q) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), Narrow<T>(q));
+    if constexpr (kInRange) {
+      _mm512_mask_cvtepi32_storeu_epi8(p, 0xFFFF, q);  // vpmovdb to memory: one instruction
+    } else {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), Narrow<T, kInRange>(q));
+    }
   }
-  template <typename T>
+  template <typename T, bool kInRange = false>
   static void StoreNarrowPartial(T* p, I q, size_t n) {
-    if constexpr (static_cast<T>(-1) < 0) {
+    if constexpr (kInRange) {
+      _mm512_mask_cvtepi32_storeu_epi8(p, TailMask(n), q);
+    } else if constexpr (static_cast<T>(-1) < 0) {
       _mm512_mask_cvtsepi32_storeu_epi8(p, TailMask(n), q);
     } else {
       const I nonneg = _mm512_max_epi32(q, _mm512_setzero_si512());
       _mm512_mask_cvtusepi32_storeu_epi8(p, TailMask(n), nonneg);
     }
   }
-  template <typename T, bool kStream>
+  template <typename T, bool kStream, bool kInRange = false>
   static void StoreNarrow4(T* p, I q0, I q1, I q2, I q3) {
     if constexpr (kStream) {  // one 64-byte non-temporal store; p is 64-byte aligned
-      __m512i b = _mm512_castsi128_si512(Narrow<T>(q0));
-      b = _mm512_inserti32x4(b, Narrow<T>(q1), 1);
-      b = _mm512_inserti32x4(b, Narrow<T>(q2), 2);
-      b = _mm512_inserti32x4(b, Narrow<T>(q3), 3);
+      __m512i b = _mm512_castsi128_si512(Narrow<T, kInRange>(q0));
+      b = _mm512_inserti32x4(b, Narrow<T, kInRange>(q1), 1);
+      b = _mm512_inserti32x4(b, Narrow<T, kInRange>(q2), 2);
+      b = _mm512_inserti32x4(b, Narrow<T, kInRange>(q3), 3);
       _mm512_stream_si512(reinterpret_cast<__m512i*>(p), b);
     } else {
-      StoreNarrow<T>(p, q0);
-      StoreNarrow<T>(p + kWidth, q1);
-      StoreNarrow<T>(p + 2 * kWidth, q2);
-      StoreNarrow<T>(p + 3 * kWidth, q3);
+      StoreNarrow<T, kInRange>(p, q0);
+      StoreNarrow<T, kInRange>(p + kWidth, q1);
+      StoreNarrow<T, kInRange>(p + 2 * kWidth, q2);
+      StoreNarrow<T, kInRange>(p + 3 * kWidth, q3);
     }
   }
 };

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "kernels.h"
 
@@ -31,40 +32,73 @@ inline bool RowsShareAlignment(size_t stride_bytes, size_t rows) {
 
 // ---- quantize, integer dst ---------------------------------------------------------------
 
+// x / scale clamped to [lo, hi], rounded half to even, plus zp. Two clamp modes:
+// * loose: lo, hi = -+2^30 and the saturating narrow does the exact clamp to [qmin, qmax];
+//   right for every zero point the SIMD tables take (kernels.h).
+// * tight (kTight): lo, hi = qmin - zp, qmax - zp, exact in float32 while |zp| <= 2^24; as
+//   the bounds are integers, clamping before rounding equals clamping after, and the sum is in
+//   range, so a plain truncating narrow stores it (one instruction less on AVX-512: the
+//   unsigned saturating narrow needs a max with 0 first). ONNX's MLAS kernels clamp this way.
 template <class V, bool kZp>
-inline typename V::I QuantizeInt(typename V::F x, typename V::F scale, typename V::I zp) {
-  typename V::F v = V::Div(x, scale);   // IEEE division
-  v = V::Max(v, V::Set1(-kSimdClamp));  // NaN -> -2^30 (lands at qmin)
-  v = V::Min(v, V::Set1(kSimdClamp));
+inline typename V::I QuantizeInt(typename V::F x, typename V::F scale, typename V::I zp,
+                                 typename V::F lo, typename V::F hi) {
+  typename V::F v = V::Div(x, scale);  // IEEE division
+  v = V::Max(v, lo);                    // NaN -> lo (lands at qmin)
+  v = V::Min(v, hi);
   typename V::I q = V::CvtRne(v);  // half to even
   if constexpr (kZp) q = V::AddI(q, zp);
-  return q;  // the saturating narrowing store clamps to [qmin, qmax]
+  return q;
 }
 
-template <class V, typename T, bool kZp, bool kStream>
-void QuantizeRunInt(const float* x, void* y, size_t n, const QuantizeRow& p) {
+template <class V, bool kZp>
+inline typename V::I QuantizeInt(typename V::F x, typename V::F scale, typename V::I zp) {
+  return QuantizeInt<V, kZp>(x, scale, zp, V::Set1(-kSimdClamp), V::Set1(kSimdClamp));
+}
+
+inline constexpr int32_t kTightMaxZp = int32_t{1} << 24;
+
+inline bool TightBoundsExact(int32_t zp) {
+  return zp >= -kTightMaxZp + 256 && zp <= kTightMaxZp - 256;  // qmin - zp, qmax - zp exact
+}
+
+template <class V, typename T, bool kZp, bool kStream, bool kTight>
+void QuantizeRunIntWith(const float* x, void* y, size_t n, const QuantizeRow& p) {
   constexpr size_t W = V::kWidth;
   T* out = static_cast<T*>(y);
   size_t i = 0;
   if constexpr (kStream) {
     i = HeadElements<V>(out, 1, n);
-    QuantizeRunInt<V, T, kZp, false>(x, out, i, p);
+    QuantizeRunIntWith<V, T, kZp, false, kTight>(x, out, i, p);
   }
+  constexpr float kMin = static_cast<float>(std::numeric_limits<T>::min());
+  constexpr float kMax = static_cast<float>(std::numeric_limits<T>::max());
   const auto s = V::Set1(p.scale);
   const auto zp = V::Set1I(p.zp);
+  const auto lo = V::Set1(kTight ? kMin - static_cast<float>(p.zp) : -kSimdClamp);
+  const auto hi = V::Set1(kTight ? kMax - static_cast<float>(p.zp) : kSimdClamp);
   for (; i + 4 * W <= n; i += 4 * W) {
-    const auto q0 = QuantizeInt<V, kZp>(V::Load(x + i), s, zp);
-    const auto q1 = QuantizeInt<V, kZp>(V::Load(x + i + W), s, zp);
-    const auto q2 = QuantizeInt<V, kZp>(V::Load(x + i + 2 * W), s, zp);
-    const auto q3 = QuantizeInt<V, kZp>(V::Load(x + i + 3 * W), s, zp);
-    V::template StoreNarrow4<T, kStream>(out + i, q0, q1, q2, q3);
+    const auto q0 = QuantizeInt<V, kZp>(V::Load(x + i), s, zp, lo, hi);
+    const auto q1 = QuantizeInt<V, kZp>(V::Load(x + i + W), s, zp, lo, hi);
+    const auto q2 = QuantizeInt<V, kZp>(V::Load(x + i + 2 * W), s, zp, lo, hi);
+    const auto q3 = QuantizeInt<V, kZp>(V::Load(x + i + 3 * W), s, zp, lo, hi);
+    V::template StoreNarrow4<T, kStream, kTight>(out + i, q0, q1, q2, q3);
   }
   for (; i + W <= n; i += W) {
-    V::template StoreNarrow<T>(out + i, QuantizeInt<V, kZp>(V::Load(x + i), s, zp));
+    const auto q = QuantizeInt<V, kZp>(V::Load(x + i), s, zp, lo, hi);
+    V::template StoreNarrow<T, kTight>(out + i, q);
   }
   if (i < n) {
-    const auto q = QuantizeInt<V, kZp>(V::LoadPartial(x + i, n - i), s, zp);
-    V::template StoreNarrowPartial<T>(out + i, q, n - i);
+    const auto q = QuantizeInt<V, kZp>(V::LoadPartial(x + i, n - i), s, zp, lo, hi);
+    V::template StoreNarrowPartial<T, kTight>(out + i, q, n - i);
+  }
+}
+
+template <class V, typename T, bool kZp, bool kStream>
+void QuantizeRunInt(const float* x, void* y, size_t n, const QuantizeRow& p) {
+  if (TightBoundsExact(p.zp)) {
+    QuantizeRunIntWith<V, T, kZp, kStream, true>(x, y, n, p);
+  } else {
+    QuantizeRunIntWith<V, T, kZp, kStream, false>(x, y, n, p);
   }
 }
 
