@@ -30,11 +30,9 @@ cached the same way for the static ops too. A static op carries its scales in at
 its native and Python sessions are built per example (about 1-3 ms each).
 
 Mismatches are counted, not raised: the run goes on and the report lists the first ones with
-what is needed to reproduce them. Native-vs-reference mismatches of a quantize op whose s32
-zero points exceed 2^24 in magnitude are counted apart (``known_bug_mismatches``): a known
-issue (float32 clamp bounds for s32 zero points) being fixed. So are the Python backend's rule
-errors for static ops that have the right rule but name the op DynamicQuantize/DynamicDequantize
-(``python_wrong_op_name``, :data:`PYTHON_OP_NAME_BUG`).
+what is needed to reproduce them. (Two bugs it found, native clamp bounds for s32 zero points
+beyond 2^24 and Python-backend errors naming the wrong op, were counted apart until they were
+fixed; they are ordinary mismatches now.)
 
 ``python -m quantgraph.fuzz --profile long [--examples N] [--seed S] [--json]``; or
 :func:`run`. The ``ci`` profile runs 250 examples per op, ``long`` 26,000 per op (104,000).
@@ -82,12 +80,6 @@ STATIC_OPS = ("Quantize", "Dequantize")
 QUANTIZE_OPS = ("DynamicQuantize", "Quantize")
 NODE = "fuzz_node"
 BACKEND_NAMES = ("native", "python")
-KNOWN_BUG = "s32 zero point with |zp| > 2^24: native clamp bounds in float32"
-PYTHON_OP_NAME_BUG = (
-    "python backend: run-time errors of static Quantize/Dequantize name the op "
-    "DynamicQuantize/DynamicDequantize (what the backend rewrote them into)"
-)
-BIG_ZP = 2**24
 
 F32 = np.float32
 S32_MIN, S32_MAX = dtypes.S32.int_range
@@ -194,14 +186,6 @@ class Case:
         kwargs["node"] = NODE
         return kwargs
 
-    def big_s32_zero_point(self) -> bool:
-        """The known bug's condition: a quantize op with an s32 zero point beyond 2^24."""
-        if self.zps is None or self.sig.op not in QUANTIZE_OPS:
-            return False
-        if not self.static and self.sig.zps != "s32":
-            return False
-        return bool(np.any(np.abs(self.zps.astype(np.int64)) > BIG_ZP))
-
     def repro(self) -> dict[str, Any]:
         """What reproduces the call: the signature, the parameters and (small) tensors."""
         found: dict[str, Any] = {
@@ -274,7 +258,10 @@ ZP_MODES = ("zero", "extreme", "random", "mixed")
 
 def _s32_extremes() -> np.ndarray:
     edges = [0, 1, -1, 127, -128, 255, S32_MAX, S32_MIN, S32_MAX - 1, S32_MIN + 1]
-    edges += [BIG_ZP, -BIG_ZP, BIG_ZP + 1, -BIG_ZP - 1, BIG_ZP - 1, 2**30, -(2**30), 2**25 + 3]
+    # float32 stops being exact at 2^24; the native kernels switch clamp modes near it.
+    big = 2**24
+    edges += [big, -big, big + 1, -big - 1, big - 1, big - 256, -big + 255, 2**30, -(2**30)]
+    edges += [2**25 + 3]
     return np.array(edges, np.int64)
 
 
@@ -786,8 +773,6 @@ class OpStats:
     errors_checked: int = 0  # expected rule errors asserted (reference, native, python)
     mismatches: int = 0  # calls where a runner disagreed (values or errors)
     mismatched_elements: int = 0
-    known_bug_mismatches: int = 0  # of those: the known s32-zp issue (see KNOWN_BUG)
-    python_wrong_op_name: int = 0  # right rule, wrong op name (see PYTHON_OP_NAME_BUG)
     sessions: int = 0  # sessions created (all runners)
     seconds: float = 0.0
 
@@ -802,8 +787,6 @@ class FuzzReport:
     seconds: float = 0.0
     peak_rss_mib: float = 0.0  # the process's peak resident memory at the end of the run
     details: list[dict[str, Any]] = field(default_factory=list)  # first mismatches
-    known_bug_details: list[dict[str, Any]] = field(default_factory=list)
-    python_op_name_details: list[dict[str, Any]] = field(default_factory=list)
 
     def total(self, name: str) -> int:
         return int(sum(getattr(stats, name) for stats in self.ops.values()))
@@ -818,8 +801,7 @@ class FuzzReport:
 
     @property
     def mismatches(self) -> int:
-        """Mismatches other than the known issue."""
-        return self.total("mismatches") - self.total("known_bug_mismatches")
+        return self.total("mismatches")
 
     @property
     def errors_checked(self) -> int:
@@ -842,25 +824,19 @@ class FuzzReport:
                 "errors_checked": self.errors_checked,
                 "mismatches": self.mismatches,
                 "mismatched_elements": self.total("mismatched_elements"),
-                "known_bug_mismatches": self.total("known_bug_mismatches"),
-                "python_wrong_op_name": self.total("python_wrong_op_name"),
                 "sessions": self.total("sessions"),
             },
             "ops": {
                 name: {**asdict(stats), "seconds": round(stats.seconds, 2)}
                 for name, stats in self.ops.items()
             },
-            "known_bug": KNOWN_BUG,
-            "python_op_name_bug": PYTHON_OP_NAME_BUG,
             "mismatch_details": self.details,
-            "known_bug_details": self.known_bug_details,
-            "python_op_name_details": self.python_op_name_details,
         }
 
     def summary(self) -> str:
         head = (
             f"{'op':<18}{'examples':>9}{'errors':>8}{'elements':>12}{'vs ort':>8}"
-            f"{'py n/a':>8}{'checked':>9}{'mismatch':>10}{'known':>7}{'sessions':>10}"
+            f"{'py n/a':>8}{'checked':>9}{'mismatch':>10}{'sessions':>10}"
             f"{'seconds':>9}"
         )
         lines = [
@@ -880,7 +856,6 @@ class FuzzReport:
                     self.total("python_not_runnable"),
                     self.errors_checked,
                     self.total("mismatches"),
-                    self.total("known_bug_mismatches"),
                     self.total("sessions"),
                 ]
                 seconds = self.seconds
@@ -893,22 +868,14 @@ class FuzzReport:
                     stats.python_not_runnable,
                     stats.errors_checked,
                     stats.mismatches,
-                    stats.known_bug_mismatches,
                     stats.sessions,
                 ]
                 seconds = stats.seconds
-            widths = (9, 8, 12, 8, 8, 9, 10, 7, 10)
+            widths = (9, 8, 12, 8, 8, 9, 10, 10)
             cells = "".join(f"{v:>{w},}" for v, w in zip(values, widths, strict=True))
             lines.append(f"{name:<18}{cells}{seconds:>9.1f}")
         lines.append(f"peak RSS {self.peak_rss_mib:,.0f} MiB")
-        lines.append(
-            f"rule errors with the wrong op name ({PYTHON_OP_NAME_BUG}): "
-            f"{self.total('python_wrong_op_name')}"
-        )
-        lines.append(
-            f"mismatches (other than the known issue): {self.mismatches}; "
-            f"known issue ({KNOWN_BUG}): {self.total('known_bug_mismatches')}"
-        )
+        lines.append(f"mismatches: {self.mismatches}")
         for detail in self.details[:10]:
             lines.append("  " + json.dumps(detail, default=str)[:600])
         return "\n".join(lines)
@@ -1098,13 +1065,8 @@ class Fuzzer:
         stats = self._stats(case)
         stats.mismatches += 1
         stats.mismatched_elements += elements
-        known = runner == "native" and kind == "value" and case.big_s32_zero_point()
         record = {"runner": runner, "kind": kind, **detail, "case": case.repro()}
-        if known:
-            stats.known_bug_mismatches += 1
-            if len(self.report.known_bug_details) < 20:
-                self.report.known_bug_details.append(record)
-        elif len(self.report.details) < 50:
+        if len(self.report.details) < 50:
             self.report.details.append(record)
 
     def _compare(self, case: Case, runner: str, got: Outcome, want: np.ndarray) -> None:
@@ -1141,19 +1103,6 @@ class Fuzzer:
         assert case.rule is not None
         if isinstance(got, BaseException) and _has_rule(got, case.sig.op, case.rule, node):
             self._stats(case).errors_checked += 1
-            return
-        if (
-            runner == "python"
-            and case.static
-            and isinstance(got, BaseException)
-            and _has_rule(got, f"Dynamic{case.sig.op}", case.rule, node)
-        ):
-            # The right rule, but named after the dynamic op the backend rewrote the static
-            # one into: a known Python-backend bug, counted apart (see PYTHON_OP_NAME_BUG).
-            self._stats(case).python_wrong_op_name += 1
-            if len(self.report.python_op_name_details) < 5:
-                record = {"error": _one_line(got), "case": case.repro()}
-                self.report.python_op_name_details.append(record)
             return
         if isinstance(got, BaseException):
             detail = {"expected_rule": case.rule, "error": _one_line(got)}
@@ -1292,8 +1241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m quantgraph.fuzz",
         description="Differential fuzzing: native == python backend == reference == "
-        "onnxruntime QuantizeLinear/DequantizeLinear. Exit 1 on any mismatch other than the "
-        "known issue.",
+        "onnxruntime QuantizeLinear/DequantizeLinear. Exit 1 on any mismatch.",
     )
     parser.add_argument("--profile", choices=sorted(PROFILES), default="ci")
     parser.add_argument(

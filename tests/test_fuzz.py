@@ -90,10 +90,6 @@ def test_ci_profile_covers_every_op_and_runner(ci_report: fuzz.FuzzReport) -> No
     assert payload["totals"]["examples"] == 4 * profile.examples_per_op
 
 
-def test_python_rule_errors_name_the_models_op(ci_report: fuzz.FuzzReport) -> None:
-    assert ci_report.total("python_wrong_op_name") == 0, ci_report.python_op_name_details[:2]
-
-
 @pytest.mark.parametrize("op", ["Quantize", "Dequantize"])
 @pytest.mark.parametrize(
     "backend",
@@ -143,8 +139,7 @@ def _big_zero_point_cases() -> list[fuzz.Case]:
 
 
 @requires_native
-def test_s32_zero_points_beyond_2_24(ci_report: fuzz.FuzzReport) -> None:
-    assert ci_report.total("known_bug_mismatches") == 0, ci_report.known_bug_details[:3]
+def test_s32_zero_points_beyond_2_24() -> None:
     fuzzer = fuzz.Fuzzer(fuzz.PROFILES["ci"], fuzz.FuzzReport("targeted", 0, 0, True))
     for case in _big_zero_point_cases():
         want = fuzzer.run_reference(case)
