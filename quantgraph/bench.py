@@ -52,6 +52,9 @@ class BenchRow:
     bytes_moved: int  # bytes one call reads and writes (f32 side + 8-bit side)
     seconds: dict[str, float | None]  # None: not run (see notes)
     notes: dict[str, str] = field(default_factory=dict)
+    # Native time over native per-tensor at the same op and size, the two measured together
+    # (interleaved, like the implementations of one row); None for per-tensor rows.
+    vs_per_tensor: float | None = None
 
     @property
     def elements(self) -> int:
@@ -80,6 +83,7 @@ class BenchRow:
             "seconds": dict(self.seconds),
             "onnxruntime_over_native": self.ratio("onnxruntime"),
             "python_over_native": self.ratio("python"),
+            "native_over_native_per_tensor": self.vs_per_tensor,
             "native_bytes_per_second": self.bandwidth("native"),
             "copyto_bytes_per_second": self.bandwidth("copyto"),
             "notes": dict(self.notes),
@@ -302,11 +306,25 @@ def run(
                 seconds: dict[str, float | None] = {
                     impl: measured.get(impl) for impl in implementations
                 }
-                row = BenchRow(op, layout, shape, 5 * n, seconds, notes)
+                vs_pt = None
+                if layout != "per_tensor" and "native" in calls:
+                    vs_pt = _versus_per_tensor(op, n, calls["native"], repeat)
+                row = BenchRow(op, layout, shape, 5 * n, seconds, notes, vs_pt)
                 rows.append(row)
                 if progress is not None:
                     progress(_progress_line(row))
     return rows
+
+
+def _versus_per_tensor(op: str, n: int, native: Callable[[], None], repeat: int) -> float:
+    """Native's time on a per-channel layout over its per-tensor time at the same size, the
+    two timed in turns with nothing else between them: the implementations of a row disturb
+    each other's caches differently (onnxruntime's per-channel kernels and the Python backend
+    take 10-300x longer), so ratios across rows mixed those effects in (1.1x-2.0x from one
+    process to the next for the same kernels)."""
+    per_tensor = _runner("native", op, (n,), None)
+    measured = _measure({"per_tensor": per_tensor, "layout": native}, repeat)
+    return measured["layout"] / measured["per_tensor"]
 
 
 def _progress_line(row: BenchRow) -> str:
@@ -358,23 +376,18 @@ def format_table(rows: Sequence[BenchRow]) -> str:
     """A Markdown table: times in microseconds per call, ratios, effective bandwidth.
 
     ``ort/native`` is onnxruntime's time over native's (above 1: native is faster);
-    ``vs per-tensor`` is native's time over native per-tensor at the same op and size;
+    ``vs per-tensor`` is native's time over native per-tensor at the same op and size, the two
+    timed together (:func:`_versus_per_tensor`);
     GB/s counts the bytes a call reads and writes (5 per element; copyto moves 8).
     """
-    per_tensor = {
-        (r.op, r.elements): r.seconds.get("native") for r in rows if r.layout == "per_tensor"
-    }
     header = (
         "| op | layout | shape | native µs | onnxruntime µs | python µs | copyto µs "
         "| ort/native | python/native | vs per-tensor | native GB/s | copyto GB/s |"
     )
     lines = [header, "|" + "---|" * 12]
     for r in rows:
-        pt = per_tensor.get((r.op, r.elements))
         native_t = r.seconds.get("native")
-        vs_pt = (
-            None if pt is None or native_t is None or r.layout == "per_tensor" else native_t / pt
-        )
+        vs_pt = r.vs_per_tensor
         lines.append(
             f"| {r.op} | {r.layout} | {'x'.join(map(str, r.shape))} "
             f"| {_us(native_t)} | {_us(r.seconds.get('onnxruntime'))} "

@@ -21,6 +21,10 @@ def test_bench_rows_and_table() -> None:
         assert row.seconds["onnxruntime"] is not None
         assert row.seconds["copyto"] is not None
         json.dumps(row.to_dict())
+        if row.layout == "per_tensor":
+            assert row.vs_per_tensor is None
+        else:  # measured against native per-tensor in the same run
+            assert row.vs_per_tensor is not None and row.vs_per_tensor > 0
     shapes = {r.layout: r.shape for r in rows if r.op == "quantize"}
     assert shapes == {
         "per_tensor": (1000,),
