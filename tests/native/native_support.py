@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from quantgraph import reference
+from quantgraph import fuzz, reference
 from quantgraph.backends import native
 from quantgraph.spec import DOMAIN, OPSET_VERSION, dtypes
 
@@ -285,48 +285,15 @@ def describe_mismatch(src: np.ndarray, got: np.ndarray, want: np.ndarray, limit:
 # ---- data -------------------------------------------------------------------------------
 
 F32 = np.float32
-SPECIAL_FLOATS = np.array(
+# The fuzzer's special values (ties, saturation edges, float8 edges, extremes) and a few more.
+SPECIAL_FLOATS = np.concatenate(
     [
-        0.0,
-        -0.0,
-        0.5,
-        -0.5,
-        1.5,
-        -1.5,
-        2.5,
-        -2.5,
-        127.5,
-        -128.5,
-        255.5,
-        126.5,
-        -127.5,
-        np.inf,
-        -np.inf,
-        np.nan,
-        -np.nan,
-        np.finfo(F32).max,
-        -np.finfo(F32).max,
-        np.finfo(F32).tiny,
-        -np.finfo(F32).tiny,
-        1e-45,
-        -1e-45,
-        2.0**31,
-        -(2.0**31),
-        448.0,
-        464.0,
-        480.0,
-        57344.0,
-        61440.0,
-        2.0**-9,
-        2.0**-10,
-        3 * 2.0**-11,
-        2.0**-16,
-        2.0**-17,
-        3 * 2.0**-18,
-        1e30,
-        -1e30,
-    ],
-    dtype=F32,
+        fuzz.SPECIAL_FLOATS,
+        np.array(
+            [-1.5, 2.5, 126.5, -127.5, np.nan, -np.nan, 3 * 2.0**-11, 3 * 2.0**-18, 1e30, -1e30],
+            dtype=F32,
+        ),
+    ]
 )
 NAN_PAYLOADS = np.array(
     [0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF800001, 0x7FFFFFFF, 0x7FA00000], dtype=np.uint32
