@@ -6,8 +6,9 @@ every implementation runs in one process on the same input: per-tensor (shape ``
 per-channel on the outer axis (``[C, n/C]``, axis 0) and on the innermost axis (``[n/C, C]``,
 axis 1, as MatMul weights). C is the largest power of two dividing n with C * C <= n. The
 onnxruntime sessions (native and built-in) run at ``ORT_DISABLE_ALL`` with the default
-intra-op threads and I/O bound to preallocated tensors, so a timing is one ``Run`` (kernel plus
-onnxruntime's per-call overhead) and nothing of Python's conversions. The implementations take
+intra-op threads and I/O bound to the same preallocated input and output memory, so a timing is
+one ``Run`` (kernel plus onnxruntime's per-call overhead) and nothing of Python's conversions or
+of where each session's buffers happen to land. The implementations take
 turns in rounds of timed blocks; a time is the median block mean.
 
 ``quantgraph bench`` prints :func:`format_table`; ``python -m quantgraph.bench`` does too.
@@ -175,13 +176,29 @@ def _options() -> ort.SessionOptions:
     return options
 
 
+@dataclass(frozen=True)
+class _Buffers:
+    """The input and output memory of one (op, size), shared by the sessions timed against each
+    other (viewed in each layout's shape): where a buffer lands (page offsets, huge pages) moved
+    one implementation's timings by up to 30% from one process to the next."""
+
+    x: np.ndarray  # flat
+    y: np.ndarray  # flat
+
+    @classmethod
+    def make(cls, op: str, n: int) -> _Buffers:
+        out_dtype = np.uint8 if op == "quantize" else np.float32
+        return cls(_input(op, (n,)), np.empty(n, out_dtype))
+
+
 def _bound_runner(
-    session: ort.InferenceSession, x: np.ndarray, out_dtype: type
+    session: ort.InferenceSession, buffers: _Buffers, shape: tuple[int, ...]
 ) -> Callable[[], None]:
     binding = session.io_binding()
-    binding.bind_ortvalue_input(session.get_inputs()[0].name, ort.OrtValue.ortvalue_from_numpy(x))
-    out = ort.OrtValue.ortvalue_from_shape_and_type(list(x.shape), out_dtype)
-    binding.bind_ortvalue_output(session.get_outputs()[0].name, out)
+    x = ort.OrtValue.ortvalue_from_numpy(buffers.x.reshape(shape))
+    y = ort.OrtValue.ortvalue_from_numpy(buffers.y.reshape(shape))
+    binding.bind_ortvalue_input(session.get_inputs()[0].name, x)
+    binding.bind_ortvalue_output(session.get_outputs()[0].name, y)
 
     def call() -> None:
         session.run_with_iobinding(binding)
@@ -220,9 +237,15 @@ def _measure(calls: dict[str, Callable[[], None]], repeat: int) -> dict[str, flo
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def _runner(impl: str, op: str, shape: tuple[int, ...], axis: int | None) -> Callable[[], None]:
-    x = _input(op, shape)
-    out_dtype = np.uint8 if op == "quantize" else np.float32
+def _runner(
+    impl: str,
+    op: str,
+    shape: tuple[int, ...],
+    axis: int | None,
+    buffers: _Buffers | None = None,
+) -> Callable[[], None]:
+    buffers = buffers or _Buffers.make(op, int(np.prod(shape)))
+    x = buffers.x.reshape(shape)
     if impl == "native":
         from .backends import native
 
@@ -230,11 +253,11 @@ def _runner(impl: str, op: str, shape: tuple[int, ...], axis: int | None) -> Cal
         native.register(options)
         model = _spec_model(op, shape, axis).SerializeToString()
         session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        return _bound_runner(session, x, out_dtype)
+        return _bound_runner(session, buffers, shape)
     if impl == "onnxruntime":
         model = _qdq_model(op, shape, axis).SerializeToString()
         session = ort.InferenceSession(model, _options(), providers=["CPUExecutionProvider"])
-        return _bound_runner(session, x, out_dtype)
+        return _bound_runner(session, buffers, shape)
     if impl == "python":
         from .session import InferenceSession
 
@@ -293,11 +316,12 @@ def run(
                 shape, axis = _layout(layout, n)
                 notes: dict[str, str] = {}
                 calls: dict[str, Callable[[], None]] = {}
+                buffers = _Buffers.make(op, n)
                 for impl in implementations:
                     reason = unavailable[impl]
                     if reason is None:
                         try:
-                            calls[impl] = _runner(impl, op, shape, axis)
+                            calls[impl] = _runner(impl, op, shape, axis, buffers)
                         except Exception as error:  # report, keep benchmarking the rest
                             reason = f"{type(error).__name__}: {error}".splitlines()[0][:200]
                     if reason is not None:
@@ -308,7 +332,7 @@ def run(
                 }
                 vs_pt = None
                 if layout != "per_tensor" and "native" in calls:
-                    vs_pt = _versus_per_tensor(op, n, calls["native"], repeat)
+                    vs_pt = _versus_per_tensor(op, n, calls["native"], repeat, buffers)
                 row = BenchRow(op, layout, shape, 5 * n, seconds, notes, vs_pt)
                 rows.append(row)
                 if progress is not None:
@@ -316,13 +340,15 @@ def run(
     return rows
 
 
-def _versus_per_tensor(op: str, n: int, native: Callable[[], None], repeat: int) -> float:
+def _versus_per_tensor(
+    op: str, n: int, native: Callable[[], None], repeat: int, buffers: _Buffers
+) -> float:
     """Native's time on a per-channel layout over its per-tensor time at the same size, the
     two timed in turns with nothing else between them: the implementations of a row disturb
     each other's caches differently (onnxruntime's per-channel kernels and the Python backend
     take 10-300x longer), so ratios across rows mixed those effects in (1.1x-2.0x from one
     process to the next for the same kernels)."""
-    per_tensor = _runner("native", op, (n,), None)
+    per_tensor = _runner("native", op, (n,), None, buffers)
     measured = _measure({"per_tensor": per_tensor, "layout": native}, repeat)
     return measured["layout"] / measured["per_tensor"]
 

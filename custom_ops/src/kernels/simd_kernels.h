@@ -17,6 +17,9 @@
 namespace qg::kernels::simd {
 
 // Elements before `p` (elements of `size` bytes) reaches V::kStreamAlign; capped at n.
+// AlignedHead: the run kernels convert these first, one vector at a time, so that their wide
+// stores (64 bytes on AVX-512) never straddle two cache lines: numpy's large arrays start 16
+// bytes into a page, and split stores cost a per-tensor quantize of 1M floats ~10%.
 template <class V>
 inline size_t HeadElements(const void* p, size_t size, size_t n) {
   const size_t misaligned = reinterpret_cast<uintptr_t>(p) % V::kStreamAlign;
@@ -61,14 +64,14 @@ inline bool TightBoundsExact(int32_t zp) {
   return zp >= -kTightMaxZp + 256 && zp <= kTightMaxZp - 256;  // qmin - zp, qmax - zp exact
 }
 
-template <class V, typename T, bool kZp, bool kStream, bool kTight>
+template <class V, typename T, bool kZp, bool kStream, bool kTight, bool kAlignHead = true>
 void QuantizeRunIntWith(const float* x, void* y, size_t n, const QuantizeRow& p) {
   constexpr size_t W = V::kWidth;
   T* out = static_cast<T*>(y);
   size_t i = 0;
-  if constexpr (kStream) {
+  if constexpr (kAlignHead) {  // see AlignedHead
     i = HeadElements<V>(out, 1, n);
-    QuantizeRunIntWith<V, T, kZp, false, kTight>(x, out, i, p);
+    QuantizeRunIntWith<V, T, kZp, false, kTight, false>(x, out, i, p);
   }
   constexpr float kMin = static_cast<float>(std::numeric_limits<T>::min());
   constexpr float kMax = static_cast<float>(std::numeric_limits<T>::max());
@@ -272,14 +275,14 @@ inline typename V::F DequantizeInt(typename V::I v, typename V::F scale, typenam
   return V::Mul(V::CvtF(v), scale);       // float(x - zp) * scale
 }
 
-template <class V, typename T, bool kZp, bool kStream>
+template <class V, typename T, bool kZp, bool kStream, bool kAlignHead = true>
 void DequantizeRunInt(const void* xv, float* y, size_t n, const DequantizeRow& p) {
   constexpr size_t W = V::kWidth;
   const T* x = static_cast<const T*>(xv);
   size_t i = 0;
-  if constexpr (kStream) {
+  if constexpr (kAlignHead) {  // see AlignedHead
     i = HeadElements<V>(y, sizeof(float), n);
-    DequantizeRunInt<V, T, kZp, false>(x, y, i, p);
+    DequantizeRunInt<V, T, kZp, false, false>(x, y, i, p);
   }
   const auto s = V::Set1(p.scale);
   const auto zp = V::Set1I(p.zp);
