@@ -173,6 +173,9 @@ def _options() -> ort.SessionOptions:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = _threads
     options.log_severity_level = 3
+    # Each session has its own intra-op pool, whose threads spin after a run by default: on a
+    # machine with few cores they then compete with the next session being timed.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
 
 
