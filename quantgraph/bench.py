@@ -166,6 +166,7 @@ def _input(op: str, shape: tuple[int, ...]) -> np.ndarray:
 
 
 _threads = 0  # intra-op threads of the sessions run() creates (0: onnxruntime's default)
+_spinning = True  # onnxruntime's default: pool threads spin-wait after a run
 
 
 def _options() -> ort.SessionOptions:
@@ -173,9 +174,11 @@ def _options() -> ort.SessionOptions:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = _threads
     options.log_severity_level = 3
-    # Each session has its own intra-op pool, whose threads spin after a run by default: on a
-    # machine with few cores they then compete with the next session being timed.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if not _spinning:
+        # Each session has its own intra-op pool, whose threads spin after a run by default: on
+        # a machine with few cores they compete with the next session timed. Without spinning,
+        # every parallel run pays for waking its threads instead.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
 
 
@@ -303,14 +306,16 @@ def run(
     layouts: Sequence[str] = LAYOUTS,
     implementations: Sequence[str] = IMPLEMENTATIONS,
     threads: int = 0,
+    spinning: bool = True,
 ) -> list[BenchRow]:
     """Time every (op, layout, size) on every implementation; one row each.
 
     ``threads``: intra-op threads of every onnxruntime session (0: onnxruntime's default, one
     per physical core).
     """
-    global _threads
+    global _threads, _spinning
     _threads = threads
+    _spinning = spinning
     unavailable = {impl: _available(impl) for impl in implementations}
     rows = []
     for op in ops:
@@ -396,7 +401,8 @@ def environment(threads: int | None = None) -> str:
     count = _threads if threads is None else threads
     return (
         f"onnxruntime {ort.__version__}, native ISA {isa}, {os.cpu_count()} CPUs ({cpu}), "
-        f"intra-op threads {count or 'default'}, ORT_DISABLE_ALL, "
+        f"intra-op threads {count or 'default'}{'' if _spinning else ' (no spinning)'}, "
+        "ORT_DISABLE_ALL, "
         "median of interleaved timed blocks"
     )
 
@@ -438,6 +444,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: default)")
+    parser.add_argument(
+        "--no-spinning",
+        action="store_true",
+        help="intra-op threads sleep after a run instead of spin-waiting (onnxruntime's default)",
+    )
     args = parser.parse_args(argv)
     sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip())
     rows = run(
@@ -445,6 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.repeat,
         progress=lambda line: print(line, file=sys.stderr),
         threads=args.threads,
+        spinning=not args.no_spinning,
     )
     print(format_table(rows))
     return 0

@@ -357,9 +357,14 @@ def inspect(model: Path, static: bool, keep_contrib: bool, as_json: bool) -> Non
     show_default=True,
     help="onnxruntime intra-op threads for every session (0: onnxruntime's default).",
 )
+@click.option(
+    "--no-spinning",
+    is_flag=True,
+    help="Intra-op threads sleep after a run instead of spin-waiting (onnxruntime's default).",
+)
 @JSON_OPTION
 @_errors_are_one_line
-def bench(sizes: str, repeat: int, threads: int, as_json: bool) -> None:
+def bench(sizes: str, repeat: int, threads: int, no_spinning: bool, as_json: bool) -> None:
     """Time the kernels against onnxruntime's QuantizeLinear/DequantizeLinear and np.copyto."""
     from . import bench as benchmarks
 
@@ -367,7 +372,13 @@ def bench(sizes: str, repeat: int, threads: int, as_json: bool) -> None:
     progress = (
         None if as_json or not sys.stderr.isatty() else (lambda text: click.echo(text, err=True))
     )
-    rows = benchmarks.run(sizes=counts, repeat=repeat, threads=threads, progress=progress)
+    rows = benchmarks.run(
+        sizes=counts,
+        repeat=repeat,
+        threads=threads,
+        spinning=not no_spinning,
+        progress=progress,
+    )
     if as_json:
         _print_json([row.to_dict() for row in rows])
     else:
