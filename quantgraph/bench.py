@@ -236,6 +236,9 @@ def _measure(calls: dict[str, Callable[[], None]], repeat: int) -> dict[str, flo
             if r >= rounds[name]:
                 continue
             count = blocks[name]
+            # One untimed call first: the block before (another implementation) left the caches
+            # holding its data, or, with the buffers shared, warm for this one (order bias).
+            call()
             start = time.perf_counter()
             for _ in range(count):
                 call()
