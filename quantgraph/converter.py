@@ -12,7 +12,6 @@ import onnx_ir as ir
 
 from ._collector import collector_paused
 from .errors import ModelError
-from .graph_order import check_node_order
 from .io import AUTO, ModelLike, has_external_data, load_model, save_model
 from .passes import QdqToSpecPass, RewriteReport, SpecToQdqPass
 from .passes.qdq_to_spec import MAX_OPSET, MIN_OPSET, Progress
@@ -103,11 +102,7 @@ def _apply_unpaused(
 ) -> ConvertResult:
     register_schemas()
     # Work on a private copy: an ir.Model argument is the caller's object.
-    if isinstance(model, ir.Model):
-        graph = ir.from_proto(ir.to_proto(model))
-        check_node_order(graph)
-    else:
-        graph = load_model(model)
+    graph = load_model(ir.to_proto(model) if isinstance(model, ir.Model) else model)
     if check_opset:
         _check_opset(graph, model)
     result = rewrite(graph)

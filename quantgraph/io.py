@@ -16,6 +16,8 @@ import onnx
 import onnx_ir as ir
 
 from .errors import ModelError
+from .graph_order import check_node_order
+from .passes._graph import subgraphs
 
 ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto | ir.Model
 AUTO = "auto"
@@ -61,8 +63,6 @@ def load_model(model: ModelLike) -> ir.Model:
 
 
 def _in_order(model: ir.Model, label: str) -> ir.Model:
-    from .graph_order import check_node_order
-
     check_node_order(model, label)
     return model
 
@@ -89,8 +89,6 @@ def input_files(path: str | os.PathLike[str]) -> tuple[Path, ...]:
 
 
 def has_external_data(model: ir.Model) -> bool:
-    from .passes._graph import subgraphs
-
     return any(
         isinstance(value.const_value, ir.ExternalTensor)
         for graph in (model.graph, *subgraphs(model.graph))

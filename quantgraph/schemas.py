@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -137,20 +136,6 @@ def _infer(op: OpSpec, ctx: InferenceContext) -> None:
         raise InferenceError(str(error)) from None
 
 
-@dataclass(frozen=True)
-class _Call:
-    """What the rules look at in one node: attributes, input types and shapes, constant scales."""
-
-    op: str
-    qtype: str
-    axis: int
-    output_dtype: int
-    scales_attr: tuple[float, ...] | None
-    zps_attr: tuple[int, ...] | None
-    inputs: tuple[tuple[int | None, tuple[int | None, ...] | None], ...]
-    constant_scales: bytes | None
-
-
 # Calls that passed every rule, by their serialized attributes, input types and constant
 # scales, with their dst type: a model repeats a handful of them over thousands of nodes, so
 # the checker's per-node inference (~25 µs decoded, ~8 µs as bytes) mostly looks one up.
@@ -179,81 +164,60 @@ def _fingerprint(op: OpSpec, ctx: InferenceContext) -> tuple[tuple[object, ...],
     return tuple(parts), src_type
 
 
-def _read_call(op: OpSpec, ctx: InferenceContext) -> tuple[_Call, np.ndarray | None]:
+def _checked_dst_type(op: OpSpec, ctx: InferenceContext) -> int:
+    """Apply every rule to the node; its dst element type."""
+    node = _node_name(ctx.get_display_name())
     raw_qtype = _attr_value(ctx, "qtype") or PER_TENSOR
+    qtype = raw_qtype.decode() if isinstance(raw_qtype, bytes) else str(raw_qtype)
     raw_axis = _attr_value(ctx, "axis")
-    scales = _attr_value(ctx, "scales") if op.is_static else None
-    zps = _attr_value(ctx, "zps") if op.is_static else None
-    inputs = []
-    for index in range(3):
-        elem, shape = _elem_and_shape(ctx, index)
-        inputs.append((elem, None if shape is None else tuple(shape)))
-    constant = None
-    if not op.is_static and ctx.has_input(1):
-        proto = ctx.get_input_data(1)
-        # External data is not readable from here (no base directory); kernels check it.
-        if proto is not None and proto.data_location != onnx.TensorProto.EXTERNAL:
-            constant = onnx.numpy_helper.to_array(proto)
-    call = _Call(
-        op=op.name,
-        qtype=raw_qtype.decode() if isinstance(raw_qtype, bytes) else str(raw_qtype),
-        axis=1 if raw_axis is None else int(raw_axis),  # type: ignore[call-overload]
-        output_dtype=int(_attr_value(ctx, "output_dtype") or 0) if op.is_quantize else 0,  # type: ignore[call-overload]
-        scales_attr=tuple(scales) if isinstance(scales, list) else None,
-        zps_attr=tuple(zps) if isinstance(zps, list) else None,
-        inputs=tuple(inputs),
-        constant_scales=None
-        if constant is None
-        else constant.tobytes() + constant.dtype.str.encode(),
-    )
-    return call, constant
+    axis = 1 if raw_axis is None else int(raw_axis)  # type: ignore[call-overload]
+    src_type, src_shape = _elem_and_shape(ctx, 0)
+    scales_type, scales_shape = _elem_and_shape(ctx, 1)
+    zps_type, zps_shape = _elem_and_shape(ctx, 2)
 
+    if op.is_quantize:
+        requested = int(_attr_value(ctx, "output_dtype") or 0)  # type: ignore[call-overload]
+        zps_dtype = dtypes.from_onnx(zps_type) if zps_type is not None else None
+        dst_type = requested or default_output_dtype(zps_dtype).onnx
+    else:
+        dst_type = dtypes.F32.onnx
 
-def _dst_type(op: OpSpec, call: _Call) -> int:
-    if not op.is_quantize:
-        return dtypes.F32.onnx
-    zps_type = call.inputs[2][0]
-    zps_dtype = dtypes.from_onnx(zps_type) if zps_type is not None else None
-    return call.output_dtype or default_output_dtype(zps_dtype).onnx
-
-
-def _check_rules(op: OpSpec, node: str, call: _Call, constant: np.ndarray | None) -> None:
-    (src_type, src_shape), (scales_type, scales_shape), (zps_type, zps_shape) = call.inputs
-    dst_type = _dst_type(op, call)
     if src_type is not None:
         check_types(
             op, node, {"src": src_type, "dst": dst_type, "scales": scales_type, "zps": zps_type}
         )
     if op.is_static:
+        scales = _attr_value(ctx, "scales")
+        zps = _attr_value(ctx, "zps")
         eight = dtypes.from_onnx(dst_type if op.is_quantize else (src_type or 0))
-        scales = None if call.scales_attr is None else list(call.scales_attr)
-        zps = None if call.zps_attr is None else list(call.zps_attr)
-        check_static_attributes(op, node, scales, zps, eight or dtypes.S8)
-        assert scales is not None
+        check_static_attributes(op, node, scales, zps, eight or dtypes.S8)  # type: ignore[arg-type]
+        assert isinstance(scales, list)
         check_scale_values(op, node, np.asarray(scales, np.float32))
-        scales_shape = (len(scales),)
-        zps_shape = (len(zps),) if zps is not None else None
-    elif constant is not None:
-        check_scale_values(op, node, constant)
+        scales_shape = [len(scales)]
+        zps_shape = [len(zps)] if isinstance(zps, list) else None
+    else:
+        constant = ctx.get_input_data(1) if ctx.has_input(1) else None
+        # External data is not readable from here (no base directory); kernels check it.
+        if constant is not None and constant.data_location != onnx.TensorProto.EXTERNAL:
+            check_scale_values(op, node, onnx.numpy_helper.to_array(constant))
     if src_shape is not None and scales_shape is not None:
         check_shapes(
             op,
             node,
-            qtype=call.qtype,
-            axis=call.axis,
+            qtype=qtype,
+            axis=axis,
             src_shape=src_shape,
             scales_shape=scales_shape,
             zps_shape=zps_shape,
         )
+    return dst_type
 
 
 def _infer_checked(op: OpSpec, ctx: InferenceContext) -> None:
     key, src_type = _fingerprint(op, ctx)
     dst_type = _valid_calls.get(key)
     if dst_type is None:
-        call, constant = _read_call(op, ctx)
-        _check_rules(op, _node_name(ctx.get_display_name()), call, constant)
-        dst_type = _dst_type(op, call)
+        dst_type = _checked_dst_type(op, ctx)
         with _lock:
             if len(_valid_calls) >= _MAX_VALID_CALLS:
                 _valid_calls.clear()

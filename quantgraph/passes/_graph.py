@@ -105,6 +105,7 @@ class ConstantFactory:
         self.graph = graph
         self.is_main = is_main
         self._cache: dict[tuple[str, str, bytes], ir.Value] = {}
+        self._as_1d: dict[int, ir.Value] = {}  # by source value: skips re-keying by content
         self._taken = taken
 
     def unique_name(self, base: str) -> str:
@@ -148,6 +149,15 @@ class ConstantFactory:
             self._insert_first(node, before)
         self._cache[key] = value
         return value
+
+    def constant_1d(self, value: ir.Value, array: np.ndarray, before: ir.Node) -> ir.Value:
+        """``value``'s constant ``array`` as a 1-D constant, one per value: a scalar scale shared
+        by thousands of nodes is reshaped and looked up once."""
+        cached = self._as_1d.get(id(value))
+        if cached is None:
+            cached = self.constant(f"{value.name}_1d", array.reshape(-1), before)
+            self._as_1d[id(value)] = cached
+        return cached
 
     def _insert_first(self, node: ir.Node, before: ir.Node) -> None:
         self.graph.insert_before(before, node)
@@ -204,7 +214,6 @@ def remove_if_unused(values: Iterable[ir.Value | None]) -> None:
 
 
 def replace_node(
-    graph: GraphLike,
     old: ir.Node,
     op: tuple[str, str, int | None],
     inputs: list[ir.Value | None],
@@ -220,7 +229,6 @@ def replace_node(
     left unused once, at the end (checking uses per node would be quadratic in a scale shared by
     every node).
     """
-    del graph  # the node stays where it is
     domain, op_type, version = op
     former = list(old.inputs)
     old.domain, old.op_type, old.version = domain, op_type, version

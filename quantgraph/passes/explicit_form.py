@@ -73,7 +73,6 @@ class StaticToDynamicPass(ir.passes.InPlacePass):
                     if name not in ("scales", "zps", "output_dtype")
                 ]
                 self._stale += replace_node(
-                    graph,
                     node,
                     (DOMAIN, f"Dynamic{node.op_type}", OPSET_VERSION),
                     [node.inputs[0], scale_value, zp_value],

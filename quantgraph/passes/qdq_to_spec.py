@@ -93,9 +93,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
     def call(self, model: ir.Model) -> RewriteResult:
         self._stale: list[ir.Value | None] = []
         self._inferred: dict[str, ir.DataType] | None = None
-        # Per-value results: one scale is often shared by thousands of nodes.
-        self._one_d: dict[tuple[int, int], ir.Value] = {}
-        self._bad_scale: dict[int, bool] = {}
+        self._bad_scale: dict[int, bool] = {}  # by scale value: often shared by thousands
         report = RewriteReport()
         taken = used_names(model)
         graphs = list(all_graphs(model))
@@ -285,7 +283,6 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         if plan.quantize and (static or len(inputs) < 3):
             attributes.append(ir.AttrInt64("output_dtype", plan.quant_type.onnx))
         self._stale += replace_node(
-            graph,
             node,
             (DOMAIN, op_type, OPSET_VERSION),
             inputs,
@@ -294,8 +291,9 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         )
         return op_type
 
+    @staticmethod
     def _as_1d(
-        self, graph: GraphLike, node: ir.Node, value: ir.Value, factory: ConstantFactory
+        graph: GraphLike, node: ir.Node, value: ir.Value, factory: ConstantFactory
     ) -> ir.Value:
         shape = value_shape(value)
         if shape is not None and len(shape) == 1:
@@ -303,12 +301,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         array = constant_array(value)  # an initializer or a Constant node
         if array is None:
             return factory.reshaped(value, [1], node, "1d")  # a run-time scalar, per use
-        key = (id(value), id(factory))  # a constant made in one graph is not seen by its parent
-        cached = self._one_d.get(key)
-        if cached is None:
-            cached = factory.constant(f"{value.name}_1d", array.reshape(1), node)
-            self._one_d[key] = cached
-        return cached
+        return factory.constant_1d(value, array, node)
 
     def _zero_point(
         self, graph: GraphLike, node: ir.Node, plan: _Plan, factory: ConstantFactory

@@ -127,7 +127,6 @@ class SpecToQdqPass(ir.passes.InPlacePass):
             attributes.append(ir.AttrInt64("axis", axis))
         op_type = "QuantizeLinear" if quantize else "DequantizeLinear"
         self._stale += replace_node(
-            graph,
             node,
             ("", op_type, None),
             [source, scale_in, zp_in],

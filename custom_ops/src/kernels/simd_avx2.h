@@ -106,7 +106,7 @@ struct Avx2 {
     __builtin_memcpy(p, buf, n);
   }
   // Four vectors (4 * kWidth lanes) at once: two packs and one cross-lane permute.
-  template <typename T, bool kStream, bool kInRange = false>
+  template <typename T, bool kStream>
   static void StoreNarrow4(T* p, I q0, I q1, I q2, I q3) {
     const __m256i w01 = _mm256_packs_epi32(q0, q1);
     const __m256i w23 = _mm256_packs_epi32(q2, q3);

@@ -18,8 +18,8 @@ namespace qg::kernels::simd {
 
 // Elements before `p` (elements of `size` bytes) reaches V::kStreamAlign; capped at n.
 // AlignedHead: the run kernels convert these first, one vector at a time, so that their wide
-// stores (64 bytes on AVX-512) never straddle two cache lines: numpy's large arrays start 16
-// bytes into a page, and split stores cost a per-tensor quantize of 1M floats ~10%.
+// stores (64 bytes on AVX-512) never straddle two cache lines (numpy's large arrays start 16
+// bytes into a page).
 template <class V>
 inline size_t HeadElements(const void* p, size_t size, size_t n) {
   const size_t misaligned = reinterpret_cast<uintptr_t>(p) % V::kStreamAlign;
@@ -84,7 +84,7 @@ void QuantizeRunIntWith(const float* x, void* y, size_t n, const QuantizeRow& p)
     const auto q1 = QuantizeInt<V, kZp>(V::Load(x + i + W), s, zp, lo, hi);
     const auto q2 = QuantizeInt<V, kZp>(V::Load(x + i + 2 * W), s, zp, lo, hi);
     const auto q3 = QuantizeInt<V, kZp>(V::Load(x + i + 3 * W), s, zp, lo, hi);
-    V::template StoreNarrow4<T, kStream, kTight>(out + i, q0, q1, q2, q3);
+    V::template StoreNarrow4<T, kStream>(out + i, q0, q1, q2, q3);
   }
   for (; i + W <= n; i += W) {
     const auto q = QuantizeInt<V, kZp>(V::Load(x + i), s, zp, lo, hi);
