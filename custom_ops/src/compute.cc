@@ -36,12 +36,16 @@ size_t ChunkFor(size_t n) {
 // instead of one call per run.
 constexpr size_t kMinRun = 16;
 constexpr size_t kMaxPattern = size_t{1} << 16;
-// Rows per call of a vec kernel, which loads each column's parameters once for all of them
-// (K::kRowBlock): rows of more than kWideRowParamBytes of parameters (scale and zero point,
-// 8 bytes a column) no longer keep them in L1, so quantize blocks 8 of them; shorter rows
-// quantize one at a time (which streams better). Dequantize is so cheap that the parameter
-// loads dominate: it blocks 4 rows always. (Measured on Zen 4, single thread, min of 40.)
-constexpr size_t kWideRowParamBytes = size_t{16} << 10;
+// Rows per call of a vec kernel (K::RowBlock), which loads each column's parameters once for
+// all of them. Blocking rows saves parameter loads but multiplies the streams read at once:
+// * data in cache (no streaming stores): quantize blocks 8 rows: [1024, 1024] axis 1 at 1.3x of
+//   the per-tensor time instead of 1.45x-1.6x one row at a time, [256, 256] 1.05x instead of 1.45x;
+// * data streamed from memory: one row at a time while a row's parameters (scale and zero
+//   point: 4 + 0, 2 or 4 bytes a column) fit in kRowParamBytesInL1 beside the stream
+//   ([4096, 4096] with int16 zero points: 1.2x-1.3x, 8 rows: 1.45x), else 8 rows.
+// Dequantize is so cheap that the parameter loads dominate: it blocks 4 rows always.
+// (Measured on Zen 5, one thread.)
+constexpr size_t kRowParamBytesInL1 = size_t{24} << 10;
 // Patterns shorter than this repeat up to it, so that a kernel call has enough elements.
 constexpr size_t kMinPeriod = 256;
 
@@ -177,24 +181,61 @@ bool AllZero(const int32_t* zp, size_t n) {
 constexpr size_t kStreamMinBytes = size_t{8} << 20;
 
 struct QuantizeFamily {
-  static constexpr size_t kRowBlock[2] = {1, 8};  // [wide rows]
+  static size_t RowBlock(bool stream, bool params_in_l1) { return stream && params_in_l1 ? 1 : 8; }
   using Src = float;
   using Dst = uint8_t;
   using Row = QuantizeRow;
-  using Vec = QuantizeVec;
-  using RunFn = kernels::QuantizeRunFn;
-  using VecFn = kernels::QuantizeVecFn;
+  template <typename Zp>
+  using Vec = kernels::QuantizeVecOf<Zp>;
+  using Kernels = kernels::QuantizeKernels;
 };
 
 struct DequantizeFamily {
-  static constexpr size_t kRowBlock[2] = {4, 4};  // [wide rows]
+  static size_t RowBlock(bool, bool) { return 4; }
   using Src = uint8_t;
   using Dst = float;
   using Row = DequantizeRow;
-  using Vec = DequantizeVec;
-  using RunFn = kernels::DequantizeRunFn;
-  using VecFn = kernels::DequantizeVecFn;
+  template <typename Zp>
+  using Vec = kernels::DequantizeVecOf<Zp>;
+  using Kernels = kernels::DequantizeKernels;
 };
+
+// The call as a [rows, period] matrix plus a last partial row, with per-column parameters p,
+// cut into tasks of about a chunk (blocks of rows, and of columns when a row alone is larger);
+// the kernel converts row_block rows per call, loading each column's parameters once for all
+// of them.
+template <class K, typename Zp, typename VecFn>
+void DriveVec(const CallArgs& a, const ExecContext& ex, size_t period,
+              const typename K::template Vec<Zp>& p, VecFn vec, bool stream, void (*fence)()) {
+  const auto* x = static_cast<const typename K::Src*>(a.src);
+  auto* y = static_cast<typename K::Dst*>(a.dst);
+  const size_t rows = a.elements / period;
+  const size_t rest = a.elements % period;
+  const size_t chunk = ChunkFor(a.elements);
+  const size_t param_bytes = sizeof(float) + (p.zp != nullptr ? sizeof(Zp) : 0);
+  const size_t row_block = K::RowBlock(stream, period * param_bytes <= kRowParamBytesInL1);
+  const size_t cols_per_task = period < chunk ? period : chunk;
+  const size_t col_tasks = (period + cols_per_task - 1) / cols_per_task;
+  const size_t rows_per_task = chunk / cols_per_task > 0 ? chunk / cols_per_task : 1;
+  const size_t row_tasks = (rows + rows_per_task - 1) / rows_per_task;
+  ParallelTasks(ex, row_tasks * col_tasks, a.elements, fence, [&](size_t task) {
+    const size_t r0 = task / col_tasks * rows_per_task;
+    const size_t r1 = r0 + rows_per_task < rows ? r0 + rows_per_task : rows;
+    const size_t c0 = task % col_tasks * cols_per_task;
+    const size_t c1 = c0 + cols_per_task < period ? c0 + cols_per_task : period;
+    const typename K::template Vec<Zp> params{p.scale + c0, p.zp != nullptr ? p.zp + c0 : nullptr};
+    for (size_t r = r0; r < r1; r += row_block) {
+      const size_t block = r + row_block < r1 ? row_block : r1 - r;
+      const size_t offset = r * period + c0;
+      vec(x + offset, y + offset, c1 - c0, params, block, period);
+    }
+  });
+  if (rest != 0) {
+    const size_t offset = rows * period;
+    vec(x + offset, y + offset, rest, p, 1, period);
+    if (fence != nullptr) fence();
+  }
+}
 
 // Runs one call over [outer, channels, inner] with the chosen kernels: per-tensor as one run;
 // long runs (inner >= kMinRun) one kernel call per run with the channel's scalars, the range
@@ -204,10 +245,11 @@ struct DequantizeFamily {
 // over rows so that the parameters are loaded once per block of rows.
 template <class K>
 void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const int32_t* zp,
-           typename K::RunFn run, typename K::VecFn vec, void (*fence)()) {
+           const typename K::Kernels& k, bool stream, void (*fence)()) {
   const Geometry g = MakeGeometry(a);
   const auto* x = static_cast<const typename K::Src*>(a.src);
   auto* y = static_cast<typename K::Dst*>(a.dst);
+  const auto run = k.run[zp != nullptr][stream];
   if (g.channels == 1) {
     const typename K::Row row{scale[0], zp != nullptr ? zp[0] : 0};
     ParallelRanges(ex, a.elements, fence,
@@ -239,33 +281,13 @@ void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const i
     scale = scale_pattern.data();
     if (zp != nullptr) zp = zp_pattern.data();
   }
-  // The call as a [rows, period] matrix plus a last partial row, cut into tasks of about a
-  // chunk (blocks of rows, and of columns when a row alone is larger); the kernel converts
-  // row_block rows per call, loading each column's parameters once for all of them.
-  const size_t rows = a.elements / period;
-  const size_t rest = a.elements % period;
-  const size_t chunk = ChunkFor(a.elements);
-  const size_t row_block = K::kRowBlock[period * 8 > kWideRowParamBytes ? 1 : 0];
-  const size_t cols_per_task = period < chunk ? period : chunk;
-  const size_t col_tasks = (period + cols_per_task - 1) / cols_per_task;
-  const size_t rows_per_task = chunk / cols_per_task > 0 ? chunk / cols_per_task : 1;
-  const size_t row_tasks = (rows + rows_per_task - 1) / rows_per_task;
-  ParallelTasks(ex, row_tasks * col_tasks, a.elements, fence, [&](size_t task) {
-    const size_t r0 = task / col_tasks * rows_per_task;
-    const size_t r1 = r0 + rows_per_task < rows ? r0 + rows_per_task : rows;
-    const size_t c0 = task % col_tasks * cols_per_task;
-    const size_t c1 = c0 + cols_per_task < period ? c0 + cols_per_task : period;
-    const typename K::Vec params{scale + c0, zp != nullptr ? zp + c0 : nullptr};
-    for (size_t r = r0; r < r1; r += row_block) {
-      const size_t block = r + row_block < r1 ? row_block : r1 - r;
-      const size_t offset = r * period + c0;
-      vec(x + offset, y + offset, c1 - c0, params, block, period);
-    }
-  });
-  if (rest != 0) {
-    const size_t offset = rows * period;
-    vec(x + offset, y + offset, rest, typename K::Vec{scale, zp}, 1, period);
-    if (fence != nullptr) fence();
+  if (zp != nullptr && kernels::ZeroPointsFitInt16(zp, period)) {
+    const std::vector<int16_t> zp16(zp, zp + period);
+    DriveVec<K>(a, ex, period, typename K::template Vec<int16_t>{scale, zp16.data()},
+                k.vec16[stream], stream, fence);
+  } else {
+    DriveVec<K>(a, ex, period, typename K::template Vec<int32_t>{scale, zp},
+                k.vec[zp != nullptr][stream], stream, fence);
   }
 }
 
@@ -280,8 +302,8 @@ void QuantizeCompute(const CallArgs& a, const ExecContext& ex) {
   const kernels::KernelTable& table = simd ? *ex.table : *kernels::ScalarTable();
   const kernels::QuantizeKernels& k = table.quantize[QTypeIndex<kDst>()];
   const bool stream = a.elements * sizeof(uint8_t) >= kStreamMinBytes;
-  Drive<QuantizeFamily>(a, ex, a.scales, has_zp ? zp : nullptr, k.run[has_zp][stream],
-                        k.vec[has_zp][stream], stream ? table.fence : nullptr);
+  Drive<QuantizeFamily>(a, ex, a.scales, has_zp ? zp : nullptr, k, stream,
+                        stream ? table.fence : nullptr);
 }
 
 template <int kSrc, typename Zp>
@@ -293,8 +315,8 @@ void DequantizeCompute(const CallArgs& a, const ExecContext& ex) {
   const kernels::KernelTable& table = simd ? *ex.table : *kernels::ScalarTable();
   const kernels::DequantizeKernels& k = table.dequantize[QTypeIndex<kSrc>()];
   const bool stream = a.elements * sizeof(float) >= kStreamMinBytes;
-  Drive<DequantizeFamily>(a, ex, a.scales, has_zp ? zp : nullptr, k.run[has_zp][stream],
-                          k.vec[has_zp][stream], stream ? table.fence : nullptr);
+  Drive<DequantizeFamily>(a, ex, a.scales, has_zp ? zp : nullptr, k, stream,
+                          stream ? table.fence : nullptr);
 }
 
 // ---- dispatch table ----------------------------------------------------------------------

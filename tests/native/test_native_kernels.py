@@ -270,3 +270,35 @@ def test_s32_zero_points_clamp_exactly(isa: str, op: str) -> None:
             want = run_reference(op, x, s, z, **attrs)
             got = run_native(op, x, s, z, isa=isa, **attrs)
             check(x, got, want, f"{op} dst={dst} zps={z.tolist()}")
+
+
+@pytest.mark.parametrize(
+    "zps",
+    [
+        [32767, -32768, 0, 255, -128, 1, 32767, -32768],  # all fit int16: the vec16 kernels
+        [32768, -32768, 0, 255, -128, 1, 32767, -32769],  # two do not: the int32 kernels
+    ],
+    ids=["int16", "int32"],
+)
+@pytest.mark.parametrize("op", ["DynamicQuantize", "Quantize", "DynamicDequantize", "Dequantize"])
+def test_innermost_zero_points_at_the_int16_edge(isa: str, op: str, zps: list[int]) -> None:
+    """Per-channel zero points on the innermost axis are narrowed to int16 when all fit; the
+    edges of int16 and one past them give the reference's bits, with rows enough to block."""
+    channels = 8 * 37  # not a multiple of any vector width
+    z = np.resize(np.array(zps, np.int32), channels)
+    rng = np.random.default_rng(11)
+    scales = scale_values(rng, channels, allow_zero=False)
+    attrs: dict[str, Any] = {"qtype": "per_channel", "axis": 1}
+    for rows in (1, 9, 300):
+        if "Dequantize" in op:
+            src = quantized_data(rng, (rows, channels), np.dtype(np.uint8))
+        else:
+            # Around every channel's bounds qmin - zp and qmax - zp, and random values.
+            near = np.stack([(-128.0 - z) * scales, (255.0 - z) * scales] * 2).astype(np.float32)
+            src = np.concatenate([near, float_data(rng, (rows, channels))])[:rows]
+        for dst in (TensorProto.INT8, TensorProto.UINT8):
+            kw = dict(attrs, output_dtype=dst) if op == "Quantize" else attrs
+            x = src.view(np.int8) if "Dequantize" in op and dst == TensorProto.INT8 else src
+            want = run_reference(op, x, scales, z, **kw)
+            got = run_native(op, x, scales, z, isa=isa, **kw)
+            check(x, got, want, f"{op} dst={dst} rows={rows} zps={zps}")

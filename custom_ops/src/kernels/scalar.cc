@@ -109,8 +109,8 @@ void QuantizeRunInt(const float* x, void* y, size_t n, const QuantizeRow& p) {
   for (size_t i = 0; i < n; ++i) out[i] = QuantizeOne<T>(x[i], p.scale, p.zp);
 }
 
-template <typename T>
-void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVec& p, size_t rows,
+template <typename T, typename Zp>
+void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p, size_t rows,
                     size_t stride) {
   for (size_t r = 0; r < rows; ++r) {
     T* out = static_cast<T*>(y) + r * stride;
@@ -125,8 +125,8 @@ void QuantizeRunF8(const float* x, void* y, size_t n, const QuantizeRow& p) {
   for (size_t i = 0; i < n; ++i) out[i] = Encode(x[i] / p.scale);
 }
 
-template <uint8_t (*Encode)(float)>
-void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVec& p, size_t rows,
+template <uint8_t (*Encode)(float), typename Zp>
+void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p, size_t rows,
                    size_t stride) {
   for (size_t r = 0; r < rows; ++r) {
     uint8_t* out = static_cast<uint8_t*>(y) + r * stride;
@@ -142,9 +142,9 @@ void DequantizeRunInt(const void* x, float* y, size_t n, const DequantizeRow& p)
   for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(int64_t{in[i]} - zp) * p.scale;
 }
 
-template <typename T>
-void DequantizeVecInt(const void* x, float* y, size_t n, const DequantizeVec& p, size_t rows,
-                      size_t stride) {
+template <typename T, typename Zp>
+void DequantizeVecInt(const void* x, float* y, size_t n, const DequantizeVecOf<Zp>& p,
+                      size_t rows, size_t stride) {
   for (size_t r = 0; r < rows; ++r) {
     const T* in = static_cast<const T*>(x) + r * stride;
     float* out = y + r * stride;
@@ -161,9 +161,9 @@ void DequantizeRunF8(const void* x, float* y, size_t n, const DequantizeRow& p) 
   for (size_t i = 0; i < n; ++i) y[i] = Decode(in[i]) * p.scale;
 }
 
-template <float (*Decode)(uint8_t)>
-void DequantizeVecF8(const void* x, float* y, size_t n, const DequantizeVec& p, size_t rows,
-                     size_t stride) {
+template <float (*Decode)(uint8_t), typename Zp>
+void DequantizeVecF8(const void* x, float* y, size_t n, const DequantizeVecOf<Zp>& p,
+                     size_t rows, size_t stride) {
   for (size_t r = 0; r < rows; ++r) {
     const uint8_t* in = static_cast<const uint8_t*>(x) + r * stride;
     float* out = y + r * stride;
@@ -171,14 +171,14 @@ void DequantizeVecF8(const void* x, float* y, size_t n, const DequantizeVec& p, 
   }
 }
 
-template <QuantizeRunFn kRun, QuantizeVecFn kVec>
+template <QuantizeRunFn kRun, QuantizeVecFn kVec, QuantizeVec16Fn kVec16>
 constexpr QuantizeKernels Quantize() {
-  return {{{kRun, kRun}, {kRun, kRun}}, {{kVec, kVec}, {kVec, kVec}}};
+  return {{{kRun, kRun}, {kRun, kRun}}, {{kVec, kVec}, {kVec, kVec}}, {kVec16, kVec16}};
 }
 
-template <DequantizeRunFn kRun, DequantizeVecFn kVec>
+template <DequantizeRunFn kRun, DequantizeVecFn kVec, DequantizeVec16Fn kVec16>
 constexpr DequantizeKernels Dequantize() {
-  return {{{kRun, kRun}, {kRun, kRun}}, {{kVec, kVec}, {kVec, kVec}}};
+  return {{{kRun, kRun}, {kRun, kRun}}, {{kVec, kVec}, {kVec, kVec}}, {kVec16, kVec16}};
 }
 
 // One function per type: zero points are handled generally, and there are no streaming stores.
@@ -187,16 +187,24 @@ constexpr KernelTable kScalarTable = {
     "scalar",
     nullptr,
     {
-        Quantize<QuantizeRunInt<int8_t>, QuantizeVecInt<int8_t>>(),
-        Quantize<QuantizeRunInt<uint8_t>, QuantizeVecInt<uint8_t>>(),
-        Quantize<QuantizeRunF8<EncodeE4M3>, QuantizeVecF8<EncodeE4M3>>(),
-        Quantize<QuantizeRunF8<EncodeE5M2>, QuantizeVecF8<EncodeE5M2>>(),
+        Quantize<QuantizeRunInt<int8_t>, QuantizeVecInt<int8_t, int32_t>,
+                 QuantizeVecInt<int8_t, int16_t>>(),
+        Quantize<QuantizeRunInt<uint8_t>, QuantizeVecInt<uint8_t, int32_t>,
+                 QuantizeVecInt<uint8_t, int16_t>>(),
+        Quantize<QuantizeRunF8<EncodeE4M3>, QuantizeVecF8<EncodeE4M3, int32_t>,
+                 QuantizeVecF8<EncodeE4M3, int16_t>>(),
+        Quantize<QuantizeRunF8<EncodeE5M2>, QuantizeVecF8<EncodeE5M2, int32_t>,
+                 QuantizeVecF8<EncodeE5M2, int16_t>>(),
     },
     {
-        Dequantize<DequantizeRunInt<int8_t>, DequantizeVecInt<int8_t>>(),
-        Dequantize<DequantizeRunInt<uint8_t>, DequantizeVecInt<uint8_t>>(),
-        Dequantize<DequantizeRunF8<DecodeE4M3>, DequantizeVecF8<DecodeE4M3>>(),
-        Dequantize<DequantizeRunF8<DecodeE5M2>, DequantizeVecF8<DecodeE5M2>>(),
+        Dequantize<DequantizeRunInt<int8_t>, DequantizeVecInt<int8_t, int32_t>,
+                   DequantizeVecInt<int8_t, int16_t>>(),
+        Dequantize<DequantizeRunInt<uint8_t>, DequantizeVecInt<uint8_t, int32_t>,
+                   DequantizeVecInt<uint8_t, int16_t>>(),
+        Dequantize<DequantizeRunF8<DecodeE4M3>, DequantizeVecF8<DecodeE4M3, int32_t>,
+                   DequantizeVecF8<DecodeE4M3, int16_t>>(),
+        Dequantize<DequantizeRunF8<DecodeE5M2>, DequantizeVecF8<DecodeE5M2, int32_t>,
+                   DequantizeVecF8<DecodeE5M2, int16_t>>(),
     },
 };
 

@@ -21,6 +21,9 @@ struct Avx2 {
   static I LoadI(const int32_t* p) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   }
+  static I LoadI(const int16_t* p) {  // sign-extended
+    return _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   template <bool kStream>
   static void Store(float* p, F v) {
     if constexpr (kStream) {
@@ -38,6 +41,11 @@ struct Avx2 {
   static F LoadPartial(const float* p, size_t n) { return _mm256_maskload_ps(p, TailMask(n)); }
   static I LoadPartialI(const int32_t* p, size_t n) {
     return _mm256_maskload_epi32(reinterpret_cast<const int*>(p), TailMask(n));
+  }
+  static I LoadPartialI(const int16_t* p, size_t n) {  // AVX2 has no 16-bit masked load
+    alignas(16) int16_t lanes[kWidth] = {};
+    for (size_t i = 0; i < n; ++i) lanes[i] = p[i];
+    return LoadI(lanes);
   }
   static void StorePartial(float* p, F v, size_t n) { _mm256_maskstore_ps(p, TailMask(n), v); }
 

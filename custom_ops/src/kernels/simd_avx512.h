@@ -20,6 +20,9 @@ struct Avx512 {
   static I Set1I(int32_t v) { return _mm512_set1_epi32(v); }
   static F Load(const float* p) { return _mm512_loadu_ps(p); }
   static I LoadI(const int32_t* p) { return _mm512_loadu_si512(p); }
+  static I LoadI(const int16_t* p) {  // sign-extended
+    return _mm512_cvtepi16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
   template <bool kStream>
   static void Store(float* p, F v) {
     if constexpr (kStream) {
@@ -34,6 +37,9 @@ struct Avx512 {
   static F LoadPartial(const float* p, size_t n) { return _mm512_maskz_loadu_ps(TailMask(n), p); }
   static I LoadPartialI(const int32_t* p, size_t n) {
     return _mm512_maskz_loadu_epi32(TailMask(n), p);
+  }
+  static I LoadPartialI(const int16_t* p, size_t n) {
+    return _mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(TailMask(n), p));
   }
   static void StorePartial(float* p, F v, size_t n) { _mm512_mask_storeu_ps(p, TailMask(n), v); }
 

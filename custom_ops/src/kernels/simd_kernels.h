@@ -33,6 +33,31 @@ inline bool RowsShareAlignment(size_t stride_bytes, size_t rows) {
   return rows == 1 || stride_bytes % V::kStreamAlign == 0;
 }
 
+// Quantize kernels prefetch their float source kPrefetchBytes ahead of the loads, into L1.
+// Measured on Zen 5, one thread, f32 -> u8:
+// * per-tensor runs, always: 1M elements (L3-resident) 2-4% faster, 16M (DRAM) 25-30%;
+//   nearer distances help less, farther ones (or prefetching into L2 only) make 1M slower;
+// * vec kernels only when streaming (DRAM-sized calls: [4096, 4096] axis 1 one row at a time
+//   takes 1.13x the per-tensor time with it, 2.6x without); in cache their parameter loads
+//   already fill the load ports, and prefetches made [1024, 1024] 15-20% slower.
+// Dequantize reads a quarter of the bytes it writes and does not prefetch (1M: 10-20% slower
+// with it, 16M: no change).
+// Loops prefetch past the end of their range: the next task's range usually follows, and
+// stopping early (so that a task's first 8 KiB were never prefetched) made 1M slower than no
+// prefetch at all. A prefetch never faults; the address is computed as an integer, not by
+// pointer arithmetic past the array.
+inline constexpr size_t kPrefetchBytes = 8192;
+inline constexpr size_t kLine = 64;
+
+// Prefetches the kBytes (a multiple of kLine) that start `ahead` bytes after p.
+template <size_t kBytes>
+inline void PrefetchAhead(const void* p, size_t ahead = kPrefetchBytes) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p) + ahead;
+  for (size_t b = 0; b < kBytes; b += kLine) {
+    __builtin_prefetch(reinterpret_cast<const void*>(at + b), 0, 3);
+  }
+}
+
 // ---- quantize, integer dst ---------------------------------------------------------------
 
 // x / scale clamped to [lo, hi], rounded half to even, plus zp. Two clamp modes:
@@ -80,6 +105,7 @@ void QuantizeRunIntWith(const float* x, void* y, size_t n, const QuantizeRow& p)
   const auto lo = V::Set1(kTight ? kMin - static_cast<float>(p.zp) : -kSimdClamp);
   const auto hi = V::Set1(kTight ? kMax - static_cast<float>(p.zp) : kSimdClamp);
   for (; i + 4 * W <= n; i += 4 * W) {
+    PrefetchAhead<4 * W * sizeof(float)>(x + i);
     const auto q0 = QuantizeInt<V, kZp>(V::Load(x + i), s, zp, lo, hi);
     const auto q1 = QuantizeInt<V, kZp>(V::Load(x + i + W), s, zp, lo, hi);
     const auto q2 = QuantizeInt<V, kZp>(V::Load(x + i + 2 * W), s, zp, lo, hi);
@@ -105,20 +131,23 @@ void QuantizeRunInt(const float* x, void* y, size_t n, const QuantizeRow& p) {
   }
 }
 
-template <class V, typename T, bool kZp, bool kStream>
-void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVec& p, size_t rows,
+template <class V, typename T, typename Zp, bool kZp, bool kStream>
+void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p, size_t rows,
                     size_t stride) {
   constexpr size_t W = V::kWidth;
   T* out = static_cast<T*>(y);
   size_t i = 0;
   if constexpr (kStream) {
     if (!RowsShareAlignment<V>(stride * sizeof(T), rows)) {
-      return QuantizeVecInt<V, T, kZp, false>(x, y, n, p, rows, stride);
+      return QuantizeVecInt<V, T, Zp, kZp, false>(x, y, n, p, rows, stride);
     }
     i = HeadElements<V>(out, 1, n);
-    QuantizeVecInt<V, T, kZp, false>(x, out, i, p, rows, stride);
+    QuantizeVecInt<V, T, Zp, kZp, false>(x, out, i, p, rows, stride);
   }
   const auto zero = V::Set1I(0);
+  // The rows advance together: kPrefetchBytes ahead in the order of reading is
+  // kPrefetchBytes / rows ahead in each row.
+  const size_t ahead = kPrefetchBytes / rows;
   for (; i + 4 * W <= n; i += 4 * W) {
     // This column block's parameters stay in registers for every row.
     const auto s0 = V::Load(p.scale + i), s1 = V::Load(p.scale + i + W);
@@ -128,6 +157,7 @@ void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVec& p, siz
     const auto z3 = kZp ? V::LoadI(p.zp + i + 3 * W) : zero;
     for (size_t r = 0; r < rows; ++r) {
       const float* xr = x + r * stride + i;
+      if constexpr (kStream) PrefetchAhead<4 * W * sizeof(float)>(xr, ahead);
       const auto q0 = QuantizeInt<V, kZp>(V::Load(xr), s0, z0);
       const auto q1 = QuantizeInt<V, kZp>(V::Load(xr + W), s1, z1);
       const auto q2 = QuantizeInt<V, kZp>(V::Load(xr + 2 * W), s2, z2);
@@ -210,6 +240,7 @@ void QuantizeRunF8(const float* x, void* y, size_t n, const QuantizeRow& p) {
   }
   const auto s = V::Set1(p.scale);
   for (; i + 4 * W <= n; i += 4 * W) {
+    PrefetchAhead<4 * W * sizeof(float)>(x + i);
     const auto c0 = EncodeF8<V, Fmt>(V::Div(V::Load(x + i), s));
     const auto c1 = EncodeF8<V, Fmt>(V::Div(V::Load(x + i + W), s));
     const auto c2 = EncodeF8<V, Fmt>(V::Div(V::Load(x + i + 2 * W), s));
@@ -225,24 +256,26 @@ void QuantizeRunF8(const float* x, void* y, size_t n, const QuantizeRow& p) {
   }
 }
 
-template <class V, class Fmt, bool kZp, bool kStream>
-void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVec& p, size_t rows,
+template <class V, class Fmt, typename Zp, bool kStream>
+void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p, size_t rows,
                    size_t stride) {
   constexpr size_t W = V::kWidth;
   uint8_t* out = static_cast<uint8_t*>(y);
   size_t i = 0;
   if constexpr (kStream) {
     if (!RowsShareAlignment<V>(stride, rows)) {
-      return QuantizeVecF8<V, Fmt, kZp, false>(x, y, n, p, rows, stride);
+      return QuantizeVecF8<V, Fmt, Zp, false>(x, y, n, p, rows, stride);
     }
     i = HeadElements<V>(out, 1, n);
-    QuantizeVecF8<V, Fmt, kZp, false>(x, out, i, p, rows, stride);
+    QuantizeVecF8<V, Fmt, Zp, false>(x, out, i, p, rows, stride);
   }
+  const size_t ahead = kPrefetchBytes / rows;
   for (; i + 4 * W <= n; i += 4 * W) {
     const auto s0 = V::Load(p.scale + i), s1 = V::Load(p.scale + i + W);
     const auto s2 = V::Load(p.scale + i + 2 * W), s3 = V::Load(p.scale + i + 3 * W);
     for (size_t r = 0; r < rows; ++r) {
       const float* xr = x + r * stride + i;
+      if constexpr (kStream) PrefetchAhead<4 * W * sizeof(float)>(xr, ahead);
       V::template StoreNarrow4<uint8_t, kStream>(out + r * stride + i,
                                                  EncodeF8<V, Fmt>(V::Div(V::Load(xr), s0)),
                                                  EncodeF8<V, Fmt>(V::Div(V::Load(xr + W), s1)),
@@ -305,18 +338,18 @@ void DequantizeRunInt(const void* xv, float* y, size_t n, const DequantizeRow& p
   }
 }
 
-template <class V, typename T, bool kZp, bool kStream>
-void DequantizeVecInt(const void* xv, float* y, size_t n, const DequantizeVec& p, size_t rows,
-                      size_t stride) {
+template <class V, typename T, typename Zp, bool kZp, bool kStream>
+void DequantizeVecInt(const void* xv, float* y, size_t n, const DequantizeVecOf<Zp>& p,
+                      size_t rows, size_t stride) {
   constexpr size_t W = V::kWidth;
   const T* x = static_cast<const T*>(xv);
   size_t i = 0;
   if constexpr (kStream) {
     if (!RowsShareAlignment<V>(stride * sizeof(float), rows)) {
-      return DequantizeVecInt<V, T, kZp, false>(x, y, n, p, rows, stride);
+      return DequantizeVecInt<V, T, Zp, kZp, false>(x, y, n, p, rows, stride);
     }
     i = HeadElements<V>(y, sizeof(float), n);
-    DequantizeVecInt<V, T, kZp, false>(x, y, i, p, rows, stride);
+    DequantizeVecInt<V, T, Zp, kZp, false>(x, y, i, p, rows, stride);
   }
   const auto zero = V::Set1I(0);
   for (; i + 4 * W <= n; i += 4 * W) {
@@ -397,18 +430,18 @@ void DequantizeRunF8(const void* xv, float* y, size_t n, const DequantizeRow& p)
   }
 }
 
-template <class V, class Fmt, bool kZp, bool kStream>
-void DequantizeVecF8(const void* xv, float* y, size_t n, const DequantizeVec& p, size_t rows,
-                     size_t stride) {
+template <class V, class Fmt, typename Zp, bool kStream>
+void DequantizeVecF8(const void* xv, float* y, size_t n, const DequantizeVecOf<Zp>& p,
+                     size_t rows, size_t stride) {
   constexpr size_t W = V::kWidth;
   const uint8_t* x = static_cast<const uint8_t*>(xv);
   size_t i = 0;
   if constexpr (kStream) {
     if (!RowsShareAlignment<V>(stride * sizeof(float), rows)) {
-      return DequantizeVecF8<V, Fmt, kZp, false>(x, y, n, p, rows, stride);
+      return DequantizeVecF8<V, Fmt, Zp, false>(x, y, n, p, rows, stride);
     }
     i = HeadElements<V>(y, sizeof(float), n);
-    DequantizeVecF8<V, Fmt, kZp, false>(x, y, i, p, rows, stride);
+    DequantizeVecF8<V, Fmt, Zp, false>(x, y, i, p, rows, stride);
   }
   for (; i + W <= n; i += W) {
     const auto s0 = V::Load(p.scale + i);
@@ -434,32 +467,37 @@ template <class V, typename T>
 constexpr QuantizeKernels QuantizeIntKernels() {
   return {{{QuantizeRunInt<V, T, false, false>, QuantizeRunInt<V, T, false, true>},
            {QuantizeRunInt<V, T, true, false>, QuantizeRunInt<V, T, true, true>}},
-          {{QuantizeVecInt<V, T, false, false>, QuantizeVecInt<V, T, false, true>},
-           {QuantizeVecInt<V, T, true, false>, QuantizeVecInt<V, T, true, true>}}};
+          {{QuantizeVecInt<V, T, int32_t, false, false>, QuantizeVecInt<V, T, int32_t, false, true>},
+           {QuantizeVecInt<V, T, int32_t, true, false>, QuantizeVecInt<V, T, int32_t, true, true>}},
+          {QuantizeVecInt<V, T, int16_t, true, false>, QuantizeVecInt<V, T, int16_t, true, true>}};
 }
 
 template <class V, class Fmt>
 constexpr QuantizeKernels QuantizeF8Kernels() {
   return {{{QuantizeRunF8<V, Fmt, false, false>, QuantizeRunF8<V, Fmt, false, true>},
            {QuantizeRunF8<V, Fmt, false, false>, QuantizeRunF8<V, Fmt, false, true>}},
-          {{QuantizeVecF8<V, Fmt, false, false>, QuantizeVecF8<V, Fmt, false, true>},
-           {QuantizeVecF8<V, Fmt, false, false>, QuantizeVecF8<V, Fmt, false, true>}}};
+          {{QuantizeVecF8<V, Fmt, int32_t, false>, QuantizeVecF8<V, Fmt, int32_t, true>},
+           {QuantizeVecF8<V, Fmt, int32_t, false>, QuantizeVecF8<V, Fmt, int32_t, true>}},
+          {QuantizeVecF8<V, Fmt, int16_t, false>, QuantizeVecF8<V, Fmt, int16_t, true>}};
 }
 
 template <class V, typename T>
 constexpr DequantizeKernels DequantizeIntKernels() {
-  return {{{DequantizeRunInt<V, T, false, false>, DequantizeRunInt<V, T, false, true>},
-           {DequantizeRunInt<V, T, true, false>, DequantizeRunInt<V, T, true, true>}},
-          {{DequantizeVecInt<V, T, false, false>, DequantizeVecInt<V, T, false, true>},
-           {DequantizeVecInt<V, T, true, false>, DequantizeVecInt<V, T, true, true>}}};
+  return {
+      {{DequantizeRunInt<V, T, false, false>, DequantizeRunInt<V, T, false, true>},
+       {DequantizeRunInt<V, T, true, false>, DequantizeRunInt<V, T, true, true>}},
+      {{DequantizeVecInt<V, T, int32_t, false, false>, DequantizeVecInt<V, T, int32_t, false, true>},
+       {DequantizeVecInt<V, T, int32_t, true, false>, DequantizeVecInt<V, T, int32_t, true, true>}},
+      {DequantizeVecInt<V, T, int16_t, true, false>, DequantizeVecInt<V, T, int16_t, true, true>}};
 }
 
 template <class V, class Fmt>
 constexpr DequantizeKernels DequantizeF8Kernels() {
   return {{{DequantizeRunF8<V, Fmt, false, false>, DequantizeRunF8<V, Fmt, false, true>},
            {DequantizeRunF8<V, Fmt, false, false>, DequantizeRunF8<V, Fmt, false, true>}},
-          {{DequantizeVecF8<V, Fmt, false, false>, DequantizeVecF8<V, Fmt, false, true>},
-           {DequantizeVecF8<V, Fmt, false, false>, DequantizeVecF8<V, Fmt, false, true>}}};
+          {{DequantizeVecF8<V, Fmt, int32_t, false>, DequantizeVecF8<V, Fmt, int32_t, true>},
+           {DequantizeVecF8<V, Fmt, int32_t, false>, DequantizeVecF8<V, Fmt, int32_t, true>}},
+          {DequantizeVecF8<V, Fmt, int16_t, false>, DequantizeVecF8<V, Fmt, int16_t, true>}};
 }
 
 template <class V>
