@@ -125,6 +125,30 @@ void WalkRuns(const Geometry& g, size_t begin, size_t end, const RunFn& run) {
   }
 }
 
+// One period of per-element parameters from per-channel `values`: channel c's repeated `inner`
+// times, channels in order, cycling; `values` itself when it is one already.
+template <typename T, typename U>
+const T* Periodic(const U* values, const Geometry& g, size_t period, std::vector<T>& buffer) {
+  if constexpr (std::is_same_v<T, U>) {
+    if (period == g.channels) return values;
+  }
+  buffer.resize(period);
+  T* out = buffer.data();
+  if (g.inner == 1) {  // the innermost axis: a plain loop that vectorizes
+    for (size_t q = 0; q < period; q += g.channels) {
+      for (size_t c = 0; c < g.channels; ++c) out[q + c] = static_cast<T>(values[c]);
+    }
+    return out;
+  }
+  for (size_t q = 0; q < period;) {
+    for (size_t c = 0; c < g.channels; ++c) {
+      const T v = static_cast<T>(values[c]);
+      for (size_t j = 0; j < g.inner; ++j) out[q++] = v;
+    }
+  }
+  return out;
+}
+
 // The innermost axis (inner == 1) always; other short runs while the pattern stays small.
 bool UsePattern(const Geometry& g) {
   return g.channels > 1 &&
@@ -268,25 +292,17 @@ void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const i
   // kernel call has at least kMinPeriod elements.
   const size_t base = g.channels * g.inner;
   const size_t period = base < kMinPeriod ? base * ((kMinPeriod + base - 1) / base) : base;
-  std::vector<float> scale_pattern;
-  std::vector<int32_t> zp_pattern;
-  if (period != g.channels) {
-    scale_pattern.resize(period);
-    if (zp != nullptr) zp_pattern.resize(period);
-    for (size_t q = 0; q < period; ++q) {
-      const size_t c = q % base / g.inner;
-      scale_pattern[q] = scale[c];
-      if (zp != nullptr) zp_pattern[q] = zp[c];
-    }
-    scale = scale_pattern.data();
-    if (zp != nullptr) zp = zp_pattern.data();
-  }
-  if (zp != nullptr && kernels::ZeroPointsFitInt16(zp, period)) {
-    const std::vector<int16_t> zp16(zp, zp + period);
-    DriveVec<K>(a, ex, period, typename K::template Vec<int16_t>{scale, zp16.data()},
-                k.vec16[stream], stream, fence);
+  std::vector<float> scale_buffer;
+  const float* scales = Periodic(scale, g, period, scale_buffer);
+  if (zp != nullptr && kernels::ZeroPointsFitInt16(zp, g.channels)) {
+    std::vector<int16_t> zp_buffer;
+    const int16_t* zps = Periodic(zp, g, period, zp_buffer);
+    DriveVec<K>(a, ex, period, typename K::template Vec<int16_t>{scales, zps}, k.vec16[stream],
+                stream, fence);
   } else {
-    DriveVec<K>(a, ex, period, typename K::template Vec<int32_t>{scale, zp},
+    std::vector<int32_t> zp_buffer;
+    const int32_t* zps = zp != nullptr ? Periodic(zp, g, period, zp_buffer) : nullptr;
+    DriveVec<K>(a, ex, period, typename K::template Vec<int32_t>{scales, zps},
                 k.vec[zp != nullptr][stream], stream, fence);
   }
 }

@@ -123,10 +123,12 @@ inline bool ZeroPointsFitSimd(const int32_t* zp, size_t n) {
 
 // True when every zero point fits int16 (the vec16 kernels' zero points).
 inline bool ZeroPointsFitInt16(const int32_t* zp, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    if (zp[i] < INT16_MIN || zp[i] > INT16_MAX) return false;
+  int32_t lo = 0, hi = 0;
+  for (size_t i = 0; i < n; ++i) {  // no early exit: the loop vectorizes
+    lo = zp[i] < lo ? zp[i] : lo;
+    hi = zp[i] > hi ? zp[i] : hi;
   }
-  return true;
+  return lo >= INT16_MIN && hi <= INT16_MAX;
 }
 
 // Per-ISA table getters; nullptr when the build did not compile that ISA.
