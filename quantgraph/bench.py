@@ -217,8 +217,12 @@ def _measure(calls: dict[str, Callable[[], None]], repeat: int) -> dict[str, flo
 
     Implementations take turns in rounds (so a burst of load elsewhere on the machine hits all
     of them alike); in a round each runs a block of calls lasting about _BLOCK_SECONDS, and
-    the block's mean is one sample. A slow implementation gets fewer rounds: at most
-    _BUDGET_SECONDS in all, but at least 3.
+    the block's mean is one sample. Each round starts one implementation later than the last,
+    so that each follows each of the others equally often (what ran before leaves the caches
+    full of its data and memory busy with its write-backs: with a fixed order, native after
+    copyto's 8 MB, 1M per-tensor quantize on one thread measured 0.92x of onnxruntime, which
+    followed native). A slow implementation gets fewer rounds: at most _BUDGET_SECONDS in
+    all, but at least 3.
     """
     blocks: dict[str, int] = {}
     rounds: dict[str, int] = {}
@@ -231,14 +235,19 @@ def _measure(calls: dict[str, Callable[[], None]], repeat: int) -> dict[str, flo
         blocks[name] = max(1, int(_BLOCK_SECONDS / once))
         rounds[name] = max(3, min(repeat, int(_BUDGET_SECONDS / (once * blocks[name]))))
     samples: dict[str, list[float]] = {name: [] for name in calls}
+    names = list(calls)
     for r in range(max(rounds.values(), default=0)):
-        for name, call in calls.items():
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            call = calls[name]
             if r >= rounds[name]:
                 continue
             count = blocks[name]
-            # One untimed call first: the block before (another implementation) left the caches
-            # holding its data, or, with the buffers shared, warm for this one (order bias).
-            call()
+            # An untimed block first: the one before (another implementation) left the caches
+            # holding its data, or, with the buffers shared, warm for this one, and memory
+            # busy writing back its dirty lines (the Python backend's 15 ms call dirties
+            # ~20 MB: one untimed call after it left native's 1M per-tensor median 10% slow).
+            for _ in range(count):
+                call()
             start = time.perf_counter()
             for _ in range(count):
                 call()
