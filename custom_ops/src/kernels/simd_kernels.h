@@ -33,16 +33,18 @@ inline bool RowsShareAlignment(size_t stride_bytes, size_t rows) {
   return rows == 1 || stride_bytes % V::kStreamAlign == 0;
 }
 
-// Quantize kernels prefetch their float source kPrefetchBytes ahead of the loads, into L1.
-// Measured on Zen 5, one thread, f32 -> u8:
-// * per-tensor runs, always: 1M elements (L3-resident) 2-4% faster, 16M (DRAM) 25-30%;
-//   nearer distances help less, farther ones (or prefetching into L2 only) make 1M slower;
-// * vec kernels only when streaming (DRAM-sized calls: [4096, 4096] axis 1 one row at a time
-//   takes 1.13x the per-tensor time with it, 2.6x without); in cache their parameter loads
-//   already fill the load ports, and prefetches made [1024, 1024] 15-20% slower.
+// Quantize kernels prefetch their float source kPrefetchBytes ahead of the loads, into L1;
+// vec kernels, whose rows advance together, kPrefetchBytes / rows ahead in each row. Measured
+// on Zen 5, one thread, f32 -> u8 (medians of paired runs in 8-18 processes):
+// * per-tensor: 1M elements (L3-resident) 2-4% faster, 16M (DRAM) 25-30%; nearer distances
+//   help less, farther ones (or prefetching into L2 only) make 1M slower;
+// * per-channel, innermost axis: [4096, 4096] one row at a time 1.13x of the per-tensor time
+//   with it, 2.6x without; [1024, 1024] 1.42x instead of 1.60x and [256, 4096] 1.37x instead
+//   of 1.56x (8 rows a block; without it they slow down whenever other tenants of this VM's
+//   host take the shared L3); [256, 256] (in L2) unchanged.
 // Dequantize reads a quarter of the bytes it writes: its run kernels do not prefetch (1M:
-// 10-20% slower with it, 16M: no change); its vec kernels do when streaming, 2 KiB ahead of a
-// block of rows ([4096, 4096] axis 1: 1.2x of the per-tensor time, 1.4x without or with 8 KiB).
+// 10-20% slower with it, 16M: no change); its vec kernels do, 2 KiB ahead of a block of rows
+// ([4096, 4096] axis 1: 1.2x of the per-tensor time, 1.4x without or with 8 KiB).
 // Loops prefetch past the end of their range: the next task's range usually follows, and
 // stopping early (so that a task's first 8 KiB were never prefetched) made 1M slower than no
 // prefetch at all. A prefetch never faults; the address is computed as an integer, not by
@@ -159,7 +161,7 @@ void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& 
     const auto z3 = kZp ? V::LoadI(p.zp + i + 3 * W) : zero;
     for (size_t r = 0; r < rows; ++r) {
       const float* xr = x + r * stride + i;
-      if constexpr (kStream) PrefetchAhead<4 * W * sizeof(float)>(xr, ahead);
+      PrefetchAhead<4 * W * sizeof(float)>(xr, ahead);
       const auto q0 = QuantizeInt<V, kZp>(V::Load(xr), s0, z0);
       const auto q1 = QuantizeInt<V, kZp>(V::Load(xr + W), s1, z1);
       const auto q2 = QuantizeInt<V, kZp>(V::Load(xr + 2 * W), s2, z2);
@@ -277,7 +279,7 @@ void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p
     const auto s2 = V::Load(p.scale + i + 2 * W), s3 = V::Load(p.scale + i + 3 * W);
     for (size_t r = 0; r < rows; ++r) {
       const float* xr = x + r * stride + i;
-      if constexpr (kStream) PrefetchAhead<4 * W * sizeof(float)>(xr, ahead);
+      PrefetchAhead<4 * W * sizeof(float)>(xr, ahead);
       V::template StoreNarrow4<uint8_t, kStream>(out + r * stride + i,
                                                  EncodeF8<V, Fmt>(V::Div(V::Load(xr), s0)),
                                                  EncodeF8<V, Fmt>(V::Div(V::Load(xr + W), s1)),
@@ -364,7 +366,7 @@ void DequantizeVecInt(const void* xv, float* y, size_t n, const DequantizeVecOf<
     for (size_t r = 0; r < rows; ++r) {
       const T* xr = x + r * stride + i;
       float* yr = y + r * stride + i;
-      if constexpr (kStream) PrefetchAhead<4 * W * sizeof(T)>(xr, ahead);
+      PrefetchAhead<4 * W * sizeof(T)>(xr, ahead);
       V::template Store<kStream>(yr, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr), s0, z0));
       V::template Store<kStream>(yr + W,
                                  DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + W), s1, z1));
