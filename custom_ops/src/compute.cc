@@ -247,7 +247,8 @@ void DriveVec(const CallArgs& a, const ExecContext& ex, size_t period,
     const size_t r1 = r0 + rows_per_task < rows ? r0 + rows_per_task : rows;
     const size_t c0 = task % col_tasks * cols_per_task;
     const size_t c1 = c0 + cols_per_task < period ? c0 + cols_per_task : period;
-    const typename K::template Vec<Zp> params{p.scale + c0, p.zp != nullptr ? p.zp + c0 : nullptr};
+    const typename K::template Vec<Zp> params{p.scale + c0, p.zp != nullptr ? p.zp + c0 : nullptr,
+                                              p.zp_nonnegative};
     for (size_t r = r0; r < r1; r += row_block) {
       const size_t block = r + row_block < r1 ? row_block : r1 - r;
       const size_t offset = r * period + c0;
@@ -294,15 +295,16 @@ void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const i
   const size_t period = base < kMinPeriod ? base * ((kMinPeriod + base - 1) / base) : base;
   std::vector<float> scale_buffer;
   const float* scales = Periodic(scale, g, period, scale_buffer);
-  if (zp != nullptr && kernels::ZeroPointsFitInt16(zp, g.channels)) {
+  const kernels::ZeroPointRange range(zp, zp != nullptr ? g.channels : 0);
+  if (zp != nullptr && range.FitsInt16()) {
     std::vector<int16_t> zp_buffer;
     const int16_t* zps = Periodic(zp, g, period, zp_buffer);
-    DriveVec<K>(a, ex, period, typename K::template Vec<int16_t>{scales, zps}, k.vec16[stream],
-                stream, fence);
+    DriveVec<K>(a, ex, period, typename K::template Vec<int16_t>{scales, zps, range.lo >= 0},
+                k.vec16[stream], stream, fence);
   } else {
     std::vector<int32_t> zp_buffer;
     const int32_t* zps = zp != nullptr ? Periodic(zp, g, period, zp_buffer) : nullptr;
-    DriveVec<K>(a, ex, period, typename K::template Vec<int32_t>{scales, zps},
+    DriveVec<K>(a, ex, period, typename K::template Vec<int32_t>{scales, zps, range.lo >= 0},
                 k.vec[zp != nullptr][stream], stream, fence);
   }
 }

@@ -37,10 +37,13 @@ struct QuantizeRow {
 // streamed data (innermost-axis quantize of [4096, 4096] on Zen 5: 1.45x -> 1.25x of the
 // per-tensor time), else as int32.
 template <typename Zp>
-struct QuantizeVecOf {
+struct ChannelParams {
   const float* scale;
-  const Zp* zp;  // nullptr: all zero (symmetric)
+  const Zp* zp;               // nullptr: all zero (symmetric)
+  bool zp_nonnegative = true;  // every zp[i] >= 0: quantize kernels may clamp one side only
 };
+template <typename Zp>
+using QuantizeVecOf = ChannelParams<Zp>;
 using QuantizeVec = QuantizeVecOf<int32_t>;
 using QuantizeVec16 = QuantizeVecOf<int16_t>;
 
@@ -50,10 +53,7 @@ struct DequantizeRow {
 };
 
 template <typename Zp>
-struct DequantizeVecOf {
-  const float* scale;
-  const Zp* zp;  // nullptr: all zero (symmetric)
-};
+using DequantizeVecOf = ChannelParams<Zp>;
 using DequantizeVec = DequantizeVecOf<int32_t>;
 using DequantizeVec16 = DequantizeVecOf<int16_t>;
 
@@ -121,15 +121,17 @@ inline bool ZeroPointsFitSimd(const int32_t* zp, size_t n) {
   return true;
 }
 
-// True when every zero point fits int16 (the vec16 kernels' zero points).
-inline bool ZeroPointsFitInt16(const int32_t* zp, size_t n) {
+// The smallest and largest of n zero points (and 0).
+struct ZeroPointRange {
   int32_t lo = 0, hi = 0;
-  for (size_t i = 0; i < n; ++i) {  // no early exit: the loop vectorizes
-    lo = zp[i] < lo ? zp[i] : lo;
-    hi = zp[i] > hi ? zp[i] : hi;
+  ZeroPointRange(const int32_t* zp, size_t n) {
+    for (size_t i = 0; i < n; ++i) {  // no early exit: the loop vectorizes
+      lo = zp[i] < lo ? zp[i] : lo;
+      hi = zp[i] > hi ? zp[i] : hi;
+    }
   }
-  return lo >= INT16_MIN && hi <= INT16_MAX;
-}
+  bool FitsInt16() const { return lo >= INT16_MIN && hi <= INT16_MAX; }  // vec16 kernels
+};
 
 // Per-ISA table getters; nullptr when the build did not compile that ISA.
 const KernelTable* ScalarTable();

@@ -87,20 +87,51 @@ inline typename V::I QuantizeInt(typename V::F x, typename V::F scale, typename 
   return QuantizeInt<V, kZp>(x, scale, zp, V::Set1(-kSimdClamp), V::Set1(kSimdClamp));
 }
 
+// The 4-vector loops narrow with signed saturating packs, exact for every int32 sum, so one
+// side of the clamp can be left to them: the values beyond it convert to INT_MIN.
+// * kAbove, zero points in [0, 2^29]: v = min(hi, v), hi an integer (qmax - zp, or 2^30). NaN
+//   stays NaN; NaN, -inf and values below -2^31 convert to INT_MIN, and INT_MIN + zp
+//   saturates to qmin; below hi the sum stays below 2^31.
+// * kBelow, tight bounds and zp in [-2^24, 0): v = max(v, lo), NaN -> lo. +inf and values
+//   >= 2^31 convert to INT_MIN, which + zp wraps to INT_MAX + 1 + zp: saturates to qmax.
+// Single vectors and tails clamp both sides. One operation less a vector: per-tensor 5-9%
+// faster at 16K-1M elements on Zen 5 (the loop is bound by its vector operations, not by
+// vdivps alone).
+enum class Clamp { kBoth, kAbove, kBelow };
+
+template <class V, bool kZp, Clamp kClamp>
+inline typename V::I QuantizeIntPacked(typename V::F x, typename V::F scale, typename V::I zp,
+                                       typename V::F lo, typename V::F hi) {
+  if constexpr (kClamp == Clamp::kBoth) return QuantizeInt<V, kZp>(x, scale, zp, lo, hi);
+  typename V::F v = V::Div(x, scale);
+  if constexpr (kClamp == Clamp::kAbove) {
+    v = V::Min(hi, v);  // a NaN v is returned as is
+  } else {
+    v = V::Max(v, lo);  // NaN -> lo
+  }
+  typename V::I q = V::CvtRne(v);
+  if constexpr (kZp) q = V::AddI(q, zp);
+  return q;
+}
+
 inline constexpr int32_t kTightMaxZp = int32_t{1} << 24;
 
 inline bool TightBoundsExact(int32_t zp) {
   return zp >= -kTightMaxZp + 256 && zp <= kTightMaxZp - 256;  // qmin - zp, qmax - zp exact
 }
 
-template <class V, typename T, bool kZp, bool kStream, bool kTight, bool kAlignHead = true>
+// kTight: bounds qmin - zp, qmax - zp (kPacked: how the 4-vector loop clamps to them), else
+// +-2^30 on both sides.
+template <class V, typename T, bool kZp, bool kStream, bool kTight, Clamp kPacked = Clamp::kBoth,
+          bool kAlignHead = true>
 void QuantizeRunIntWith(const float* x, void* y, size_t n, const QuantizeRow& p) {
+  static_assert(kTight || kPacked == Clamp::kBoth, "one-sided clamps need exact bounds");
   constexpr size_t W = V::kWidth;
   T* out = static_cast<T*>(y);
   size_t i = 0;
   if constexpr (kAlignHead) {  // see AlignedHead
     i = HeadElements<V>(out, 1, n);
-    QuantizeRunIntWith<V, T, kZp, false, kTight, false>(x, out, i, p);
+    QuantizeRunIntWith<V, T, kZp, false, kTight, kPacked, false>(x, out, i, p);
   }
   constexpr float kMin = static_cast<float>(std::numeric_limits<T>::min());
   constexpr float kMax = static_cast<float>(std::numeric_limits<T>::max());
@@ -110,10 +141,10 @@ void QuantizeRunIntWith(const float* x, void* y, size_t n, const QuantizeRow& p)
   const auto hi = V::Set1(kTight ? kMax - static_cast<float>(p.zp) : kSimdClamp);
   for (; i + 4 * W <= n; i += 4 * W) {
     PrefetchAhead<4 * W * sizeof(float)>(x + i);
-    const auto q0 = QuantizeInt<V, kZp>(V::Load(x + i), s, zp, lo, hi);
-    const auto q1 = QuantizeInt<V, kZp>(V::Load(x + i + W), s, zp, lo, hi);
-    const auto q2 = QuantizeInt<V, kZp>(V::Load(x + i + 2 * W), s, zp, lo, hi);
-    const auto q3 = QuantizeInt<V, kZp>(V::Load(x + i + 3 * W), s, zp, lo, hi);
+    const auto q0 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + i), s, zp, lo, hi);
+    const auto q1 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + i + W), s, zp, lo, hi);
+    const auto q2 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + i + 2 * W), s, zp, lo, hi);
+    const auto q3 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + i + 3 * W), s, zp, lo, hi);
     V::template StoreNarrow4<T, kStream>(out + i, q0, q1, q2, q3);
   }
   for (; i + W <= n; i += W) {
@@ -128,27 +159,33 @@ void QuantizeRunIntWith(const float* x, void* y, size_t n, const QuantizeRow& p)
 
 template <class V, typename T, bool kZp, bool kStream>
 void QuantizeRunInt(const float* x, void* y, size_t n, const QuantizeRow& p) {
-  if (TightBoundsExact(p.zp)) {
-    QuantizeRunIntWith<V, T, kZp, kStream, true>(x, y, n, p);
+  if (TightBoundsExact(p.zp) && p.zp >= 0) {
+    QuantizeRunIntWith<V, T, kZp, kStream, true, Clamp::kAbove>(x, y, n, p);
+  } else if (TightBoundsExact(p.zp)) {
+    QuantizeRunIntWith<V, T, kZp, kStream, true, Clamp::kBelow>(x, y, n, p);
   } else {
     QuantizeRunIntWith<V, T, kZp, kStream, false>(x, y, n, p);
   }
 }
 
-template <class V, typename T, typename Zp, bool kZp, bool kStream>
-void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p, size_t rows,
-                    size_t stride) {
+// Per-element parameters: bounds +-2^30; the 4-vector loop clamps above only when every zero
+// point is >= 0 (kPacked = kAbove; see Clamp: NaN and values below -2^31 give INT_MIN, plus a
+// zero point in [0, 2^29] that saturates to qmin).
+template <class V, typename T, typename Zp, bool kZp, bool kStream, Clamp kPacked>
+void QuantizeVecIntWith(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p,
+                        size_t rows, size_t stride) {
   constexpr size_t W = V::kWidth;
   T* out = static_cast<T*>(y);
   size_t i = 0;
   if constexpr (kStream) {
     if (!RowsShareAlignment<V>(stride * sizeof(T), rows)) {
-      return QuantizeVecInt<V, T, Zp, kZp, false>(x, y, n, p, rows, stride);
+      return QuantizeVecIntWith<V, T, Zp, kZp, false, kPacked>(x, y, n, p, rows, stride);
     }
     i = HeadElements<V>(out, 1, n);
-    QuantizeVecInt<V, T, Zp, kZp, false>(x, out, i, p, rows, stride);
+    QuantizeVecIntWith<V, T, Zp, kZp, false, kPacked>(x, out, i, p, rows, stride);
   }
   const auto zero = V::Set1I(0);
+  const auto lo = V::Set1(-kSimdClamp), hi = V::Set1(kSimdClamp);
   // The rows advance together: kPrefetchBytes ahead in the order of reading is
   // kPrefetchBytes / rows ahead in each row.
   const size_t ahead = kPrefetchBytes / rows;
@@ -162,10 +199,10 @@ void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& 
     for (size_t r = 0; r < rows; ++r) {
       const float* xr = x + r * stride + i;
       PrefetchAhead<4 * W * sizeof(float)>(xr, ahead);
-      const auto q0 = QuantizeInt<V, kZp>(V::Load(xr), s0, z0);
-      const auto q1 = QuantizeInt<V, kZp>(V::Load(xr + W), s1, z1);
-      const auto q2 = QuantizeInt<V, kZp>(V::Load(xr + 2 * W), s2, z2);
-      const auto q3 = QuantizeInt<V, kZp>(V::Load(xr + 3 * W), s3, z3);
+      const auto q0 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(xr), s0, z0, lo, hi);
+      const auto q1 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(xr + W), s1, z1, lo, hi);
+      const auto q2 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(xr + 2 * W), s2, z2, lo, hi);
+      const auto q3 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(xr + 3 * W), s3, z3, lo, hi);
       V::template StoreNarrow4<T, kStream>(out + r * stride + i, q0, q1, q2, q3);
     }
   }
@@ -186,6 +223,16 @@ void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& 
       const auto q = QuantizeInt<V, kZp>(V::LoadPartial(x + r * stride + i, k), s0, z0);
       V::template StoreNarrowPartial<T>(out + r * stride + i, q, k);
     }
+  }
+}
+
+template <class V, typename T, typename Zp, bool kZp, bool kStream>
+void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p, size_t rows,
+                    size_t stride) {
+  if (!kZp || p.zp_nonnegative) {
+    QuantizeVecIntWith<V, T, Zp, kZp, kStream, Clamp::kAbove>(x, y, n, p, rows, stride);
+  } else {
+    QuantizeVecIntWith<V, T, Zp, kZp, kStream, Clamp::kBoth>(x, y, n, p, rows, stride);
   }
 }
 
