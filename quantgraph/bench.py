@@ -330,6 +330,7 @@ def run(
     _spinning = spinning
     unavailable = {impl: _available(impl) for impl in implementations}
     rows = []
+    warmed = False
     for op in ops:
         for layout in layouts:
             for n in sizes:
@@ -346,6 +347,11 @@ def run(
                             reason = f"{type(error).__name__}: {error}".splitlines()[0][:200]
                     if reason is not None:
                         notes[impl] = reason
+                if not warmed:
+                    # The process's first measurement runs slow (native 1K quantize: 0.77x of
+                    # onnxruntime in one full run, 0.95x-1.00x in three reruns): discard one.
+                    _measure(calls, 3)
+                    warmed = True
                 measured = _measure(calls, repeat)
                 seconds: dict[str, float | None] = {
                     impl: measured.get(impl) for impl in implementations
