@@ -193,11 +193,6 @@ const int32_t* ZeroPoints(const CallArgs& a, ZpBuffer& buffer) {
   }
 }
 
-bool AllZero(const int32_t* zp, size_t n) {
-  int32_t any = 0;
-  for (size_t i = 0; i < n; ++i) any |= zp[i];
-  return any == 0;
-}
 
 // Output size from which stores bypass the cache (non-temporal): the result will not be read
 // back from cache before it is evicted anyway, and skipping the read-for-ownership saves
@@ -212,6 +207,9 @@ struct QuantizeFamily {
   template <typename Zp>
   using Vec = kernels::QuantizeVecOf<Zp>;
   using Kernels = kernels::QuantizeKernels;
+  static const Kernels& Select(const kernels::KernelTable& t, kernels::QType q) {
+    return t.quantize[q];
+  }
 };
 
 struct DequantizeFamily {
@@ -222,6 +220,9 @@ struct DequantizeFamily {
   template <typename Zp>
   using Vec = kernels::DequantizeVecOf<Zp>;
   using Kernels = kernels::DequantizeKernels;
+  static const Kernels& Select(const kernels::KernelTable& t, kernels::QType q) {
+    return t.dequantize[q];
+  }
 };
 
 // The call as a [rows, period] matrix plus a last partial row, with per-column parameters p,
@@ -270,7 +271,8 @@ void DriveVec(const CallArgs& a, const ExecContext& ex, size_t period,
 // over rows so that the parameters are loaded once per block of rows.
 template <class K>
 void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const int32_t* zp,
-           const typename K::Kernels& k, bool stream, void (*fence)()) {
+           const kernels::ZeroPointRange& range, const typename K::Kernels& k, bool stream,
+           void (*fence)()) {
   const Geometry g = MakeGeometry(a);
   const auto* x = static_cast<const typename K::Src*>(a.src);
   auto* y = static_cast<typename K::Dst*>(a.dst);
@@ -295,7 +297,6 @@ void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const i
   const size_t period = base < kMinPeriod ? base * ((kMinPeriod + base - 1) / base) : base;
   std::vector<float> scale_buffer;
   const float* scales = Periodic(scale, g, period, scale_buffer);
-  const kernels::ZeroPointRange range(zp, zp != nullptr ? g.channels : 0);
   if (zp != nullptr && range.FitsInt16()) {
     std::vector<int16_t> zp_buffer;
     const int16_t* zps = Periodic(zp, g, period, zp_buffer);
@@ -309,32 +310,20 @@ void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const i
   }
 }
 
-// ---- the two op families -----------------------------------------------------------------
+// ---- one call ---------------------------------------------------------------------------
 
-template <int kDst, typename Zp>
-void QuantizeCompute(const CallArgs& a, const ExecContext& ex) {
+// A call of either family (K) on quantized type kQuantized with zero points of type Zp (void:
+// none): one pass over the zero points picks the table (SIMD unless they are too large), drops
+// all-zero ones and tells Drive what the vec kernels may take.
+template <class K, int kQuantized, typename Zp>
+void Compute(const CallArgs& a, const ExecContext& ex) {
   ZpBuffer buffer;
   const int32_t* zp = ZeroPoints<Zp>(a, buffer);
-  const bool has_zp = zp != nullptr && !AllZero(zp, a.scale_count);
-  const bool simd = zp == nullptr || kernels::ZeroPointsFitSimd(zp, a.scale_count);
-  const kernels::KernelTable& table = simd ? *ex.table : *kernels::ScalarTable();
-  const kernels::QuantizeKernels& k = table.quantize[QTypeIndex<kDst>()];
-  const bool stream = a.elements * sizeof(uint8_t) >= kStreamMinBytes;
-  Drive<QuantizeFamily>(a, ex, a.scales, has_zp ? zp : nullptr, k, stream,
-                        stream ? table.fence : nullptr);
-}
-
-template <int kSrc, typename Zp>
-void DequantizeCompute(const CallArgs& a, const ExecContext& ex) {
-  ZpBuffer buffer;
-  const int32_t* zp = ZeroPoints<Zp>(a, buffer);
-  const bool has_zp = zp != nullptr && !AllZero(zp, a.scale_count);
-  const bool simd = zp == nullptr || kernels::ZeroPointsFitSimd(zp, a.scale_count);
-  const kernels::KernelTable& table = simd ? *ex.table : *kernels::ScalarTable();
-  const kernels::DequantizeKernels& k = table.dequantize[QTypeIndex<kSrc>()];
-  const bool stream = a.elements * sizeof(float) >= kStreamMinBytes;
-  Drive<DequantizeFamily>(a, ex, a.scales, has_zp ? zp : nullptr, k, stream,
-                          stream ? table.fence : nullptr);
+  const kernels::ZeroPointRange range(zp, zp != nullptr ? a.scale_count : 0);
+  const kernels::KernelTable& table = range.FitsSimd() ? *ex.table : *kernels::ScalarTable();
+  const bool stream = a.elements * sizeof(typename K::Dst) >= kStreamMinBytes;
+  Drive<K>(a, ex, a.scales, range.AllZero() ? nullptr : zp, range,
+           K::Select(table, QTypeIndex<kQuantized>()), stream, stream ? table.fence : nullptr);
 }
 
 // ---- dispatch table ----------------------------------------------------------------------
@@ -348,9 +337,9 @@ struct DispatchEntry {
 };
 
 #define QG_QUANTIZE(OP, DST, ZPS, ZP_T) \
-  DispatchEntry { OpKind::OP, kF32, DST, ZPS, &QuantizeCompute<DST, ZP_T> }
+  DispatchEntry { OpKind::OP, kF32, DST, ZPS, &Compute<QuantizeFamily, DST, ZP_T> }
 #define QG_DEQUANTIZE(OP, SRC, ZPS, ZP_T) \
-  DispatchEntry { OpKind::OP, SRC, kF32, ZPS, &DequantizeCompute<SRC, ZP_T> }
+  DispatchEntry { OpKind::OP, SRC, kF32, ZPS, &Compute<DequantizeFamily, SRC, ZP_T> }
 
 constexpr DispatchEntry kDispatch[] = {
     QG_QUANTIZE(kDynamicQuantize, kS8, 0, void),

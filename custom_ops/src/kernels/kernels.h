@@ -13,7 +13,7 @@
 //   dequantize, integer:    y = float(x - zp) * scale
 //   dequantize, float8:     y = float(x) * scale
 //
-// SIMD tables require |zp| <= kSimdMaxZp (ZeroPointsFitSimd); the caller falls back to the
+// SIMD tables require |zp| <= kSimdMaxZp (ZeroPointRange::FitsSimd); the caller falls back to the
 // scalar table otherwise.
 #pragma once
 
@@ -113,15 +113,8 @@ const KernelTable& GetKernelTable(Isa isa);
 inline constexpr float kSimdClamp = 1073741824.0f;  // 2^30
 inline constexpr int32_t kSimdMaxZp = int32_t{1} << 29;
 
-// True when every zero point is within kSimdMaxZp; else the caller uses the scalar table.
-inline bool ZeroPointsFitSimd(const int32_t* zp, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    if (zp[i] < -kSimdMaxZp || zp[i] > kSimdMaxZp) return false;
-  }
-  return true;
-}
-
-// The smallest and largest of n zero points (and 0).
+// The smallest and largest of n zero points (and 0): one pass over them tells the caller all
+// it needs to choose kernels.
 struct ZeroPointRange {
   int32_t lo = 0, hi = 0;
   ZeroPointRange(const int32_t* zp, size_t n) {
@@ -130,7 +123,9 @@ struct ZeroPointRange {
       hi = zp[i] > hi ? zp[i] : hi;
     }
   }
-  bool FitsInt16() const { return lo >= INT16_MIN && hi <= INT16_MAX; }  // vec16 kernels
+  bool AllZero() const { return lo == 0 && hi == 0; }
+  bool FitsSimd() const { return lo >= -kSimdMaxZp && hi <= kSimdMaxZp; }  // else scalar table
+  bool FitsInt16() const { return lo >= INT16_MIN && hi <= INT16_MAX; }    // vec16 kernels
 };
 
 // Per-ISA table getters; nullptr when the build did not compile that ISA.

@@ -159,12 +159,12 @@ void QuantizeRunIntWith(const float* x, void* y, size_t n, const QuantizeRow& p)
 
 template <class V, typename T, bool kZp, bool kStream>
 void QuantizeRunInt(const float* x, void* y, size_t n, const QuantizeRow& p) {
-  if (TightBoundsExact(p.zp) && p.zp >= 0) {
-    QuantizeRunIntWith<V, T, kZp, kStream, true, Clamp::kAbove>(x, y, n, p);
-  } else if (TightBoundsExact(p.zp)) {
-    QuantizeRunIntWith<V, T, kZp, kStream, true, Clamp::kBelow>(x, y, n, p);
-  } else {
+  if (!TightBoundsExact(p.zp)) {
     QuantizeRunIntWith<V, T, kZp, kStream, false>(x, y, n, p);
+  } else if (p.zp >= 0) {
+    QuantizeRunIntWith<V, T, kZp, kStream, true, Clamp::kAbove>(x, y, n, p);
+  } else {
+    QuantizeRunIntWith<V, T, kZp, kStream, true, Clamp::kBelow>(x, y, n, p);
   }
 }
 
