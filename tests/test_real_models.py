@@ -449,11 +449,19 @@ def qdq_function(model: onnx.ModelProto, spec: Any, qtype: int, per_channel: boo
     add_activation_qdq(block, "mm", samples, qtype, constants=True)
 
 
+def _body_weight_dq(
+    model: onnx.ModelProto, op_type: str, weight: str, per_channel: bool
+) -> tuple[onnx.GraphProto, np.ndarray]:
+    """The body of the model's `op_type` node, its weight behind a DequantizeLinear, and the
+    weight's dequantized values."""
+    body = _body(_find(model, op_type), "body")
+    w = _initializer(body, weight)
+    q = add_weight_dq(body, weight, w, per_channel, axis=1)
+    return body, _dequantized(q, per_channel, 1, w)
+
+
 def qdq_loop(model: onnx.ModelProto, spec: Any, qtype: int, per_channel: bool) -> None:
-    body = _body(_find(model, "Loop"), "body")
-    w = _initializer(body, "loop_w")
-    q = add_weight_dq(body, "loop_w", w, per_channel, axis=1)
-    wd = _dequantized(q, per_channel, 1, w)
+    body, wd = _body_weight_dq(model, "Loop", "loop_w", per_channel)
     samples = []
     for state in _outer_h(spec):
         for _ in range(LOOP_TRIPS):
@@ -463,10 +471,7 @@ def qdq_loop(model: onnx.ModelProto, spec: Any, qtype: int, per_channel: bool) -
 
 
 def qdq_scan(model: onnx.ModelProto, spec: Any, qtype: int, per_channel: bool) -> None:
-    body = _body(_find(model, "Scan"), "body")
-    w = _initializer(body, "scan_w")
-    q = add_weight_dq(body, "scan_w", w, per_channel, axis=1)
-    wd = _dequantized(q, per_channel, 1, w)
+    body, wd = _body_weight_dq(model, "Scan", "scan_w", per_channel)
     sums = []
     for h in _outer_h(spec):
         state = np.zeros(D, np.float32)
