@@ -25,8 +25,8 @@ test: setup
 	$(BIN)/python -m pytest
 
 lint: setup
-	$(BIN)/ruff check quantgraph tests models
-	$(BIN)/ruff format --check quantgraph tests models
+	$(BIN)/ruff check quantgraph tools tests models benchmarks
+	$(BIN)/ruff format --check quantgraph tools tests models benchmarks
 	$(BIN)/mypy
 
 bench: setup

@@ -11,7 +11,7 @@ one ``Run`` (kernel plus onnxruntime's per-call overhead) and nothing of Python'
 of where each session's buffers happen to land. The implementations take
 turns in rounds of timed blocks; a time is the median block mean.
 
-``quantgraph bench`` prints :func:`format_table`; ``python -m quantgraph.bench`` does too.
+``quantgraph bench`` prints :func:`format_table`.
 """
 
 from __future__ import annotations
@@ -452,33 +452,3 @@ def format_table(rows: Sequence[BenchRow]) -> str:
     notes = sorted({f"{impl}: {why}" for r in rows for impl, why in r.notes.items()})
     footer = [f"- {note}" for note in notes]
     return "\n".join([environment(), "", *lines, *(["", *footer] if footer else [])])
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-    import sys
-
-    parser = argparse.ArgumentParser(prog="python -m quantgraph.bench", description=__doc__)
-    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
-    parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: default)")
-    parser.add_argument(
-        "--no-spinning",
-        action="store_true",
-        help="intra-op threads sleep after a run instead of spin-waiting (onnxruntime's default)",
-    )
-    args = parser.parse_args(argv)
-    sizes = tuple(int(s) for s in args.sizes.split(",") if s.strip())
-    rows = run(
-        sizes,
-        args.repeat,
-        progress=lambda line: print(line, file=sys.stderr),
-        threads=args.threads,
-        spinning=not args.no_spinning,
-    )
-    print(format_table(rows))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from quantgraph.spec import DOMAIN, OPS, RULES, codegen
+from quantgraph.spec import DOMAIN, OPS, RULES
+from tools import gen_op_header as codegen
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / codegen.HEADER_PATH
@@ -15,7 +16,7 @@ HEADER = ROOT / codegen.HEADER_PATH
 
 def test_committed_header_is_up_to_date() -> None:
     assert HEADER.is_file(), (
-        f"{codegen.HEADER_PATH} is missing: run `python -m quantgraph.spec.codegen --write`"
+        f"{codegen.HEADER_PATH} is missing: run `python -m tools.gen_op_header --write`"
     )
     committed = HEADER.read_text()
     rendered = codegen.render()
@@ -29,7 +30,7 @@ def test_committed_header_is_up_to_date() -> None:
         )
     )
     assert committed == rendered, (
-        f"{codegen.HEADER_PATH} is stale: run `python -m quantgraph.spec.codegen --write`\n"
+        f"{codegen.HEADER_PATH} is stale: run `python -m tools.gen_op_header --write`\n"
         + diff[:4000]
     )
 

@@ -1,6 +1,6 @@
 """ONNX's own QuantizeLinear/DequantizeLinear node tests, converted, on every runner.
 
-One run of the whole collection (``quantgraph.conformance.run_all``) feeds every test here.
+One run of the whole collection (``tools.conformance.run_all``) feeds every test here.
 docs/conformance.md is checked by regenerating it and comparing everything but the native
 backend's columns (``comparable_view``): the python backend, the reference and the converter
 behave the same on every machine, the native column depends on whether the C++ library is built
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from quantgraph import conformance
 from quantgraph.backends import native_available
-from quantgraph.conformance import (
+from tools import conformance
+from tools.conformance import (
     FAIL,
     NOT_BUILT,
     NOT_CONVERTED,
@@ -133,9 +133,9 @@ def test_converted_cases_pass(report: Report, runner: str) -> None:
 def test_document_is_up_to_date(report: Report) -> None:
     """docs/conformance.md equals a fresh run, native columns aside (see module doc)."""
     fresh = conformance.render_markdown(report)
-    assert DOC.exists(), "run: python -m quantgraph.conformance --write docs/conformance.md"
+    assert DOC.exists(), "run: python -m tools.conformance --write docs/conformance.md"
     assert conformance.comparable_view(DOC.read_text()) == conformance.comparable_view(fresh), (
-        "docs/conformance.md is out of date: python -m quantgraph.conformance --write "
+        "docs/conformance.md is out of date: python -m tools.conformance --write "
         "docs/conformance.md"
     )
 

@@ -1,4 +1,4 @@
-"""The differential fuzzer (quantgraph.fuzz) at CI size, and robustness checks it does not reach.
+"""The differential fuzzer (tools/fuzz.py) at CI size, and robustness checks it does not reach.
 
 * The ``ci`` profile (250 examples per op) must find no mismatch between the native backend,
   the Python backend, quantgraph.reference and onnxruntime's QuantizeLinear/DequantizeLinear,
@@ -29,10 +29,11 @@ import pytest
 from onnx import TensorProto, helper
 
 import quantgraph
-from quantgraph import fuzz, reference
+from quantgraph import reference
 from quantgraph.backends import native_available
 from quantgraph.errors import BackendError
 from quantgraph.spec import DOMAIN, OPSET_VERSION, PER_CHANNEL, PER_TENSOR, dtypes
+from tools import fuzz
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = native_available()
@@ -177,7 +178,7 @@ def test_cli_json(tmp_path: Path) -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     done = subprocess.run(
-        [sys.executable, "-m", "quantgraph.fuzz", "--examples", "3", "--seed", "1", "--json"],
+        [sys.executable, "-m", "tools.fuzz", "--examples", "3", "--seed", "1", "--json"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -193,7 +194,7 @@ def test_cli_json(tmp_path: Path) -> None:
     for stats in payload["ops"].values():
         assert {"examples", "elements", "mismatches", "errors_checked", "seconds"} <= set(stats)
     bad = subprocess.run(
-        [sys.executable, "-m", "quantgraph.fuzz", "--examples", "0"],
+        [sys.executable, "-m", "tools.fuzz", "--examples", "0"],
         cwd=tmp_path,
         env=env,
         capture_output=True,

@@ -26,8 +26,8 @@ def _tool(name: str) -> str:
 @pytest.mark.parametrize(
     "command",
     [
-        ["ruff", "check", "quantgraph", "tests", "models", "benchmarks"],
-        ["ruff", "format", "--check", "quantgraph", "tests", "models", "benchmarks"],
+        ["ruff", "check", "quantgraph", "tools", "tests", "models", "benchmarks"],
+        ["ruff", "format", "--check", "quantgraph", "tools", "tests", "models", "benchmarks"],
         ["mypy"],
     ],
     ids=["ruff-check", "ruff-format", "mypy"],

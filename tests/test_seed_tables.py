@@ -863,21 +863,21 @@ def test_benchdnn_dynamic_per_channel_2x64x3x3(quant_type: np.dtype, runner: str
 
 
 def test_spec_page_is_generated() -> None:
-    """docs/spec.md is what ``python -m quantgraph.spec.docs --write docs/spec.md`` writes."""
+    """docs/spec.md is what ``python -m tools.gen_spec_docs --write`` writes."""
     from pathlib import Path
 
-    from quantgraph.spec import docs
+    from tools import gen_spec_docs as docs
 
     page = Path(__file__).resolve().parent.parent / "docs" / "spec.md"
-    assert page.exists(), "run: python -m quantgraph.spec.docs --write docs/spec.md"
+    assert page.exists(), "run: python -m tools.gen_spec_docs --write"
     assert page.read_text() == docs.render(), (
-        "docs/spec.md is out of date: python -m quantgraph.spec.docs --write docs/spec.md"
+        "docs/spec.md is out of date: python -m tools.gen_spec_docs --write"
     )
 
 
 def test_rounding_measurement_is_what_the_page_says() -> None:
     """Decision 3: on exact ties the two roundings differ exactly when zp is odd."""
-    from quantgraph.spec import docs
+    from tools import gen_spec_docs as docs
 
     m = docs.measure_rounding(100_000)
     assert m.ties_differ == m.ties_odd_zp > 0

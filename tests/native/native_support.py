@@ -16,9 +16,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from quantgraph import fuzz, reference
+from quantgraph import reference
 from quantgraph.backends import native
 from quantgraph.spec import DOMAIN, OPSET_VERSION, dtypes
+from tools import fuzz
 
 NATIVE_BUILT = native.is_available()
 requires_native = pytest.mark.skipif(

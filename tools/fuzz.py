@@ -34,7 +34,7 @@ what is needed to reproduce them. (Two bugs it found, native clamp bounds for s3
 beyond 2^24 and Python-backend errors naming the wrong op, were counted apart until they were
 fixed; they are ordinary mismatches now.)
 
-``python -m quantgraph.fuzz --profile long [--examples N] [--seed S] [--json]``; or
+``python -m tools.fuzz --profile long [--examples N] [--seed S] [--json]``; or
 :func:`run`. The ``ci`` profile runs 250 examples per op, ``long`` 26,000 per op (104,000).
 """
 
@@ -68,12 +68,12 @@ except ImportError as _missing:  # pragma: no cover - hypothesis is a dev depend
         "quantgraph.fuzz needs hypothesis: pip install hypothesis (or quantgraph[dev])"
     ) from _missing
 
-from . import reference
-from .backends import native_available
-from .errors import BackendError
-from .session import InferenceSession
-from .spec import DOMAIN, OPSET_VERSION, PER_CHANNEL, PER_TENSOR, SpecError, dtypes
-from .spec.dtypes import DType
+from quantgraph import reference
+from quantgraph.backends import native_available
+from quantgraph.errors import BackendError
+from quantgraph.session import InferenceSession
+from quantgraph.spec import DOMAIN, OPSET_VERSION, PER_CHANNEL, PER_TENSOR, SpecError, dtypes
+from quantgraph.spec.dtypes import DType
 
 OPS = ("DynamicQuantize", "DynamicDequantize", "Quantize", "Dequantize")
 STATIC_OPS = ("Quantize", "Dequantize")
@@ -1239,7 +1239,7 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m quantgraph.fuzz",
+        prog="python -m tools.fuzz",
         description="Differential fuzzing: native == python backend == reference == "
         "onnxruntime QuantizeLinear/DequantizeLinear. Exit 1 on any mismatch.",
     )

@@ -6,12 +6,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent  # the repository: targets do not depend on cwd
+
 
 def write_or_print(render: Callable[[], str], default: Path, argv: list[str] | None) -> int:
-    """``--write [PATH]`` writes ``render()`` to PATH (default ``default``); else prints it."""
+    """``--write [PATH]`` writes ``render()`` to PATH (default ``ROOT/default``); else prints it."""
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "--write":
-        target = Path(args[1]) if len(args) > 1 else default
+        target = Path(args[1]) if len(args) > 1 else ROOT / default
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(render())
         print(f"wrote {target}")
