@@ -29,11 +29,11 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from .spec import DOMAIN, OPSET_VERSION
+from .spec import DEQUANTIZE, DOMAIN, OPSET_VERSION, PER_TENSOR, QUANTIZE
 
 DEFAULT_SIZES = (1_000, 65_536, 1_048_576, 16_777_216)
-OPS = ("quantize", "dequantize")
-LAYOUTS = ("per_tensor", "per_channel_outer", "per_channel_inner")
+DIRECTIONS = ("quantize", "dequantize")  # timed as static Quantize / Dequantize
+LAYOUTS = (PER_TENSOR, "per_channel_outer", "per_channel_inner")
 IMPLEMENTATIONS = ("native", "onnxruntime", "python", "copyto")
 # Timing: blocks of calls lasting about _BLOCK_SECONDS, at most _BUDGET_SECONDS per
 # implementation and case (see _measure).
@@ -101,7 +101,7 @@ def channels_for(n: int) -> int:
 
 def _layout(layout: str, n: int) -> tuple[tuple[int, ...], int | None]:
     c = channels_for(n)
-    if layout == "per_tensor":
+    if layout == PER_TENSOR:
         return (n,), None
     if layout == "per_channel_outer":
         return (c, n // c), 0
@@ -122,9 +122,9 @@ def _spec_model(op: str, shape: tuple[int, ...], axis: int | None) -> onnx.Model
         attrs.update(qtype="per_channel", axis=axis)
     if op == "quantize":
         attrs["output_dtype"] = TensorProto.UINT8
-        name, src, dst = "Quantize", TensorProto.FLOAT, TensorProto.UINT8
+        name, src, dst = QUANTIZE.name, TensorProto.FLOAT, TensorProto.UINT8
     else:
-        name, src, dst = "Dequantize", TensorProto.UINT8, TensorProto.FLOAT
+        name, src, dst = DEQUANTIZE.name, TensorProto.UINT8, TensorProto.FLOAT
     node = helper.make_node(name, ["x"], ["y"], domain=DOMAIN, name=name.lower(), **attrs)
     graph = helper.make_graph(
         [node],
@@ -314,7 +314,7 @@ def run(
     repeat: int = 20,
     progress: Progress | None = None,
     *,
-    ops: Sequence[str] = OPS,
+    ops: Sequence[str] = DIRECTIONS,
     layouts: Sequence[str] = LAYOUTS,
     implementations: Sequence[str] = IMPLEMENTATIONS,
     threads: int = 0,
@@ -357,7 +357,7 @@ def run(
                     impl: measured.get(impl) for impl in implementations
                 }
                 vs_pt = None
-                if layout != "per_tensor" and "native" in calls:
+                if layout != PER_TENSOR and "native" in calls:
                     vs_pt = _versus_per_tensor(op, n, calls["native"], repeat, buffers)
                 row = BenchRow(op, layout, shape, 5 * n, seconds, notes, vs_pt)
                 rows.append(row)

@@ -16,8 +16,6 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from ._collector import collector_paused
-
 EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,8 +38,7 @@ def _errors_are_one_line(function: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = click.get_current_context().find_root().params.get("debug", False)
         try:
-            with collector_paused():
-                return function(*args, **kwargs)
+            return function(*args, **kwargs)
         except click.exceptions.Exit:
             raise
         except (click.ClickException, click.Abort):
@@ -109,7 +106,7 @@ def main(debug: bool) -> None:
 )
 @click.option(
     "--validate",
-    "check",
+    "validate_result",
     is_flag=True,
     help="Run original and rewritten model on the same random inputs and compare.",
 )
@@ -136,7 +133,7 @@ def convert(
     model_in: Path,
     model_out: Path | None,
     static: bool,
-    check: bool,
+    validate_result: bool,
     backend: str | None,
     external_data: str,
     keep_contrib: bool,
@@ -151,7 +148,7 @@ def convert(
     blocked quantization, contrib Q/DQ) are kept and listed with the reason.
     """
     from .converter import convert as run_convert
-    from .io import input_files
+    from .io import has_external_data
 
     if model_out is None and not dry_run:
         raise click.UsageError("OUT is required unless --dry-run is given")
@@ -164,12 +161,14 @@ def convert(
     validation = None
     if not dry_run:
         assert model_out is not None
-        result.save(model_out, external_data=external_data, protect=input_files(model_in))
+        result.save(model_out, external_data=external_data)
         payload["output"] = str(model_out)
-        if check:
+        if validate_result:
             from .validation import validate as run_validate
 
-            validation = run_validate(model_in, model_out, backend=backend, dims=bound)
+            # What is in memory, unless its weights live on disk (then OUT, beside them).
+            rewritten = model_out if has_external_data(result.model) else result.proto
+            validation = run_validate(model_in, rewritten, backend=backend, dims=bound)
             payload["validation"] = validation.to_dict()
     if as_json:
         _print_json(payload)
@@ -201,11 +200,10 @@ def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_j
     The round trip IN -> convert -> lower runs identically to the original at ORT_DISABLE_ALL.
     """
     from .converter import lower as run_lower
-    from .io import input_files
 
     _check_output(model_in, model_out, force)
     result = run_lower(model_in)
-    result.save(model_out, external_data=external_data, protect=input_files(model_in))
+    result.save(model_out, external_data=external_data)
     payload: dict[str, Any] = {**result.report.to_dict(), "output": str(model_out)}
     if as_json:
         _print_json(payload)
@@ -296,8 +294,9 @@ def run(
     from .session import InferenceSession
     from .validation import load_inputs, make_inputs
 
-    feeds = load_inputs(inputs) if inputs else make_inputs(model, seed=seed, dims=_dims(dims))
+    bound = _dims(dims)
     session = InferenceSession(model, backend)
+    feeds = load_inputs(inputs) if inputs else make_inputs(session, seed=seed, dims=bound)
     names = [o.name for o in session.get_outputs()]
     results = session.run(names, feeds)
     if output is not None:

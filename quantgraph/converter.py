@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,44 +13,50 @@ import onnx_ir as ir
 
 from ._collector import collector_paused
 from .errors import ModelError
-from .io import AUTO, ModelLike, has_external_data, load_model, save_model
-from .passes import QdqToSpecPass, RewriteReport, SpecToQdqPass
-from .passes.qdq_to_spec import MAX_OPSET, MIN_OPSET, Progress
+from .io import AUTO, ModelLike, has_external_data, load_model, save_model, source_files
+from .passes import RewriteReport, pipelines
+from .passes.full_check import checked_proto
+from .passes.node_rewrite import Progress
+from .passes.qdq_to_spec import MAX_OPSET, MIN_OPSET
 from .schemas import register as register_schemas
 
 
 @dataclass(frozen=True)
 class ConvertResult:
-    """The rewritten model and what the rewrite did; unpacks as ``model, report``."""
+    """The rewritten model and what the rewrite did; unpacks as ``model, report``.
 
-    ir_model: ir.Model
+    ``checked``: the model passed onnx's full check in memory (a model with external data is
+    checked when it is saved, where the checker can read its weights). ``sources``: the files
+    the input was read from (a writer must never touch them).
+    """
+
+    model: ir.Model
     report: RewriteReport
     checked: bool
-    proto: onnx.ModelProto | None = None  # the checked serialization, reused when saving
+    sources: tuple[Path, ...] = ()
 
-    @property
-    def model(self) -> onnx.ModelProto:
-        return self.proto if self.proto is not None else ir.to_proto(self.ir_model)
+    @functools.cached_property
+    def proto(self) -> onnx.ModelProto:
+        """The model serialized, once: the checked serialization where the check ran (saving
+        and sessions reuse it). Changes made to ``model`` after conversion are not in it."""
+        return checked_proto(self.model) or ir.to_proto(self.model)
 
     def __iter__(self) -> Iterator[object]:
         yield self.model
         yield self.report
 
     def save(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        external_data: str = AUTO,
-        force: bool = True,
-        protect: tuple[Path, ...] = (),
+        self, path: str | os.PathLike[str], *, external_data: str = AUTO, force: bool = True
     ) -> Path:
-        """Write atomically; a model not checked yet (external data) is checked on disk."""
+        """Write atomically, never over an input file; a model not checked yet is checked
+        on disk."""
+        external = has_external_data(self.model)
         return save_model(
-            self.proto if self.proto is not None else self.ir_model,
+            self.model if external else self.proto,
             path,
             external_data=external_data,
             force=force,
-            protect=protect,
+            protect=self.sources,
             check=not self.checked,
         )
 
@@ -65,57 +72,58 @@ def convert(
     """Rewrite ``model``'s QuantizeLinear/DequantizeLinear into quantgraph's ops.
 
     ``static=True`` emits Quantize/Dequantize (attributes ``scales``/``zps``) wherever scale
-    and zero point are constants. The input (path, bytes or proto) is never modified. With
-    ``check``, the result must pass ``onnx.checker.check_model(full_check=True)`` (for models
-    with external data, when it is saved: the checker reads the weights from disk).
+    and zero point are constants. The input (path, bytes, proto or ir.Model) is never modified.
+    With ``check``, the result must pass ``onnx.checker.check_model(full_check=True)`` (for
+    models with external data, when it is saved: the checker reads the weights from disk).
     ``contrib=False`` keeps com.microsoft Q/DQ as they are (listed in the report).
     ``progress(done, total)`` is called as Q/DQ nodes are rewritten.
     """
-    rewrite = QdqToSpecPass(static=static, contrib=contrib, progress=progress)
-    return _apply(rewrite, model, check, check_opset=True)
+    report = RewriteReport()
+    with collector_paused():
+        loaded = _private_copy(model)
+        _check_opset(loaded, model)
+        external = has_external_data(loaded)
+        manager = pipelines.conversion(
+            report, static=static, contrib=contrib, check=check and not external, progress=progress
+        )
+        _run(manager, loaded, model)
+    return ConvertResult(loaded, report, check and not external, source_files(loaded))
 
 
 def lower(model: ModelLike, *, check: bool = True) -> ConvertResult:
     """Rewrite quantgraph's ops back into standard QuantizeLinear/DequantizeLinear."""
-    return _apply(SpecToQdqPass(), model, check)
+    report = RewriteReport()
+    with collector_paused():
+        loaded = _private_copy(model)
+        external = has_external_data(loaded)
+        _run(pipelines.lowering(report, check=check and not external), loaded, model)
+    return ConvertResult(loaded, report, check and not external, source_files(loaded))
 
 
-def _check_opset(graph: ir.Model, source: ModelLike) -> None:
-    version = graph.opset_imports.get("", graph.opset_imports.get("ai.onnx"))
+def _private_copy(model: ModelLike) -> ir.Model:
+    # Passes rewrite in place: an ir.Model argument is the caller's object.
+    register_schemas()
+    return load_model(ir.to_proto(model) if isinstance(model, ir.Model) else model)
+
+
+def _label(source: ModelLike) -> str:
+    return f"{source}: " if isinstance(source, (str, os.PathLike)) else ""
+
+
+def _check_opset(loaded: ir.Model, source: ModelLike) -> None:
+    version = loaded.opset_imports.get("", loaded.opset_imports.get("ai.onnx"))
     if version is not None and not MIN_OPSET <= version <= MAX_OPSET:
-        name = f"{source}: " if isinstance(source, (str, os.PathLike)) else ""
         raise ModelError(
-            f"{name}opset {version} is not supported: quantgraph converts models of opset "
-            f"{MIN_OPSET} to {MAX_OPSET} (upgrade with onnx.version_converter)"
+            f"{_label(source)}opset {version} is not supported: quantgraph converts models of "
+            f"opset {MIN_OPSET} to {MAX_OPSET} (upgrade with onnx.version_converter)"
         )
 
 
-def _apply(
-    rewrite: ir.passes.InPlacePass, model: ModelLike, check: bool, check_opset: bool = False
-) -> ConvertResult:
-    with collector_paused():
-        return _apply_unpaused(rewrite, model, check, check_opset)
-
-
-def _apply_unpaused(
-    rewrite: ir.passes.InPlacePass, model: ModelLike, check: bool, check_opset: bool
-) -> ConvertResult:
-    register_schemas()
-    # Work on a private copy: an ir.Model argument is the caller's object.
-    graph = load_model(ir.to_proto(model) if isinstance(model, ir.Model) else model)
-    if check_opset:
-        _check_opset(graph, model)
-    result = rewrite(graph)
-    report = getattr(result, "report", None) or RewriteReport()
-    checked, proto = not check, None
-    if check and not has_external_data(result.model):
-        proto = ir.to_proto(result.model)
-        try:
-            onnx.checker.check_model(proto, full_check=True)
-        except onnx.checker.ValidationError as error:
-            name = f"{model}: " if isinstance(model, (str, os.PathLike)) else ""
-            first = str(error).strip().splitlines()[0] if str(error).strip() else "invalid"
-            message = f"{name}the result fails onnx.checker (full_check): {first}"
-            raise ModelError(message) from error
-        checked = True
-    return ConvertResult(result.model, report, checked, proto)
+def _run(manager: ir.passes.PassManager, loaded: ir.Model, source: ModelLike) -> None:
+    try:
+        pipelines.run(manager, loaded)
+    except onnx.checker.ValidationError as error:
+        text = str(error).strip()
+        first = text.splitlines()[0] if text else "invalid"
+        message = f"{_label(source)}the result fails onnx.checker (full_check): {first}"
+        raise ModelError(message) from error

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import onnx_ir as ir
+from onnx_ir.passes.common import TopologicalSortPass
 
+from ._ir import GraphLike, all_graphs
 from .errors import ModelError
-from .passes._graph import GraphLike, all_graphs
 
 
 def _nested_nodes(node: ir.Node) -> Iterator[ir.Node]:
@@ -107,6 +108,6 @@ def check_node_order(model: ir.Model, label: str = "") -> bool:
                 f"{prefix}{where} has a cycle: {loop}; ONNX graphs must be acyclic "
                 "(each node reads only graph inputs, initializers and earlier nodes' outputs)"
             )
-    for graph in unsorted:
-        graph.sort()
+    if unsorted:
+        TopologicalSortPass()(model)  # stable: sorted graphs keep their order
     return bool(unsorted)

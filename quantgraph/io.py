@@ -15,13 +15,14 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 
+from ._ir import subgraphs
 from .errors import ModelError
 from .graph_order import check_node_order
-from .passes._graph import subgraphs
 
 ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto | ir.Model
 AUTO = "auto"
 INLINE = "none"
+_SOURCES = "quantgraph.sources"  # ir.Model.meta key: the files a model was read from
 
 
 def load_model(model: ModelLike) -> ir.Model:
@@ -53,13 +54,22 @@ def load_model(model: ModelLike) -> ir.Model:
     if not proto.HasField("graph"):
         raise ModelError(f"{path}: not an ONNX model (it has no graph)")
     _check_external_locations(proto, path)
+    locations = sorted(external_locations(proto))
     try:
         loaded = ir.from_proto(proto)
-        if external_locations(proto):
+        if locations:
             ir.external_data.set_base_dir(loaded.graph, path.parent)
     except Exception as error:
         raise ModelError(f"{path}: cannot read the model ({_first_line(error)})") from None
+    loaded.meta[_SOURCES] = (path, *(path.parent / location for location in locations))
     return _in_order(loaded, str(path))
+
+
+def source_files(model: ir.Model) -> tuple[Path, ...]:
+    """The model file and external-data files ``model`` was loaded from (none for a model
+    made in memory): what a writer must never touch."""
+    found: tuple[Path, ...] = model.meta.get(_SOURCES, ())
+    return found
 
 
 def _in_order(model: ir.Model, label: str) -> ir.Model:
@@ -76,16 +86,6 @@ def external_locations(proto: onnx.ModelProto) -> set[str]:
                 if entry.key == "location":
                     found.add(entry.value)
     return found
-
-
-def input_files(path: str | os.PathLike[str]) -> tuple[Path, ...]:
-    """A model file and the external-data files it reads: what a writer must never touch."""
-    model_path = Path(path)
-    try:
-        proto = onnx.load(str(model_path), load_external_data=False)
-    except Exception:
-        return (model_path,)
-    return (model_path, *(model_path.parent / loc for loc in sorted(external_locations(proto))))
 
 
 def has_external_data(model: ir.Model) -> bool:
@@ -132,9 +132,9 @@ def save_model(
                 _check_file(temporary)
             os.replace(temporary, target)
         return target
-    graph = model if isinstance(model, ir.Model) else ir.from_proto(model)
+    loaded = model if isinstance(model, ir.Model) else ir.from_proto(model)
     if external_data == AUTO:
-        data_name = f"{target.stem}.data" if has_external_data(graph) else None
+        data_name = f"{target.stem}.data" if has_external_data(loaded) else None
     elif external_data == INLINE:
         data_name = None
     else:
@@ -146,11 +146,11 @@ def save_model(
             p.resolve() for p in protect
         }:
             raise ModelError(f"{data_path}: is the input's own file; choose another output")
-    elif has_external_data(graph):
-        graph = ir.external_data.load_to_model(graph)
+    elif has_external_data(loaded):
+        loaded = ir.external_data.load_to_model(loaded)
     with _temporary(target) as temporary:
         if data_name is None:
-            _write_bytes(temporary, ir.to_proto(graph).SerializeToString(deterministic=True))
+            _write_bytes(temporary, ir.to_proto(loaded).SerializeToString(deterministic=True))
         else:
             callback = None
             if progress is not None:
@@ -159,7 +159,7 @@ def save_model(
                 def callback(_: object, info: ir.external_data.CallbackInfo) -> None:
                     report(info.index + 1, info.total)
 
-            ir.save(graph, temporary, external_data=data_name, callback=callback)
+            ir.save(loaded, temporary, external_data=data_name, callback=callback)
         if check:
             _check_file(temporary)
         os.replace(temporary, target)

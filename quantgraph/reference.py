@@ -9,7 +9,7 @@ Dequantize is ``float32(int(src) - int(zp)) * scale``. Never imports onnxruntime
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -17,13 +17,11 @@ from .spec import (
     DEQUANTIZE,
     DYNAMIC_DEQUANTIZE,
     DYNAMIC_QUANTIZE,
-    PER_TENSOR,
+    OPS,
     QUANTIZE,
     DType,
     OpSpec,
     check_call,
-    check_static_attributes,
-    default_output_dtype,
     dtypes,
 )
 
@@ -80,22 +78,46 @@ def dequantize_values(
         return (values * scale).astype(np.float32)
 
 
+def run(
+    op: str | OpSpec,
+    inputs: Sequence[np.ndarray | None],
+    attributes: Mapping[str, object] | None = None,
+    *,
+    node: str = "",
+) -> np.ndarray:
+    """One call of ``op`` (a spec name): every rule checked, then computed.
+
+    ``inputs`` are src (and scales, zps for the dynamic ops; None where absent); ``attributes``
+    as a node has them, the spec's defaults filling the rest.
+    """
+    spec = OPS[op] if isinstance(op, str) else op
+    given = dict(attributes or {})
+    src = np.asarray(inputs[0])
+    if spec.is_static:
+        scales, zps = _attribute_arrays(given.get("scales"), given.get("zps"))
+        checked = check_call(spec, node, src=src, scales=None, zps=None, attributes=given)
+    else:
+        scales = _optional(inputs, 1)
+        zps = _optional(inputs, 2)
+        checked = check_call(spec, node, src=src, scales=scales, zps=zps, attributes=given)
+    assert scales is not None  # the rules require scales
+    if spec.is_quantize:
+        dst = dtypes.from_onnx(checked.dst)
+        assert dst is not None  # check_types accepted it
+        return np.asarray(quantize_values(src, scales, zps, checked.axis, dst))
+    return np.asarray(dequantize_values(src, scales, zps, checked.axis))  # 0-d stays an array
+
+
 def dynamic_quantize(
     src: np.ndarray,
     scales: np.ndarray,
     zps: np.ndarray | None = None,
     *,
-    qtype: str = PER_TENSOR,
-    axis: int = 1,
-    output_dtype: int = 0,
     node: str = "",
+    **attributes: object,
 ) -> np.ndarray:
     """DynamicQuantize: ``saturate(round_half_even(src / scales) + zps)``."""
-    dst = _quantize_dst(DYNAMIC_QUANTIZE, output_dtype, zps)
-    resolved = check_call(
-        DYNAMIC_QUANTIZE, node, src=src, scales=scales, zps=zps, qtype=qtype, axis=axis, dst=dst
-    )
-    return quantize_values(src, scales, zps, resolved, dst)
+    return run(DYNAMIC_QUANTIZE, [src, scales, zps], attributes, node=node)
 
 
 def dynamic_dequantize(
@@ -103,94 +125,30 @@ def dynamic_dequantize(
     scales: np.ndarray,
     zps: np.ndarray | None = None,
     *,
-    qtype: str = PER_TENSOR,
-    axis: int = 1,
     node: str = "",
+    **attributes: object,
 ) -> np.ndarray:
     """DynamicDequantize: ``(src - zps) * scales``."""
-    resolved = check_call(
-        DYNAMIC_DEQUANTIZE,
-        node,
-        src=src,
-        scales=scales,
-        zps=zps,
-        qtype=qtype,
-        axis=axis,
-        dst=dtypes.F32,
-    )
-    return dequantize_values(src, scales, zps, resolved)
+    return run(DYNAMIC_DEQUANTIZE, [src, scales, zps], attributes, node=node)
 
 
-def quantize(
-    src: np.ndarray,
-    *,
-    scales: Sequence[float],
-    zps: Sequence[int] | None = None,
-    qtype: str = PER_TENSOR,
-    axis: int = 1,
-    output_dtype: int = 0,
-    node: str = "",
-) -> np.ndarray:
+def quantize(src: np.ndarray, *, node: str = "", **attributes: object) -> np.ndarray:
     """Static Quantize: scales and zero points are attributes."""
-    dst = dtypes.from_onnx(output_dtype) if output_dtype else dtypes.U8
-    dst = dst if dst is not None else dtypes.U8 if output_dtype == 0 else _bad_dst(output_dtype)
-    check_static_attributes(QUANTIZE, node, scales, zps, dst)
-    scale_array, zp_array = _attribute_arrays(scales, zps)
-    resolved = check_call(
-        QUANTIZE, node, src=src, scales=scale_array, zps=zp_array, qtype=qtype, axis=axis, dst=dst
-    )
-    return quantize_values(src, scale_array, zp_array, resolved, dst)
+    return run(QUANTIZE, [src], attributes, node=node)
 
 
-def dequantize(
-    src: np.ndarray,
-    *,
-    scales: Sequence[float],
-    zps: Sequence[int] | None = None,
-    qtype: str = PER_TENSOR,
-    axis: int = 1,
-    node: str = "",
-) -> np.ndarray:
+def dequantize(src: np.ndarray, *, node: str = "", **attributes: object) -> np.ndarray:
     """Static Dequantize: scales and zero points are attributes."""
-    source = dtypes.from_numpy(src.dtype)
-    check_static_attributes(DEQUANTIZE, node, scales, zps, source or dtypes.S8)
-    scale_array, zp_array = _attribute_arrays(scales, zps)
-    resolved = check_call(
-        DEQUANTIZE,
-        node,
-        src=src,
-        scales=scale_array,
-        zps=zp_array,
-        qtype=qtype,
-        axis=axis,
-        dst=dtypes.F32,
-    )
-    return dequantize_values(src, scale_array, zp_array, resolved)
+    return run(DEQUANTIZE, [src], attributes, node=node)
 
 
-def _attribute_arrays(
-    scales: Sequence[float], zps: Sequence[int] | None
-) -> tuple[np.ndarray, np.ndarray | None]:
-    # zps attributes are s64 lists; check_static_attributes has bounded them to s32.
-    zp_array = None if zps is None else np.asarray(list(zps), dtype=np.int32).reshape(-1)
-    return np.asarray(list(scales), dtype=np.float32).reshape(-1), zp_array
+def _optional(inputs: Sequence[np.ndarray | None], index: int) -> np.ndarray | None:
+    value = inputs[index] if len(inputs) > index else None
+    return None if value is None else np.asarray(value)
 
 
-def _quantize_dst(op: OpSpec, output_dtype: int, zps: np.ndarray | None) -> DType:
-    if output_dtype:
-        found = dtypes.from_onnx(output_dtype)
-        return found if found is not None else _bad_dst(output_dtype)
-    return default_output_dtype(dtypes.from_numpy(zps.dtype) if zps is not None else None)
-
-
-def _bad_dst(output_dtype: int) -> DType:
-    # A stand-in that check_types rejects with the dst-type rule and the real type's name.
-    return DType(dtypes.onnx_name(output_dtype), output_dtype, "int64")
-
-
-KERNELS = {
-    DYNAMIC_QUANTIZE.name: dynamic_quantize,
-    DYNAMIC_DEQUANTIZE.name: dynamic_dequantize,
-    QUANTIZE.name: quantize,
-    DEQUANTIZE.name: dequantize,
-}
+def _attribute_arrays(scales: object, zps: object) -> tuple[np.ndarray | None, np.ndarray | None]:
+    # zps attributes are s64 lists; the rules bound them to s32 before they are used.
+    scale_array = None if scales is None else np.asarray(list(scales), np.float32).reshape(-1)  # type: ignore[call-overload]
+    zp_array = None if zps is None else np.asarray(list(zps), np.int64).reshape(-1)  # type: ignore[call-overload]
+    return scale_array, zp_array

@@ -10,7 +10,6 @@ import re
 import threading
 from typing import Any
 
-import numpy as np
 import onnx
 import onnx.numpy_helper
 from onnx import defs
@@ -20,14 +19,11 @@ from .spec import (
     DOMAIN,
     OPS,
     OPSET_VERSION,
-    PER_TENSOR,
+    Attribute,
+    NodeFacts,
     OpSpec,
     SpecError,
-    check_scale_values,
-    check_shapes,
-    check_static_attributes,
-    check_types,
-    default_output_dtype,
+    check_node,
     dtypes,
 )
 
@@ -48,20 +44,16 @@ def _tensor_types(types: tuple[dtypes.DType, ...]) -> list[str]:
 
 
 def _type_param(op: OpSpec, argument: str) -> tuple[str, tuple[dtypes.DType, ...]]:
-    rows = op.type_rows
     table = {
         "src": ("T1", op.src_types),
-        "scales": ("T2", tuple({r.scales: None for r in rows if r.scales}.keys())),
+        "scales": ("T2", op.scales_types),
         "zps": ("T3", op.zps_types),
         "dst": ("T4", op.dst_types),
     }
     return table[argument]
 
 
-def _attribute(attr: object) -> defs.OpSchema.Attribute:
-    from .spec import Attribute
-
-    assert isinstance(attr, Attribute)
+def _attribute(attr: Attribute) -> defs.OpSchema.Attribute:
     if attr.required or attr.default is None:
         return defs.OpSchema.Attribute(
             attr.name, _ATTR_TYPES[attr.kind], attr.doc, required=attr.required
@@ -166,51 +158,29 @@ def _fingerprint(op: OpSpec, ctx: InferenceContext) -> tuple[tuple[object, ...],
 
 def _checked_dst_type(op: OpSpec, ctx: InferenceContext) -> int:
     """Apply every rule to the node; its dst element type."""
-    node = _node_name(ctx.get_display_name())
-    raw_qtype = _attr_value(ctx, "qtype") or PER_TENSOR
-    qtype = raw_qtype.decode() if isinstance(raw_qtype, bytes) else str(raw_qtype)
-    raw_axis = _attr_value(ctx, "axis")
-    axis = 1 if raw_axis is None else int(raw_axis)  # type: ignore[call-overload]
     src_type, src_shape = _elem_and_shape(ctx, 0)
-    scales_type, scales_shape = _elem_and_shape(ctx, 1)
-    zps_type, zps_shape = _elem_and_shape(ctx, 2)
-
-    if op.is_quantize:
-        requested = int(_attr_value(ctx, "output_dtype") or 0)  # type: ignore[call-overload]
-        zps_dtype = dtypes.from_onnx(zps_type) if zps_type is not None else None
-        dst_type = requested or default_output_dtype(zps_dtype).onnx
-    else:
-        dst_type = dtypes.F32.onnx
-
-    if src_type is not None:
-        check_types(
-            op, node, {"src": src_type, "dst": dst_type, "scales": scales_type, "zps": zps_type}
-        )
-    if op.is_static:
-        scales = _attr_value(ctx, "scales")
-        zps = _attr_value(ctx, "zps")
-        eight = dtypes.from_onnx(dst_type if op.is_quantize else (src_type or 0))
-        check_static_attributes(op, node, scales, zps, eight or dtypes.S8)  # type: ignore[arg-type]
-        assert isinstance(scales, list)
-        check_scale_values(op, node, np.asarray(scales, np.float32))
-        scales_shape = [len(scales)]
-        zps_shape = [len(zps)] if isinstance(zps, list) else None
-    else:
-        constant = ctx.get_input_data(1) if ctx.has_input(1) else None
-        # External data is not readable from here (no base directory); kernels check it.
-        if constant is not None and constant.data_location != onnx.TensorProto.EXTERNAL:
-            check_scale_values(op, node, onnx.numpy_helper.to_array(constant))
-    if src_shape is not None and scales_shape is not None:
-        check_shapes(
-            op,
-            node,
-            qtype=qtype,
-            axis=axis,
-            src_shape=src_shape,
-            scales_shape=scales_shape,
-            zps_shape=zps_shape,
-        )
-    return dst_type
+    scales_type, scales_shape = (None, None) if op.is_static else _elem_and_shape(ctx, 1)
+    zps_type, zps_shape = (None, None) if op.is_static else _elem_and_shape(ctx, 2)
+    has = [not op.is_static and ctx.get_num_inputs() > i and ctx.has_input(i) for i in (1, 2)]
+    scale_values = None
+    constant = ctx.get_input_data(1) if has[0] else None
+    # External data is not readable from here (no base directory); kernels check it.
+    if constant is not None and constant.data_location != onnx.TensorProto.EXTERNAL:
+        scale_values = onnx.numpy_helper.to_array(constant)
+    attributes = {a.name: _attr_value(ctx, a.name) for a in op.attributes}
+    facts = NodeFacts(
+        attributes={k: v for k, v in attributes.items() if v is not None},
+        src=src_type or None,
+        scales=scales_type or None,
+        zps=zps_type or None,
+        has_scales=has[0],
+        has_zps=has[1],
+        src_shape=src_shape,
+        scales_shape=scales_shape,
+        zps_shape=zps_shape,
+        scale_values=scale_values,
+    )
+    return check_node(op, _node_name(ctx.get_display_name()), facts).dst
 
 
 def _infer_checked(op: OpSpec, ctx: InferenceContext) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
@@ -47,29 +48,32 @@ class InferenceSession:
         )
 
     def _prepare(self, model: ModelLike) -> str | bytes:
-        """What onnxruntime loads: the file itself when it can run as is, else a prepared copy."""
+        """What onnxruntime loads: the file itself or the caller's serialized model when they
+        run as they are, else a prepared private copy."""
         is_path = isinstance(model, (str, os.PathLike))
-        graph = load_model(model)  # the same clear errors everywhere for a bad file
+        loaded = load_model(model)  # the same clear errors everywhere for a bad file
         if self.backend == "python":
-            from .backends import python
+            from .backends.python_prepare import prepare_model
 
-            if is_path:
-                changed = python.prepare_model(graph)
-            else:  # the caller's object stays as it was
-                graph = ir.from_proto(ir.to_proto(graph))
-                changed = python.prepare_model(graph)
-            if is_path and not changed:
+            if not is_path and loaded is model:  # the caller's object stays as it was
+                loaded = ir.from_proto(ir.to_proto(loaded))
+            if not prepare_model(loaded) and is_path:
                 return str(Path(model))  # type: ignore[arg-type]
         elif is_path:
             return str(Path(model))  # type: ignore[arg-type]
-        if has_external_data(graph):
+        elif isinstance(model, bytes):
+            return model
+        elif isinstance(model, onnx.ModelProto) and not has_external_data(loaded):
+            serialized: bytes = model.SerializeToString()
+            return serialized
+        if has_external_data(loaded):
             # Weights stay on disk: onnxruntime reads them next to a prepared copy.
             self._scratch = tempfile.TemporaryDirectory(prefix="quantgraph-")
             path = Path(self._scratch.name) / "model.onnx"
-            save_model(graph, path, external_data="model.data")
+            save_model(loaded, path, external_data="model.data")
             return str(path)
-        serialized: bytes = ir.to_proto(graph).SerializeToString()
-        return serialized
+        prepared: bytes = ir.to_proto(loaded).SerializeToString()
+        return prepared
 
     def run(
         self,

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
+from .compare import TensorComparison, compare
 from .errors import ModelError
 from .io import ModelLike, load_model
 from .session import InferenceSession
@@ -28,32 +30,14 @@ EXACT = (
 OPTIMIZED = "original at ORT_ENABLE_ALL (fused integer kernels) vs rewritten"
 
 
-@dataclass(frozen=True)
-class OutputComparison:
-    name: str
-    dtype: str
-    shape: list[int]
-    max_abs_diff: float
-    mismatches: int
-    elements: int
-    max_ulp_diff: int
-
-    @property
-    def agree(self) -> bool:
-        return self.mismatches == 0
-
-    def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "agree": self.agree}
-
-
 @dataclass
 class ValidationReport:
     comparison: str
     backend: str
-    outputs: list[OutputComparison]
+    outputs: list[TensorComparison]
     inputs: dict[str, list[int]]
     seed: int | None
-    optimized: list[OutputComparison] = field(default_factory=list)
+    optimized: list[TensorComparison] = field(default_factory=list)
 
     @property
     def agree(self) -> bool:
@@ -74,7 +58,7 @@ class ValidationReport:
 
 
 def make_inputs(
-    model: ModelLike,
+    model: ModelLike | ort.InferenceSession,
     *,
     seed: int = 0,
     dims: Mapping[str, int] | None = None,
@@ -82,25 +66,57 @@ def make_inputs(
 ) -> dict[str, np.ndarray]:
     """Random inputs for every graph input (initializers excluded), from a seed.
 
-    Symbolic dims take ``dims[name]`` or ``default_dim``.
+    Symbolic dims take ``dims[name]`` or ``default_dim``. ``model`` may be an onnxruntime
+    session already made for it: its declared inputs are read there, with no parse of the file.
     """
-    graph = load_model(model).graph
     rng = np.random.default_rng(seed)
     dims = dict(dims or {})
     feeds: dict[str, np.ndarray] = {}
+    for name, elem_type, declared in _declared_inputs(model):
+        if elem_type is None or declared is None:
+            raise ModelError(f"input '{name}' has no tensor type and shape to generate from")
+        shape = tuple(
+            dim if isinstance(dim, int) else int(dims.get(str(dim), default_dim))
+            for dim in declared
+        )
+        feeds[name] = _random(rng, elem_type, shape)
+    return feeds
+
+
+Dim = int | str | None
+
+# onnxruntime's type strings ("tensor(float8e4m3fn)") and the ONNX element types they name.
+_ELEM_TYPES = {
+    f"tensor({onnx.TensorProto.DataType.Name(t).lower()})": int(t)
+    for t in onnx.TensorProto.DataType.values()
+    if t != onnx.TensorProto.UNDEFINED
+}
+
+
+def _declared_inputs(
+    model: ModelLike | ort.InferenceSession,
+) -> list[tuple[str, ir.DataType | None, list[Dim] | None]]:
+    """(name, element type, shape with symbolic dims as names) of every fed input."""
+    if isinstance(model, (ort.InferenceSession, InferenceSession)):
+        found = []
+        for arg in model.get_inputs():
+            known = _ELEM_TYPES.get(arg.type)
+            elem = None if known is None else ir.DataType(known)
+            shape = None if arg.shape is None else [d if d is not None else "" for d in arg.shape]
+            found.append((arg.name, elem, shape))
+        return found
+    graph = load_model(model).graph
+    declared = []
     for value in graph.inputs:
         if value.is_initializer() or value.name is None:
             continue
-        if value.dtype is None or value.shape is None:
-            raise ModelError(f"input '{value.name}' has no tensor type and shape to generate from")
-        shape = []
-        for dim in value.shape:
-            if isinstance(dim, int):
-                shape.append(dim)
-            else:
-                shape.append(int(dims.get(str(dim.value), default_dim)))
-        feeds[value.name] = _random(rng, value.dtype, tuple(shape))
-    return feeds
+        shape = (
+            None
+            if value.shape is None
+            else [d if isinstance(d, int) else str(d.value) for d in value.shape]
+        )
+        declared.append((value.name, value.dtype, shape))
+    return declared
 
 
 def _random(rng: np.random.Generator, dtype: ir.DataType, shape: tuple[int, ...]) -> np.ndarray:
@@ -125,65 +141,35 @@ def load_inputs(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
         raise ModelError(f"{path}: cannot read inputs ({error})") from None
 
 
-def compare(name: str, expected: np.ndarray, actual: np.ndarray) -> OutputComparison:
-    expected = np.asarray(expected)
-    actual = np.asarray(actual)
-    if expected.shape != actual.shape or expected.dtype != actual.dtype:
-        return OutputComparison(
-            name,
-            f"{expected.dtype} vs {actual.dtype}",
-            list(expected.shape),
-            float("inf"),
-            int(max(expected.size, actual.size)),
-            int(expected.size),
-            -1,
-        )
-    if expected.dtype.kind == "f":
-        both_nan = np.isnan(expected) & np.isnan(actual)
-        same = (expected == actual) | both_nan
-        with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.where(same, 0.0, np.abs(expected.astype(np.float64) - actual))
-        ulps = _ulp_distance(expected.astype(np.float32), actual.astype(np.float32))
-        ulps = np.where(same, 0, ulps)
-    else:
-        diff = np.abs(expected.astype(np.int64) - actual.astype(np.int64)).astype(np.float64)
-        same = diff == 0
-        ulps = diff.astype(np.int64)  # integers: one unit of the last place is 1
-    return OutputComparison(
-        name,
-        str(expected.dtype),
-        list(expected.shape),
-        float(np.nanmax(diff)) if diff.size else 0.0,
-        int((~same).sum()),
-        int(expected.size),
-        int(ulps.max()) if ulps.size else 0,
-    )
-
-
-def _ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    # Map float32 bit patterns to a monotonic integer line; the distance counts floats between.
-    def line(x: np.ndarray) -> np.ndarray:
-        bits = x.view(np.int32).astype(np.int64)
-        return np.where(bits < 0, -(bits & 0x7FFFFFFF), bits)
-
-    distance: np.ndarray = np.abs(line(a) - line(b))
-    return distance
-
-
-def _run_original(
-    model: ModelLike, feeds: Mapping[str, np.ndarray], level: ort.GraphOptimizationLevel
-) -> tuple[list[str], list[np.ndarray]]:
+def _original_session(model: ModelLike, level: ort.GraphOptimizationLevel) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.graph_optimization_level = level
     options.log_severity_level = 3
-    source = (
-        str(model)
-        if isinstance(model, (str, os.PathLike))
-        else ir.to_proto(load_model(model)).SerializeToString()
-    )
-    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-    names = [o.name for o in session.get_outputs()]
-    return names, session.run(names, dict(feeds))
+    if isinstance(model, (str, os.PathLike)):
+        # onnxruntime reads the file itself; only a file it refuses is read here, to say why.
+        try:
+            return ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        except Exception as error:
+            load_model(model)  # a bad file is a ModelError naming the rule it breaks
+            first = str(error).strip().splitlines()[0] if str(error).strip() else "failed"
+            raise ModelError(f"{model}: onnxruntime cannot load the original: {first}") from None
+    if isinstance(model, bytes):
+        source = model
+    elif isinstance(model, onnx.ModelProto):
+        source = model.SerializeToString()
+    else:
+        source = ir.to_proto(model).SerializeToString()
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+
+def _compare_all(
+    session: ort.InferenceSession, expected: list[np.ndarray], actual: list[np.ndarray]
+) -> list[TensorComparison]:
+    outputs = session.get_outputs()
+    return [
+        compare(o.name, e, a, _ELEM_TYPES.get(o.type))
+        for o, e, a in zip(outputs, expected, actual, strict=True)
+    ]
 
 
 def validate(
@@ -196,27 +182,33 @@ def validate(
     dims: Mapping[str, int] | None = None,
     optimized: bool = False,
 ) -> ValidationReport:
-    """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend."""
+    """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
+
+    Either model may be a path, bytes, a ModelProto or an ir.Model: nothing is read twice.
+    """
+    session = _original_session(original, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     if inputs is None:
-        feeds = make_inputs(original, seed=seed, dims=dims)
+        feeds = make_inputs(session, seed=seed, dims=dims)
         used_seed: int | None = seed
     else:
         feeds = load_inputs(inputs) if isinstance(inputs, (str, os.PathLike)) else dict(inputs)
         used_seed = None
-    names, expected = _run_original(original, feeds, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    names = [o.name for o in session.get_outputs()]
+    expected = session.run(names, feeds)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 3
-    session = InferenceSession(rewritten, backend, options=options)
-    actual = session.run(names, feeds)
+    candidate = InferenceSession(rewritten, backend, options=options)
+    actual = candidate.run(names, feeds)
     report = ValidationReport(
-        comparison=f"{EXACT} on the {session.backend} backend",
-        backend=session.backend,
-        outputs=[compare(n, e, a) for n, e, a in zip(names, expected, actual, strict=True)],
+        comparison=f"{EXACT} on the {candidate.backend} backend",
+        backend=candidate.backend,
+        outputs=_compare_all(session, expected, actual),
         inputs={k: list(v.shape) for k, v in feeds.items()},
         seed=used_seed,
     )
     if optimized:
-        _, fused = _run_original(original, feeds, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-        report.optimized = [compare(n, e, a) for n, e, a in zip(names, fused, actual, strict=True)]
+        fused_session = _original_session(original, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+        fused = fused_session.run(names, feeds)
+        report.optimized = _compare_all(session, fused, actual)
     return report

@@ -20,6 +20,7 @@ from onnx import numpy_helper
 
 import quantgraph
 from quantgraph import DOMAIN
+from quantgraph.backends import native_available
 from quantgraph.cli import main
 from quantgraph.errors import ModelError
 
@@ -97,7 +98,7 @@ def test_convert_writes_the_model_and_keeps_the_input(runner: CliRunner, work: P
         "DynamicQuantize",
         "DynamicDequantize",
     }
-    expected = quantgraph.convert(source).model.SerializeToString(deterministic=True)
+    expected = quantgraph.convert(source).proto.SerializeToString(deterministic=True)
     assert out.read_bytes() == expected
 
 
@@ -184,14 +185,14 @@ def test_convert_refuses_to_overwrite(runner: CliRunner, work: Path) -> None:
 def _converted(work: Path, name: str = "cnn.onnx", *, static: bool = False) -> Path:
     out = work / f"converted_{static}_{name}"
     out.write_bytes(
-        quantgraph.convert(work / name, static=static).model.SerializeToString(deterministic=True)
+        quantgraph.convert(work / name, static=static).proto.SerializeToString(deterministic=True)
     )
     return out
 
 
 def _broken(work: Path) -> Path:
     """The converted CNN with its output quantization scale doubled."""
-    model = quantgraph.convert(work / "cnn.onnx").model
+    model = quantgraph.convert(work / "cnn.onnx").proto
     (q_node,) = [n for n in model.graph.node if n.name == "output_QuantizeLinear"]
     scale_name = q_node.input[1]
     for index, tensor in enumerate(model.graph.initializer):
@@ -451,3 +452,33 @@ def test_real_process_convert_validate(work: Path) -> None:
     payload = json.loads(done.stdout)
     assert payload["validation"]["agree"] is True
     assert out.exists()
+
+
+def test_convert_validate_parses_its_input_once(
+    runner: CliRunner, work: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """convert IN OUT --validate reads IN once and validates the model it holds in memory:
+    neither IN nor OUT is parsed again (onnxruntime opens IN itself for the original)."""
+    parsed: list[str] = []
+    real_load, real_from_string = onnx.load, onnx.load_from_string
+
+    def load(path: object, *args: object, **kwargs: object) -> onnx.ModelProto:
+        parsed.append(str(path))
+        return real_load(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    def from_string(data: bytes, *args: object, **kwargs: object) -> onnx.ModelProto:
+        parsed.append("<bytes>")
+        return real_from_string(data, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(onnx, "load", load)
+    monkeypatch.setattr(onnx, "load_model", load)
+    monkeypatch.setattr(onnx, "load_from_string", from_string)
+    source, out = work / "cnn.onnx", work / "cnn_qg.onnx"
+    for backend in ("python", "native") if native_available() else ("python",):
+        parsed.clear()
+        result = invoke(
+            runner, "convert", source, out, "--validate", "--force", "--backend", backend
+        )
+        assert result.exit_code == 0, result.output
+        assert "the models agree" in result.stdout
+        assert parsed == [str(source)], backend

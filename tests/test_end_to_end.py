@@ -84,7 +84,7 @@ def test_converted_model_agrees_with_original(model_path: Path, static: bool, ba
     assert _sha256(model_path) == digest, "convert changed its input file"
     for seed in (0, 1):
         report = quantgraph.validate(
-            model_path, result.model, backend=backend, seed=seed, dims=DIMS
+            model_path, result.proto, backend=backend, seed=seed, dims=DIMS
         )
         _assert_agree(report, backend)
         if "transformer" in model_path.name:
@@ -98,7 +98,7 @@ def test_both_if_branches_agree(tmp_path: Path, backend: str) -> None:
     for path in [p for p in MODELS if p.name.startswith("if_branch")]:
         for static in (False, True):
             converted = tmp_path / f"{path.stem}_{static}.onnx"
-            save_model(quantgraph.convert(path, static=static).model, converted)
+            save_model(quantgraph.convert(path, static=static).proto, converted)
             x = make_inputs(path, seed=2)["input"]
             relu_branch = set()
             for sign in (1.0, -1.0):
@@ -116,13 +116,13 @@ def test_converted_models_have_only_the_expected_leftovers(model_path: Path) -> 
     before = Counter(n.op_type for n in _nodes(original.graph) if n.op_type in QDQ)
     for static in (False, True):
         result = quantgraph.convert(model_path, static=static)
-        onnx.checker.check_model(result.model, full_check=True)
+        onnx.checker.check_model(result.proto, full_check=True)
         report = result.report
         # Only the int32 bias dequantizations are left, each listed with its reason.
         for skipped in report.skipped:
             assert skipped.op_type == "DequantizeLinear"
             assert "int32" in skipped.reason
-        left = [n for n in _nodes(result.model.graph) if n.op_type in QDQ]
+        left = [n for n in _nodes(result.proto.graph) if n.op_type in QDQ]
         assert sorted(n.name for n in left) == sorted(s.node for s in report.skipped)
         assert {n.domain for n in left} <= {"", "ai.onnx"}
         counts = Counter(report.converted)
@@ -136,19 +136,19 @@ def test_converted_models_have_only_the_expected_leftovers(model_path: Path) -> 
         }
         # Names and the graph interface survive.
         names_before = {n.name for n in _nodes(original.graph)}
-        names_after = {n.name for n in _nodes(result.model.graph)}
+        names_after = {n.name for n in _nodes(result.proto.graph)}
         assert names_before <= names_after
-        assert [i.SerializeToString() for i in result.model.graph.input] == [
+        assert [i.SerializeToString() for i in result.proto.graph.input] == [
             i.SerializeToString() for i in original.graph.input
         ]
-        assert [o.SerializeToString() for o in result.model.graph.output] == [
+        assert [o.SerializeToString() for o in result.proto.graph.output] == [
             o.SerializeToString() for o in original.graph.output
         ]
-        opsets = {o.domain: o.version for o in result.model.opset_import}
+        opsets = {o.domain: o.version for o in result.proto.opset_import}
         assert opsets[DOMAIN] == 1
         assert {o.domain: o.version for o in original.opset_import}.items() <= opsets.items()
-        assert result.model.producer_name == original.producer_name
-        assert list(result.model.metadata_props) == list(original.metadata_props)
+        assert result.proto.producer_name == original.producer_name
+        assert list(result.proto.metadata_props) == list(original.metadata_props)
 
 
 def test_if_branch_models_convert_inside_the_branches() -> None:
@@ -161,23 +161,23 @@ def test_if_branch_models_convert_inside_the_branches() -> None:
 def test_transformer_models_keep_the_symbolic_batch_dim() -> None:
     for path in [p for p in MODELS if p.name.startswith("transformer")]:
         result = quantgraph.convert(path)
-        dims = result.model.graph.input[0].type.tensor_type.shape.dim
+        dims = result.proto.graph.input[0].type.tensor_type.shape.dim
         assert dims[0].dim_param == "batch"
 
 
 @pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
 def test_bundled_conversion_is_idempotent_and_deterministic(model_path: Path, static: bool) -> None:
-    first = quantgraph.convert(model_path, static=static).model
-    again = quantgraph.convert(model_path, static=static).model
+    first = quantgraph.convert(model_path, static=static).proto
+    again = quantgraph.convert(model_path, static=static).proto
     first_bytes = first.SerializeToString(deterministic=True)
     assert again.SerializeToString(deterministic=True) == first_bytes
     second = quantgraph.convert(first, static=static)
     assert second.report.converted == {}
-    assert second.model.SerializeToString(deterministic=True) == first_bytes
+    assert second.proto.SerializeToString(deterministic=True) == first_bytes
 
 
 def test_convert_save_validate_from_files(tmp_path: Path) -> None:
     for path in MODELS:
         out = tmp_path / path.name
-        save_model(quantgraph.convert(path).model, out)
+        save_model(quantgraph.convert(path).proto, out)
         _assert_agree(quantgraph.validate(path, out, backend="python", dims=DIMS), "python")

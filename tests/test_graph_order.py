@@ -9,6 +9,7 @@ import onnx
 import onnx_ir as ir
 import pytest
 from bad_models import cyclic_model
+from builders import make_model, tensor_info
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
@@ -28,11 +29,9 @@ def _dag(edges: list[list[int]], order: list[int], back_edge: tuple[int, int] | 
         if back_edge is not None and index == back_edge[0]:
             inputs.append(f"v{back_edge[1]}")
         nodes.append(helper.make_node("Sum", inputs, [f"v{index}"], name=f"n{index}"))
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
-    out = helper.make_tensor_value_info(f"v{len(edges) - 1}", TensorProto.FLOAT, [1])
-    graph = helper.make_graph(nodes, "g", [x], [out])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    return model.SerializeToString()
+    x = tensor_info("x", TensorProto.FLOAT, [1])
+    out = tensor_info(f"v{len(edges) - 1}", TensorProto.FLOAT, [1])
+    return make_model(nodes, [x], [out], check=False).SerializeToString()
 
 
 @st.composite
@@ -104,16 +103,13 @@ def test_a_cycle_inside_an_if_branch_is_found() -> None:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
     )
     node = helper.make_node("If", ["c"], ["out"], name="if", then_branch=branch, else_branch=other)
-    graph = helper.make_graph(
+    model = make_model(
         [node],
-        "main",
-        [
-            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1]),
-        ],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1])],
+        [tensor_info("c", TensorProto.BOOL, []), tensor_info("x", TensorProto.FLOAT, [1])],
+        [tensor_info("out", TensorProto.FLOAT, [1])],
+        graph_name="main",
+        check=False,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     with pytest.raises(
         ModelError, match=r"graph 'then_branch' has a cycle: 'add' \(Add\) -> 'neg' \(Neg\)"
     ):
@@ -136,9 +132,9 @@ def test_an_unsorted_qdq_model_converts_and_agrees() -> None:
     with pytest.raises(onnx.checker.ValidationError):
         onnx.checker.check_model(source)
     result = quantgraph.convert(source)
-    onnx.checker.check_model(result.model, full_check=True)
+    onnx.checker.check_model(result.proto, full_check=True)
     x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype(np.float32)
-    report = quantgraph.validate(source, result.model, inputs={"input": x}, backend="python")
+    report = quantgraph.validate(source, result.proto, inputs={"input": x}, backend="python")
     assert report.agree, report
 
 

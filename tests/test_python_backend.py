@@ -11,16 +11,16 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from builders import fed_spec_op_model, run_spec_op, spec_op_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from onnx import TensorProto, helper
-from ortref import run_spec_op, spec_op_model
+from onnx import TensorProto
 
 import quantgraph
 from quantgraph import reference
 from quantgraph.errors import BackendError, KernelError
-from quantgraph.spec import DOMAIN, OPSET_VERSION, SpecError
+from quantgraph.spec import SpecError
 
 F32 = np.float32
 CI = settings(
@@ -253,21 +253,15 @@ def symbolic_model(
     op: str, src_type: int, zps_type: int | None, **attributes: Any
 ) -> onnx.ModelProto:
     """A model whose scales/zps lengths are symbolic, so any count can be fed."""
-    names = ["src", "scales"] + (["zps"] if zps_type is not None else [])
-    node = helper.make_node(op, names, ["dst"], domain=DOMAIN, name="the_node", **attributes)
-    inputs = [
-        helper.make_tensor_value_info("src", src_type, ["A", "B", "C"]),
-        helper.make_tensor_value_info("scales", TensorProto.FLOAT, ["K"]),
-    ]
-    if zps_type is not None:
-        inputs.append(helper.make_tensor_value_info("zps", zps_type, ["K"]))
     dst = TensorProto.FLOAT if op == "DynamicDequantize" else (zps_type or TensorProto.UINT8)
-    graph = helper.make_graph(
-        [node], "g", inputs, [helper.make_tensor_value_info("dst", dst, ["A", "B", "C"])]
-    )
-    return helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)],
+    return spec_op_model(
+        op,
+        (src_type, ["A", "B", "C"]),
+        (TensorProto.FLOAT, ["K"]),
+        None if zps_type is None else (zps_type, ["K"]),
+        dst_type=dst,
+        name="the_node",
+        **attributes,
     )
 
 
@@ -335,7 +329,7 @@ def test_dequantize_kernel_error() -> None:
 def test_static_quantize_zero_scale_names_the_models_op() -> None:
     """The user's model has a static Quantize: the error should name that op, not the
     DynamicQuantize the Python backend rewrote it into (at session creation or at run time)."""
-    model = spec_op_model("Quantize", X, {}, TensorProto.UINT8, scales=[0.0])
+    model = fed_spec_op_model("Quantize", X, {}, TensorProto.UINT8, scales=[0.0])
     try:
         session = quantgraph.InferenceSession(model, "python")
         session.run(None, {"src": X})
@@ -352,7 +346,7 @@ def test_kernel_error_does_not_leak_into_another_session() -> None:
     """Errors recorded by a plain onnxruntime session (quantgraph.session_options) must not be
     raised by the next run of an unrelated quantgraph session."""
     feed: Feed = {"src": X, "scales": np.array([0.0], F32), "zps": np.array([10], np.uint8)}
-    model = spec_op_model(
+    model = fed_spec_op_model(
         "DynamicQuantize",
         X,
         {k: v for k, v in feed.items() if k != "src"},
@@ -377,7 +371,7 @@ def test_kernel_error_is_raised_with_parallel_execution() -> None:
     options = ort.SessionOptions()
     options.execution_mode = ort.ExecutionMode.ORT_PARALLEL
     inputs: Feed = {"scales": np.array([0.0], F32), "zps": np.array([10], np.uint8)}
-    model = spec_op_model("DynamicQuantize", X, inputs, TensorProto.UINT8)
+    model = fed_spec_op_model("DynamicQuantize", X, inputs, TensorProto.UINT8)
     session = quantgraph.InferenceSession(model, "python", options=options)
     with pytest.raises(KernelError, match=r"\[rule scale-value\]"):
         session.run(None, {"src": X, **inputs})
@@ -448,7 +442,7 @@ def test_unsupported_models_raise_backend_error(
     out_type: int,
     attributes: dict[str, Any],
 ) -> None:
-    model = spec_op_model(op, src, inputs, out_type, **attributes)
+    model = fed_spec_op_model(op, src, inputs, out_type, **attributes)
     with pytest.raises(BackendError) as caught:
         quantgraph.InferenceSession(model, "python")
     message = str(caught.value)
@@ -457,7 +451,7 @@ def test_unsupported_models_raise_backend_error(
 
 
 def test_backend_error_leaves_the_callers_model_alone() -> None:
-    model = spec_op_model("Quantize", X, {}, TensorProto.UINT8, scales=[0.5], zps=[3])
+    model = fed_spec_op_model("Quantize", X, {}, TensorProto.UINT8, scales=[0.5], zps=[3])
     before = model.SerializeToString()
     session = quantgraph.InferenceSession(model, "python")
     assert model.SerializeToString() == before
@@ -486,14 +480,18 @@ def test_large_tensor_runs_fast() -> None:
     src = (rng.standard_normal(n) * 50).astype(F32).reshape(1024, 4096)
     scales = np.array([0.37], F32)
     zps = np.array([-3], np.int8)
-    model = spec_op_model("DynamicQuantize", src, {"scales": scales, "zps": zps}, TensorProto.INT8)
+    model = fed_spec_op_model(
+        "DynamicQuantize", src, {"scales": scales, "zps": zps}, TensorProto.INT8
+    )
     session = quantgraph.InferenceSession(model, "python")
     feed: Feed = {"src": src, "scales": scales, "zps": zps}
     session.run(None, feed)  # warm-up
     quantize_seconds, (got,) = _best_of(3, lambda: session.run(None, feed))
     same(got, reference.dynamic_quantize(src, scales, zps))
 
-    dq = spec_op_model("DynamicDequantize", got, {"scales": scales, "zps": zps}, TensorProto.FLOAT)
+    dq = fed_spec_op_model(
+        "DynamicDequantize", got, {"scales": scales, "zps": zps}, TensorProto.FLOAT
+    )
     dq_session = quantgraph.InferenceSession(dq, "python")
     dq_feed: Feed = {"src": got, "scales": scales, "zps": zps}
     dq_session.run(None, dq_feed)
@@ -509,7 +507,7 @@ def test_concurrent_runs_keep_their_own_errors() -> None:
 
     inputs: Feed = {"scales": np.array([0.5], F32), "zps": np.array([3], np.uint8)}
     session = quantgraph.InferenceSession(
-        spec_op_model("DynamicQuantize", X, inputs, TensorProto.UINT8), "python"
+        fed_spec_op_model("DynamicQuantize", X, inputs, TensorProto.UINT8), "python"
     )
     good: Feed = {"src": X, **inputs}
     bad: Feed = {**good, "scales": np.array([0.0], F32)}

@@ -540,7 +540,7 @@ def converted(case: str, static: bool) -> ConvertResult:
 
 @functools.cache
 def lowered(case: str, static: bool) -> ConvertResult:
-    return quantgraph.lower(converted(case, static).model)
+    return quantgraph.lower(converted(case, static).proto)
 
 
 def feeds(case: str) -> list[Feeds]:
@@ -641,7 +641,7 @@ def test_convert_report(case: str, static: bool) -> None:
     original = quantized(case)
     result = converted(case, static)
     report = result.report
-    onnx.checker.check_model(result.model, full_check=True)
+    onnx.checker.check_model(result.proto, full_check=True)
     assert sum(report.converted.values()) > 0
     # Left alone: the int32 bias dequantizations, each with its reason; nothing else.
     assert sorted(s.node for s in report.skipped) == sorted(_int32_dequantizations(original))
@@ -651,11 +651,11 @@ def test_convert_report(case: str, static: bool) -> None:
     counts = Counter(report.converted)
     counts.update(Counter(s.op_type for s in report.skipped))
     assert counts == _qdq_counts(original)
-    left = [n.name for _, n in _nodes(result.model) if n.op_type in QDQ and n.domain == ""]
+    left = [n.name for _, n in _nodes(result.proto) if n.op_type in QDQ and n.domain == ""]
     assert sorted(left) == sorted(s.node for s in report.skipped)
     # Converted inside subgraphs and functions too.
     assert SUBGRAPHS.get(arch, set()) <= {n.graph for n in report.converted_nodes}
-    for function in result.model.functions:
+    for function in result.proto.functions:
         if any(n.domain == DOMAIN for n in function.node):
             assert DOMAIN in {o.domain for o in function.opset_import}
     emitted = set(report.emitted)
@@ -670,7 +670,7 @@ def test_convert_report(case: str, static: bool) -> None:
 def test_lower_report(case: str, static: bool) -> None:
     original = quantized(case)
     result = lowered(case, static)
-    model = result.model
+    model = result.proto
     onnx.checker.check_model(model, full_check=True)
     assert result.report.skipped == []
     assert Counter(result.report.converted) == Counter(converted(case, static).report.emitted)
@@ -686,7 +686,7 @@ def test_lower_report(case: str, static: bool) -> None:
 @pytest.mark.parametrize("case", CASES)
 def test_converted_and_lowered_agree_exactly(case: str, static: bool, backend: str) -> None:
     original = quantized(case)
-    for rewritten in (converted(case, static).model, lowered(case, static).model):
+    for rewritten in (converted(case, static).proto, lowered(case, static).proto):
         for inputs in feeds(case):
             report = quantgraph.validate(original, rewritten, inputs=inputs, backend=backend)
             _assert_exact(report, backend)
@@ -706,8 +706,8 @@ def test_a_dequantize_of_an_untyped_value_lowers_back(static: bool) -> None:
     graph = helper.make_graph(nodes, "g", [_value("x", [2, 3])], [_value("y", [3, 2])], inits)
     original = _make_model(graph)
     result = quantgraph.convert(original, static=static)
-    back = quantgraph.lower(result.model)
+    back = quantgraph.lower(result.proto)
     assert back.report.skipped == []
-    assert _qdq_counts(back.model) == _qdq_counts(original)
+    assert _qdq_counts(back.proto) == _qdq_counts(original)
     x = {"x": np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)}
-    _assert_exact(quantgraph.validate(original, back.model, inputs=x, backend="python"), "python")
+    _assert_exact(quantgraph.validate(original, back.proto, inputs=x, backend="python"), "python")

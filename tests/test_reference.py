@@ -13,8 +13,15 @@ from collections.abc import Iterator
 import ml_dtypes
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
+from builders import (
+    dequantize_linear_model,
+    graph_input,
+    make_model,
+    quantize_linear_model,
+    run_ort,
+    tensor_info,
+)
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
@@ -72,30 +79,16 @@ INT_TYPES = {"u8": (np.uint8, TensorProto.UINT8), "s8": (np.int8, TensorProto.IN
 # ------------------------------------------------------------------------------------------
 
 
-def _session(model: onnx.ModelProto) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-
-
 def ort_quantize(
     x: np.ndarray, scale: np.ndarray, zp: np.ndarray | None, axis: int, out_type: int
 ) -> np.ndarray:
     """onnxruntime QuantizeLinear-21; without zp the type comes from output_dtype."""
     if zp is not None or out_type == TensorProto.UINT8:
         return ort_quantize_linear(x, scale, zp, axis=axis)
-    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], axis=axis, output_dtype=out_type)
-    graph = helper.make_graph(
-        [node],
-        "q",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-        [helper.make_tensor_value_info("y", out_type, list(x.shape))],
-        initializer=[onnx.numpy_helper.from_array(scale, "s")],
+    model = quantize_linear_model(
+        graph_input(x), scale, check=False, axis=axis, output_dtype=out_type
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    return np.asarray(_session(model).run(None, {"x": x})[0])
+    return run_ort(model, {"x": x})[0]
 
 
 def float_bits_equal(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
@@ -567,15 +560,9 @@ def f8_inputs(name: str, scale: float, rng: np.random.Generator) -> np.ndarray:
 
 
 def evaluator_quantize(x: np.ndarray, scale: np.ndarray, axis: int, out_type: int) -> np.ndarray:
-    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], axis=axis, output_dtype=out_type)
-    graph = helper.make_graph(
-        [node],
-        "q",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
-        [helper.make_tensor_value_info("y", out_type, None)],
-        initializer=[onnx.numpy_helper.from_array(scale, "s")],
+    model = quantize_linear_model(
+        (TensorProto.FLOAT, None), scale, check=False, axis=axis, output_dtype=out_type
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         return np.asarray(ReferenceEvaluator(model).run(None, {"x": x})[0])
 
@@ -584,18 +571,17 @@ def ort_float8_roundtrip(x: np.ndarray, scale: np.ndarray, axis: int, out_type: 
     """onnxruntime QuantizeLinear to float8 then DequantizeLinear with scale 1 (exact)."""
     q = helper.make_node("QuantizeLinear", ["x", "s"], ["q"], axis=axis, output_dtype=out_type)
     dq = helper.make_node("DequantizeLinear", ["q", "one"], ["y"])
-    graph = helper.make_graph(
+    model = make_model(
         [q, dq],
-        "qdq",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(x.shape))],
-        initializer=[
+        [tensor_info("x", TensorProto.FLOAT, x.shape)],
+        [tensor_info("y", TensorProto.FLOAT, x.shape)],
+        [
             onnx.numpy_helper.from_array(scale, "s"),
             onnx.numpy_helper.from_array(np.array(1.0, F32), "one"),
         ],
+        check=False,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    return np.asarray(_session(model).run(None, {"x": x})[0])
+    return run_ort(model, {"x": x})[0]
 
 
 def f8_codes_equal(actual: np.ndarray, expected_codes: np.ndarray, name: str) -> None:
@@ -680,15 +666,9 @@ def test_float8_dequantize_every_code(name: str) -> None:
             want = (f8_decode(name, codes).astype(F32) * F32(scale)).astype(F32).reshape(16, 16)
         assert_float_bits_equal(got, want, f"scale={scale}")
         # onnx's ReferenceEvaluator DequantizeLinear with a float8 input
-        node = helper.make_node("DequantizeLinear", ["x", "s"], ["y"])
-        graph = helper.make_graph(
-            [node],
-            "dq",
-            [helper.make_tensor_value_info("x", onnx_type, [16, 16])],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16, 16])],
-            initializer=[onnx.numpy_helper.from_array(np.array(scale, F32), "s")],
+        model = dequantize_linear_model(
+            (onnx_type, [16, 16]), np.array(scale, F32), name="", check=False
         )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
         with np.errstate(over="ignore", invalid="ignore"):
             theirs = ReferenceEvaluator(model).run(None, {"x": src})[0]
         assert_float_bits_equal(got, np.asarray(theirs, F32), f"evaluator scale={scale}")
@@ -706,16 +686,8 @@ def test_float8_dequantize_vs_onnxruntime(name: str) -> None:
     src = codes.view(np_type)
     for scale in (1.0, 0.37, 3.0e35):
         x = onnx.helper.make_tensor("x", onnx_type, [256], codes.tobytes(), raw=True)
-        node = helper.make_node("DequantizeLinear", ["x", "s"], ["y"])
-        graph = helper.make_graph(
-            [node],
-            "dq",
-            [],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256])],
-            initializer=[x, onnx.numpy_helper.from_array(np.array(scale, F32), "s")],
-        )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-        want = np.asarray(_session(model).run(None, {})[0])
+        model = dequantize_linear_model(x, np.array(scale, F32), name="", check=False)
+        want = run_ort(model)[0]
         assert_float_bits_equal(reference.dequantize(src, scales=[scale]), want, str(scale))
 
 

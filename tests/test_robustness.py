@@ -14,39 +14,23 @@ import threading
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from builders import BACKENDS, requires_native, spec_op_model
+from onnx import TensorProto
 
 import quantgraph
-from quantgraph.backends import native_available
-from quantgraph.spec import DOMAIN, OPSET_VERSION
-
-BACKENDS = [
-    "python",
-    pytest.param(
-        "native",
-        marks=pytest.mark.skipif(not native_available(), reason="native library not built"),
-    ),
-]
 
 
 def _dynamic_model(op: str, src_type: int, dst_type: int, **attributes: object) -> onnx.ModelProto:
     """One quantgraph op whose src, scales and zps are graph inputs of any length."""
-    node = helper.make_node(
-        op, ["src", "scales", "zps"], ["dst"], domain=DOMAIN, name="the_node", **attributes
-    )
-    graph = helper.make_graph(
-        [node],
-        "robustness",
-        [
-            helper.make_tensor_value_info("src", src_type, ["a", "b"]),
-            helper.make_tensor_value_info("scales", TensorProto.FLOAT, ["c"]),
-            helper.make_tensor_value_info("zps", TensorProto.UINT8, ["d"]),
-        ],
-        [helper.make_tensor_value_info("dst", dst_type, ["a", "b"])],
-    )
-    return helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)],
+    return spec_op_model(
+        op,
+        (src_type, ["a", "b"]),
+        (TensorProto.FLOAT, ["c"]),
+        (TensorProto.UINT8, ["d"]),
+        dst_type=dst_type,
+        name="the_node",
+        graph_name="robustness",
+        **attributes,
     )
 
 
@@ -96,12 +80,12 @@ def test_axis_out_of_range_is_an_error(backend: str, axis: int) -> None:
     model = _dynamic_model(
         "DynamicQuantize", TensorProto.FLOAT, TensorProto.UINT8, qtype="per_channel", axis=axis
     )
-    session = quantgraph.InferenceSession(model, backend)
+    # The declared rank decides it: at session creation (python) or at the first run (native).
     with pytest.raises(Exception, match=r"DynamicQuantize node .*\[rule axis-range\]"):
-        session.run(None, GOOD)
+        quantgraph.InferenceSession(model, backend).run(None, GOOD)
 
 
-@pytest.mark.skipif(not native_available(), reason="native library not built")
+@requires_native
 def test_eight_threads_on_one_native_session_agree() -> None:
     model = _dynamic_model(
         "DynamicQuantize", TensorProto.FLOAT, TensorProto.UINT8, qtype="per_channel", axis=1
@@ -144,7 +128,7 @@ def _rss_kib() -> int:
         return int(stream.read().split()[1]) * resource.getpagesize() // 1024
 
 
-@pytest.mark.skipif(not native_available(), reason="native library not built")
+@requires_native
 def test_ten_thousand_native_runs_do_not_grow_memory() -> None:
     model = _dynamic_model(
         "DynamicDequantize", TensorProto.UINT8, TensorProto.FLOAT, qtype="per_tensor"

@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from builders import Operand, spec_op_model
 from onnx import TensorProto, defs, helper
 from onnx.reference import ReferenceEvaluator
 
@@ -24,7 +25,7 @@ def _registered() -> None:
     schemas.register()
 
 
-def make_model(
+def op_model(
     op: str,
     inputs: list[tuple[str, int, Shape]],
     attributes: dict[str, Any] | None = None,
@@ -34,32 +35,13 @@ def make_model(
     """src/scales/zps graph inputs (or initializers) -> op -> dst -> Cast(float) -> out.
 
     The graph output is the Cast's, so dst's type and shape are left for inference to find.
+    ``inputs`` in the op's order; an input named "" is left empty.
     """
-    init_names = {t.name for t in initializers}
-    node = helper.make_node(
-        op,
-        [name for name, _, _ in inputs],
-        ["dst"],
-        domain=DOMAIN,
-        name=node_name,
-        **(attributes or {}),
-    )
-    cast = helper.make_node("Cast", ["dst"], ["out"], to=TensorProto.FLOAT)
-    graph = helper.make_graph(
-        [node, cast],
-        "g",
-        [
-            helper.make_tensor_value_info(name, elem, shape)
-            for name, elem, shape in inputs
-            if name and name not in init_names
-        ],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, inputs[0][2])],
-        initializer=list(initializers),
-    )
-    return helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)],
-    )
+    constants = {t.name: t for t in initializers}
+    operands: list[Operand] = [
+        constants.get(name, (elem, shape)) if name else "" for name, elem, shape in inputs
+    ]
+    return spec_op_model(op, *operands, float_output=True, name=node_name, **(attributes or {}))
 
 
 def inferred_dst(model: onnx.ModelProto) -> onnx.TypeProto:
@@ -180,7 +162,7 @@ def test_each_type_row_checks_and_infers(op_name: str, row: Any, zps: dtypes.DTy
             inputs.append(("zps", zps.onnx, [1]))
         if op.is_quantize and row.dst != (zps if zps in (dtypes.S8, dtypes.U8) else dtypes.U8):
             attributes["output_dtype"] = row.dst.onnx
-    found = inferred_dst(make_model(op_name, inputs, attributes))
+    found = inferred_dst(op_model(op_name, inputs, attributes))
     assert found.tensor_type.elem_type == row.dst.onnx
     assert dims(found) == shape
 
@@ -208,7 +190,7 @@ def test_dynamic_quantize_dst_type(
     if zps is not None:
         inputs.append(("zps", zps, [1]))
     attributes = {} if output_dtype is None else {"output_dtype": output_dtype}
-    found = inferred_dst(make_model("DynamicQuantize", inputs, attributes))
+    found = inferred_dst(op_model("DynamicQuantize", inputs, attributes))
     assert found.tensor_type.elem_type == expected
     # the reference kernel agrees
     zp = None if zps is None else np.zeros(1, helper.tensor_dtype_to_np_dtype(zps))
@@ -232,7 +214,7 @@ def test_static_quantize_dst_type(output_dtype: int | None, expected: int) -> No
     attributes: dict[str, Any] = {"scales": [0.1]}
     if output_dtype is not None:
         attributes["output_dtype"] = output_dtype
-    model = make_model("Quantize", [("src", TensorProto.FLOAT, [5])], attributes)
+    model = op_model("Quantize", [("src", TensorProto.FLOAT, [5])], attributes)
     assert inferred_dst(model).tensor_type.elem_type == expected
 
 
@@ -240,12 +222,12 @@ def test_static_quantize_dst_type(output_dtype: int | None, expected: int) -> No
     "src", [TensorProto.INT8, TensorProto.UINT8, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2]
 )
 def test_dequantize_dst_is_float(src: int) -> None:
-    model = make_model("Dequantize", [("src", src, [2, "C"])], {"scales": [1.0]})
+    model = op_model("Dequantize", [("src", src, [2, "C"])], {"scales": [1.0]})
     found = inferred_dst(model)
     assert found.tensor_type.elem_type == TensorProto.FLOAT
     assert dims(found) == [2, "C"]
     if src in (TensorProto.INT8, TensorProto.UINT8):
-        model = make_model(
+        model = op_model(
             "DynamicDequantize",
             [("src", src, [2, "C"]), ("scales", TensorProto.FLOAT, [1])],
         )
@@ -293,12 +275,12 @@ def test_per_channel_shapes_infer(shape: Shape, axis: int, count: int) -> None:
             {"qtype": "per_channel", "axis": axis, "scales": [0.5] * count},
         ),
     ):
-        found = inferred_dst(make_model(op, inputs, attributes))
+        found = inferred_dst(op_model(op, inputs, attributes))
         assert dims(found) == shape, op
 
 
 def test_inference_without_shapes_still_sets_the_type() -> None:
-    model = make_model(
+    model = op_model(
         "DynamicQuantize",
         [("src", TensorProto.FLOAT, None), ("scales", TensorProto.FLOAT, None)],
         {"output_dtype": TensorProto.INT8},
@@ -427,13 +409,13 @@ VIOLATIONS: dict[str, tuple[str, list[tuple[str, int, Shape]], dict[str, Any], s
 @pytest.mark.parametrize("case_id", list(VIOLATIONS))
 def test_inference_rejects_spec_violations(case_id: str) -> None:
     op, inputs, attributes, message = VIOLATIONS[case_id]
-    error = inference_error(make_model(op, inputs, attributes))
+    error = inference_error(op_model(op, inputs, attributes))
     assert message in error, error
 
 
 def test_inference_rejects_constant_zero_scale_of_dynamic_quantize() -> None:
     scales = onnx.numpy_helper.from_array(np.array([0.5, np.inf], F32), "scales")
-    model = make_model(
+    model = op_model(
         "DynamicQuantize",
         [("src", TensorProto.FLOAT, [2, 2]), ("scales", TensorProto.FLOAT, [2])],
         {"qtype": "per_channel"},
@@ -445,27 +427,27 @@ def test_inference_rejects_constant_zero_scale_of_dynamic_quantize() -> None:
         "must be finite and non-zero [rule scale-value]"
     ) in error
     # dequantize accepts any scale value
-    dq = make_model(
+    dq = op_model(
         "DynamicDequantize",
         [("src", TensorProto.INT8, [2, 2]), ("scales", TensorProto.FLOAT, [2])],
         {"qtype": "per_channel"},
         initializers=[onnx.numpy_helper.from_array(np.array([0.0, np.nan], F32), "scales")],
     )
     assert inferred_dst(dq).tensor_type.elem_type == TensorProto.FLOAT
-    static = make_model("Dequantize", [("src", TensorProto.UINT8, [3])], {"scales": [float("inf")]})
+    static = op_model("Dequantize", [("src", TensorProto.UINT8, [3])], {"scales": [float("inf")]})
     assert inferred_dst(static).tensor_type.elem_type == TensorProto.FLOAT
 
 
 def test_checker_rejects_missing_required_parts() -> None:
-    no_scales = make_model("Quantize", [("src", TensorProto.FLOAT, [4])], {})
+    no_scales = op_model("Quantize", [("src", TensorProto.FLOAT, [4])], {})
     with pytest.raises(onnx.checker.ValidationError, match="scales"):
         onnx.checker.check_model(no_scales, full_check=True)
-    empty_scales = make_model(
+    empty_scales = op_model(
         "DynamicQuantize", [("src", TensorProto.FLOAT, [4]), ("", TensorProto.FLOAT, [1])]
     )
     with pytest.raises(onnx.checker.ValidationError):
         onnx.checker.check_model(empty_scales, full_check=True)
-    unknown_attribute = make_model(
+    unknown_attribute = op_model(
         "Dequantize", [("src", TensorProto.INT8, [4])], {"scales": [1.0], "output_dtype": 1}
     )
     with pytest.raises(onnx.checker.ValidationError, match="output_dtype"):
@@ -474,7 +456,7 @@ def test_checker_rejects_missing_required_parts() -> None:
 
 def test_inference_message_names_the_node() -> None:
     op, inputs, attributes, _ = VIOLATIONS["qtype-static"]
-    error = inference_error(make_model(op, inputs, attributes, node_name="my (odd) node"))
+    error = inference_error(op_model(op, inputs, attributes, node_name="my (odd) node"))
     assert "Quantize node 'my (odd) node': qtype must be one of" in error, error
 
 
@@ -556,7 +538,7 @@ def test_reference_evaluator_runs_the_ops(
     inputs = [
         (name, helper.np_dtype_to_tensor_dtype(a.dtype), list(a.shape)) for name, a in feeds.items()
     ]
-    model = make_model(op, inputs, attributes)
+    model = op_model(op, inputs, attributes)
     onnx.checker.check_model(model, full_check=True)
     got = ReferenceEvaluator(model, new_ops=new_ops).run(["dst"], feeds)[0]
     assert got.dtype == expected.dtype
@@ -568,7 +550,7 @@ def test_reference_evaluator_runs_the_ops(
 
 def test_reference_evaluator_reports_spec_errors() -> None:
     evaluator = pytest.importorskip("quantgraph.evaluator")
-    model = make_model(
+    model = op_model(
         "DynamicQuantize",
         [("src", TensorProto.FLOAT, [1, 2, 2]), ("scales", TensorProto.FLOAT, ["K"])],
         {"qtype": "per_channel"},

@@ -39,15 +39,21 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnx.numpy_helper
-import onnxruntime as ort
 import pytest
+from builders import (
+    dequantize_linear_model,
+    graph_input,
+    quantize_linear_model,
+    requires_native,
+    run_ort,
+    spec_op_model,
+)
 from onnx import TensorProto, helper
 
 import quantgraph
 from quantgraph import reference
-from quantgraph.backends import native_available
 from quantgraph.errors import BackendError
-from quantgraph.spec import DOMAIN, OPS, OPSET_VERSION
+from quantgraph.spec import OPS
 
 S8 = np.dtype(np.int8)
 U8 = np.dtype(np.uint8)
@@ -102,10 +108,7 @@ ZPS = {
 RUNNERS = [
     "reference",
     "python",
-    pytest.param(
-        "native",
-        marks=pytest.mark.skipif(not native_available(), reason="native backend not built"),
-    ),
+    pytest.param("native", marks=requires_native),
 ]
 
 
@@ -208,15 +211,6 @@ def formula_dequantize(
         return (difference * _bcast(scales.astype(np.float32), axis)).astype(np.float32)
 
 
-def _run_ort(model: onnx.ModelProto) -> np.ndarray:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return np.asarray(session.run(None, {})[0])
-
-
 def ort_quantize(
     x: np.ndarray,
     scales: np.ndarray,
@@ -226,27 +220,20 @@ def ort_quantize(
 ) -> np.ndarray:
     """onnxruntime's QuantizeLinear-21; zps None means output_dtype=dst. f8 saturate=1."""
     scale = scales.reshape(()) if axis is None else scales
-    inits = [onnx.numpy_helper.from_array(x, "x"), onnx.numpy_helper.from_array(scale, "s")]
-    names = ["x", "s"]
+    zp = None
     attrs: dict[str, Any] = {"axis": 1 if axis is None else axis}
     if zps is not None:
         assert zps.dtype == dst, "ONNX needs the zero point's type to be the output type"
         zp = zps.reshape(()) if axis is None else zps
-        inits.append(onnx.numpy_helper.from_array(zp, "zp"))
-        names.append("zp")
     else:
         attrs["output_dtype"] = ONNX[dst]
     if dst in F8:
         attrs["saturate"] = 1
-    nodes = [helper.make_node("QuantizeLinear", names, ["q"], **attrs)]
-    out, out_type = "q", ONNX[dst]
-    if dst in F8:  # onnxruntime cannot hand float8 to numpy: cast to float (exact)
-        nodes.append(helper.make_node("Cast", ["q"], ["y"], to=TensorProto.FLOAT))
-        out, out_type = "y", TensorProto.FLOAT
-    graph = helper.make_graph(
-        nodes, "q", [], [helper.make_tensor_value_info(out, out_type, None)], initializer=inits
+    # onnxruntime cannot hand float8 to numpy: f8 is cast to float (exact).
+    model = quantize_linear_model(
+        x, scale, zp, y_type=ONNX[dst], float_output=dst in F8, check=False, **attrs
     )
-    result = _run_ort(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
+    result = run_ort(model)[0]
     return result if dst not in F8 else result.astype(np.float32)
 
 
@@ -255,22 +242,12 @@ def ort_dequantize(
 ) -> np.ndarray:
     """onnxruntime's DequantizeLinear-21 (q, scale and zero point as initializers)."""
     scale = scales.reshape(()) if axis is None else scales
-    inits = [onnx.numpy_helper.from_array(q, "x"), onnx.numpy_helper.from_array(scale, "s")]
-    names = ["x", "s"]
+    zp = None
     if zps is not None:
         assert zps.dtype == q.dtype, "ONNX needs the zero point's type to be the input type"
         zp = zps.reshape(()) if axis is None else zps
-        inits.append(onnx.numpy_helper.from_array(zp, "zp"))
-        names.append("zp")
-    node = helper.make_node("DequantizeLinear", names, ["y"], axis=1 if axis is None else axis)
-    graph = helper.make_graph(
-        [node],
-        "dq",
-        [],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        initializer=inits,
-    )
-    return _run_ort(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
+    model = dequantize_linear_model(q, scale, zp, check=False, axis=1 if axis is None else axis)
+    return run_ort(model)[0]
 
 
 def onnx_f8_to_float32(codes: np.ndarray) -> np.ndarray:
@@ -346,39 +323,25 @@ def spec_model(call: Call) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """A one-node model; dynamic scales/zps are graph inputs, float8 src an initializer, float8
     dst cast to float (onnxruntime hands no float8 to numpy)."""
     feeds: dict[str, np.ndarray] = {}
-    inits: list[TensorProto] = []
-    names = ["src"]
-    if call.src.dtype in F8:
-        inits.append(onnx.numpy_helper.from_array(call.src, "src"))
-    else:
+    if call.src.dtype not in F8:
         feeds["src"] = call.src
+    operands: dict[str, Any] = {}
     if not call.static:
         feeds["scales"] = call.scales
-        names.append("scales")
+        operands["scales"] = graph_input(call.scales)
         if call.zps is not None:
             feeds["zps"] = call.zps
-            names.append("zps")
-    nodes = [
-        helper.make_node(call.op, names, ["dst"], domain=DOMAIN, name="n0", **call.attributes())
-    ]
-    out, out_type = "dst", ONNX[call.dst]
-    if call.dst in F8:
-        nodes.append(helper.make_node("Cast", ["dst"], ["dst_f32"], to=TensorProto.FLOAT))
-        out, out_type = "dst_f32", TensorProto.FLOAT
-    inputs = [
-        helper.make_tensor_value_info(name, ONNX[array.dtype], list(array.shape))
-        for name, array in feeds.items()
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "spec",
-        inputs,
-        [helper.make_tensor_value_info(out, out_type, list(call.src.shape))],
-        initializer=inits,
-    )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)],
+            operands["zps"] = graph_input(call.zps)
+    f8_dst = call.dst in F8
+    model = spec_op_model(
+        call.op,
+        call.src if call.src.dtype in F8 else graph_input(call.src),
+        dst_type=None if f8_dst else ONNX[call.dst],
+        float_output=f8_dst,
+        name="n0",
+        graph_name="spec",
+        **operands,
+        **call.attributes(),
     )
     return model, feeds
 
@@ -754,17 +717,14 @@ def test_f8_ties_go_to_even(runner: str) -> None:
 def test_f8_quantize_without_saturation_is_left_unconverted() -> None:
     """ONNX QuantizeLinear saturate=0 keeps overflow as inf/NaN; the spec saturates, so the
     converter must leave such a node alone (and say why)."""
-    zp = onnx.numpy_helper.from_array(np.zeros((), E4M3), "zp")
-    scale = onnx.numpy_helper.from_array(np.array(1.0, np.float32), "s")
-    node = helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["y"], saturate=0)
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT8E4M3FN, [4])],
-        initializer=[scale, zp],
+    model = quantize_linear_model(
+        (TensorProto.FLOAT, [4]),
+        np.array(1.0, np.float32),
+        np.zeros((), E4M3),
+        name="",
+        check=False,
+        saturate=0,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     result = quantgraph.convert(model, static=True)
     assert not result.report.converted_nodes
     assert "saturate=0" in result.report.skipped[0].reason

@@ -25,15 +25,16 @@ from quantgraph.spec import (
     OPS,
     QUANTIZE,
     RULES,
-    CallTypes,
+    NodeFacts,
     SpecError,
     check_call,
+    check_node,
     check_qtype,
     check_scale_values,
     check_shapes,
     check_static_attributes,
     check_types,
-    default_output_dtype,
+    dst_type,
     dtypes,
     resolve_axis,
 )
@@ -336,9 +337,11 @@ FAILS: dict[str, Fail] = {
         ),
         "DynamicQuantize node 'q': input 'scales' is required [rule missing-input]",
     ),
-    "missing-input/check-types-calltypes": Fail(
+    "missing-input/check-types-no-scales-key": Fail(
         "missing-input",
-        lambda: check_types(DYNAMIC_DEQUANTIZE, "dd", CallTypes(dtypes.U8, dtypes.F32)),
+        lambda: check_types(
+            DYNAMIC_DEQUANTIZE, "dd", {"src": TensorProto.UINT8, "dst": TensorProto.FLOAT}
+        ),
         "DynamicDequantize node 'dd': input 'scales' is required [rule missing-input]",
     ),
     # --- missing-attribute -----------------------------------------------------------------
@@ -356,6 +359,24 @@ FAILS: dict[str, Fail] = {
         "missing-attribute",
         lambda: check_static_attributes(QUANTIZE, "q", None, None, dtypes.U8),
         "Quantize node 'q': attribute 'scales' is required [rule missing-attribute]",
+    ),
+    # --- attribute-kind --------------------------------------------------------------------
+    "attribute-kind/qtype-int": Fail(
+        "attribute-kind",
+        lambda: R.dynamic_quantize(X, S1, qtype=1, node="q"),
+        "DynamicQuantize node 'q': attribute 'qtype' must be of kind string [rule attribute-kind]",
+    ),
+    "attribute-kind/scales-strings": Fail(
+        "attribute-kind",
+        lambda: R.dequantize(XU8, scales=["1"], node="d"),
+        "Dequantize node 'd': attribute 'scales' must be of kind floats [rule attribute-kind]",
+    ),
+    # --- output-type -----------------------------------------------------------------------
+    "output-type/declared-s8-zps-u8": Fail(
+        "output-type",
+        lambda: check_node(DYNAMIC_QUANTIZE, "q", _declared_facts(TensorProto.INT8)),
+        "DynamicQuantize node 'q': output type s8 differs from the dst type u8 of the node's "
+        "attributes and inputs [rule output-type]",
     ),
 }
 
@@ -399,7 +420,28 @@ class Pass:
     expected: np.ndarray
 
 
+def _declared_facts(declared: int) -> NodeFacts:
+    """A DynamicQuantize with u8 zps whose output the model declares ``declared``."""
+    return NodeFacts(
+        src=TensorProto.FLOAT,
+        scales=TensorProto.FLOAT,
+        zps=TensorProto.UINT8,
+        has_zps=True,
+        declared_dst=declared,
+    )
+
+
 PASSES: dict[str, Pass] = {
+    "attribute-kind/numpy-int-axis": Pass(
+        "attribute-kind",
+        lambda: R.dynamic_quantize(X, S1, s8([1]), axis=np.int64(1)),
+        s8([-1, 1, 3, 5]).reshape(1, 2, 2),
+    ),
+    "output-type/declared-as-decided": Pass(
+        "output-type",
+        lambda: np.array(check_node(DYNAMIC_QUANTIZE, "q", _declared_facts(TensorProto.UINT8)).dst),
+        np.array(TensorProto.UINT8),
+    ),
     "qtype/per_tensor": Pass(
         "qtype",
         lambda: R.dynamic_quantize(X, S1, s8([1]), qtype="per_tensor"),
@@ -555,7 +597,12 @@ def _row_params() -> list[Any]:
 def test_every_type_row_is_accepted(op_name: str, row: Any, zps: dtypes.DType | None) -> None:
     """src-type/dst-type/scales-type/zps-type pass for every row of the tables."""
     op = OPS[op_name]
-    types = CallTypes(row.src, row.dst, row.scales, zps)
+    types = {
+        "src": row.src.onnx,
+        "dst": row.dst.onnx,
+        "scales": row.scales.onnx if row.scales else None,
+        "zps": zps.onnx if zps else None,
+    }
     check_types(op, "n", types)
     src = np.ones((2, 3), F32).astype(row.src.numpy)
     if op.is_static:
@@ -643,17 +690,48 @@ def test_check_scale_values_only_for_quantize_ops() -> None:
 
 
 def test_check_call_returns_resolved_axis() -> None:
-    resolved = check_call(
+    checked = check_call(
         DYNAMIC_QUANTIZE,
         "q",
         src=X23,
         scales=S3,
         zps=s32([0, 1, 2]),
-        qtype="per_channel",
-        axis=-1,
-        dst=dtypes.U8,
+        attributes={"qtype": "per_channel", "axis": -1},
     )
-    assert resolved == 2
+    assert (checked.axis, checked.dst, checked.qtype) == (2, TensorProto.UINT8, "per_channel")
+
+
+@pytest.mark.parametrize(
+    ("op", "output_dtype", "zps", "declared", "expected"),
+    [
+        ("DynamicDequantize", 0, TensorProto.INT8, TensorProto.INT8, TensorProto.FLOAT),
+        ("Dequantize", 0, None, None, TensorProto.FLOAT),
+        ("DynamicQuantize", TensorProto.INT8, TensorProto.UINT8, None, TensorProto.INT8),
+        ("DynamicQuantize", 0, TensorProto.INT8, TensorProto.UINT8, TensorProto.INT8),
+        ("DynamicQuantize", 0, TensorProto.INT32, TensorProto.INT8, TensorProto.INT8),
+        ("DynamicQuantize", 0, TensorProto.INT32, None, TensorProto.UINT8),
+        ("Quantize", 0, None, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FN),
+        ("Quantize", 0, None, None, TensorProto.UINT8),
+        ("Quantize", TensorProto.INT16, None, None, TensorProto.INT16),
+    ],
+)
+def test_dst_type_rule(
+    op: str, output_dtype: int, zps: int | None, declared: int | None, expected: int
+) -> None:
+    """output_dtype, then a dynamic op's s8/u8 zps, then the declared type, then u8."""
+    assert dst_type(OPS[op], output_dtype=output_dtype, zps=zps, declared=declared) == expected
+
+
+def test_op_forms_and_defaults() -> None:
+    assert QUANTIZE.dynamic_form is DYNAMIC_QUANTIZE and DYNAMIC_QUANTIZE.static_form is QUANTIZE
+    assert DEQUANTIZE.dynamic_form is DYNAMIC_DEQUANTIZE
+    assert DYNAMIC_DEQUANTIZE.dynamic_form is DYNAMIC_DEQUANTIZE
+    assert QUANTIZE.defaults == {"qtype": "per_tensor", "axis": 1, "output_dtype": 0}
+    assert DEQUANTIZE.with_defaults({"axis": 0, "scales": [1.0]}) == {
+        "qtype": "per_tensor",
+        "axis": 0,
+        "scales": [1.0],
+    }
 
 
 def test_check_order_type_before_shape_before_value() -> None:
@@ -815,9 +893,9 @@ def test_reference_defaults_follow_the_spec() -> None:
     ("zps", "expected"),
     [(None, "u8"), ("u8", "u8"), ("s8", "s8"), ("s32", "u8")],
 )
-def test_default_output_dtype(zps: str | None, expected: str) -> None:
-    found = default_output_dtype(dtypes.BY_NAME[zps] if zps else None)
-    assert found.name == expected
+def test_dst_type_of_dynamic_quantize(zps: str | None, expected: str) -> None:
+    found = dst_type(DYNAMIC_QUANTIZE, zps=dtypes.BY_NAME[zps].onnx if zps else None)
+    assert found == dtypes.BY_NAME[expected].onnx
     zp = None if zps is None else np.zeros(1, dtypes.BY_NAME[zps].numpy)
     assert R.dynamic_quantize(X, S1, zp).dtype == dtypes.BY_NAME[expected].numpy
 

@@ -46,6 +46,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 from quantgraph.backends import native_available
+from quantgraph.compare import compare, type_name
 from quantgraph.converter import convert
 from quantgraph.errors import BackendError
 from quantgraph.session import InferenceSession
@@ -326,28 +327,24 @@ def _describe(model: onnx.ModelProto) -> tuple[str, str]:
 # -- running -------------------------------------------------------------------------------------
 
 
-def compare(actual: Sequence[Any], expected: Sequence[Any]) -> str | None:
-    """None when every output matches exactly, else what differs."""
+def compare_outputs(actual: Sequence[Any], expected: Sequence[Any]) -> str | None:
+    """None when every output matches (quantgraph.compare's rule), else what differs."""
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, expected {len(expected)}"
     for index, (got_raw, want_raw) in enumerate(zip(actual, expected, strict=True)):
-        got = np.asarray(got_raw)
-        want = _as_numpy(want_raw)
-        if got.shape != want.shape:
-            return f"output {index}: shape {list(got.shape)}, expected {list(want.shape)}"
-        if got.dtype != want.dtype:
-            return f"output {index}: dtype {got.dtype}, expected {want.dtype}"
-        if got.dtype.kind == "f":
-            same = (got == want) | (np.isnan(got) & np.isnan(want))
-        else:
-            same = got == want
-        if not np.all(same):
-            bad = np.flatnonzero(~same.reshape(-1))
-            first = int(bad[0])
-            return (
-                f"output {index}: {bad.size} of {got.size} elements differ; first at flat index "
-                f"{first}: got {got.reshape(-1)[first]!r}, expected {want.reshape(-1)[first]!r}"
+        got, want = np.asarray(got_raw), _as_numpy(want_raw)
+        result = compare(f"output {index}", want, got)
+        if result.agree:
+            continue
+        if result.first_mismatch is None or result.max_ulp_diff < 0:
+            return f"output {index}: {type_name(got.dtype)}{list(got.shape)}, expected " + (
+                f"{type_name(want.dtype)}{list(want.shape)}"
             )
+        first = result.first_mismatch
+        return (
+            f"output {index}: {result.mismatches} of {got.size} elements differ; first at flat "
+            f"index {first}: got {got.reshape(-1)[first]!r}, expected {want.reshape(-1)[first]!r}"
+        )
     return None
 
 
@@ -373,7 +370,7 @@ def _original(case: Case) -> Outcome:
         outputs = run_onnxruntime(model, feeds)
     except Exception as error:  # onnxruntime has no kernel or rejects the model
         return Outcome(NOT_RUNNABLE, _first_line(error))
-    problem = compare(outputs, case.outputs)
+    problem = compare_outputs(outputs, case.outputs)
     return Outcome(FAIL, problem) if problem else Outcome(PASS)
 
 
@@ -391,7 +388,7 @@ def _on_runner(model: onnx.ModelProto, feeds: dict[str, Any], runner: str, case:
         outputs = session.run(None, feeds)
     except Exception as error:
         return Outcome(FAIL, f"run: {type(error).__name__}: {_first_line(error)}")
-    problem = compare(outputs, case.outputs)
+    problem = compare_outputs(outputs, case.outputs)
     return Outcome(FAIL, problem) if problem else Outcome(PASS)
 
 
@@ -405,7 +402,7 @@ def _on_reference(model: onnx.ModelProto, feeds: dict[str, Any], case: Case) -> 
             outputs = ReferenceEvaluator(model, new_ops=REFERENCE_OPS).run(None, feeds)
     except Exception as error:
         return Outcome(FAIL, f"run: {type(error).__name__}: {_first_line(error)}")
-    problem = compare(list(outputs), case.outputs)
+    problem = compare_outputs(list(outputs), case.outputs)
     return Outcome(FAIL, problem) if problem else Outcome(PASS)
 
 
@@ -427,7 +424,7 @@ def _mode(case: Case, mode: str, backends: Sequence[str], built: dict[str, bool]
         if not built[backend]:
             result.backends[backend] = Outcome(NOT_BUILT)
         else:
-            result.backends[backend] = _on_runner(converted.model, feeds, backend, case)
+            result.backends[backend] = _on_runner(converted.proto, feeds, backend, case)
     return result
 
 

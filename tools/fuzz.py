@@ -52,7 +52,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import onnx
@@ -70,14 +70,27 @@ except ImportError as _missing:  # pragma: no cover - hypothesis is a dev depend
 
 from quantgraph import reference
 from quantgraph.backends import native_available
+from quantgraph.compare import compare
 from quantgraph.errors import BackendError
 from quantgraph.session import InferenceSession
-from quantgraph.spec import DOMAIN, OPSET_VERSION, PER_CHANNEL, PER_TENSOR, SpecError, dtypes
+from quantgraph.spec import (
+    DOMAIN,
+    DYNAMIC_DEQUANTIZE,
+    DYNAMIC_QUANTIZE,
+    OPSET_VERSION,
+    PER_CHANNEL,
+    PER_TENSOR,
+    QUANTIZE,
+    SpecError,
+    dst_type,
+    dtypes,
+)
+from quantgraph.spec import OPS as SPEC_OPS
 from quantgraph.spec.dtypes import DType
 
-OPS = ("DynamicQuantize", "DynamicDequantize", "Quantize", "Dequantize")
-STATIC_OPS = ("Quantize", "Dequantize")
-QUANTIZE_OPS = ("DynamicQuantize", "Quantize")
+OP_NAMES = tuple(SPEC_OPS)
+STATIC_OPS = tuple(name for name, op in SPEC_OPS.items() if op.is_static)
+QUANTIZE_OPS = tuple(name for name, op in SPEC_OPS.items() if op.is_quantize)
 NODE = "fuzz_node"
 BACKEND_NAMES = ("native", "python")
 
@@ -283,23 +296,25 @@ def _float8_values(dtype: DType) -> np.ndarray:
 
 def _row(op: str, draw: st.DrawFn) -> tuple[str, str, str | None, int | None]:
     """(src, dst, zps, output_dtype) of one row of the op's data-type table."""
-    if op == "DynamicQuantize":
+    if op == DYNAMIC_QUANTIZE.name:
         zps = draw(st.sampled_from([None, "s8", "u8", "s32"]))
         out = draw(st.sampled_from([None, 0, TensorProto.INT8, TensorProto.UINT8]))
         if out:
             dst = dtypes.from_onnx(out)
             assert dst is not None
         else:
-            dst = dtypes.S8 if zps == "s8" else dtypes.U8  # default_output_dtype
+            zps_type = dtypes.BY_NAME[zps].onnx if zps else None
+            dst = dtypes.from_onnx(dst_type(DYNAMIC_QUANTIZE, zps=zps_type))
+        assert dst is not None
         return "f32", dst.name, zps, out
-    if op == "DynamicDequantize":
+    if op == DYNAMIC_DEQUANTIZE.name:
         return (
             draw(st.sampled_from(["s8", "u8"])),
             "f32",
             draw(st.sampled_from([None, "s8", "u8", "s32"])),
             None,
         )
-    if op == "Quantize":
+    if op == QUANTIZE.name:
         dst_name = draw(st.sampled_from(["default", "s8", "u8", "f8_e4m3", "f8_e5m2"]))
         if dst_name == "default":
             return "f32", "u8", "s32" if draw(st.booleans()) else None, None
@@ -738,17 +753,6 @@ def _bits(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array).view(width)
 
 
-def mismatch_mask(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Elements that differ: by bits, except that two NaNs (any payload, any sign) are equal."""
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return np.ones(max(got.size, want.size, 1), bool)
-    differ = _bits(got) != _bits(want)
-    if want.dtype.kind == "f" or dtypes.from_numpy(want.dtype) in (dtypes.F8_E4M3, dtypes.F8_E5M2):
-        wide_got, wide_want = got.astype(np.float32), want.astype(np.float32)
-        differ &= ~(np.isnan(wide_got) & np.isnan(wide_want))
-    return np.asarray(differ).reshape(-1)
-
-
 def _has_rule(error: BaseException, op: str, rule: str, node: str | None) -> bool:
     """The error is ``<op> node '<node>': ... [rule <rule>]`` (op exactly: not Dynamic<op>)."""
     text = str(error)
@@ -889,18 +893,19 @@ def python_limit(case: Case) -> str | None:
     sig = case.sig
     if dtypes.BY_NAME[sig.src].is_float8 or dtypes.BY_NAME[sig.dst].is_float8:
         return "float8"
-    if sig.op in ("DynamicQuantize", "DynamicDequantize") and sig.zps is None and sig.per_channel:
+    op = SPEC_OPS[sig.op]
+    if not op.is_static and sig.zps is None and sig.per_channel:
         return "per_channel without zps over symbolic dims (channel count unknown)"
-    if sig.op == "DynamicQuantize" and sig.zps == "s32":
+    if sig.op == DYNAMIC_QUANTIZE.name and sig.zps == "s32":
         return "s32 zps on DynamicQuantize"
     if (
-        sig.op == "DynamicQuantize"
+        sig.op == DYNAMIC_QUANTIZE.name
         and sig.zps
         and sig.output_dtype
         and sig.output_dtype != dtypes.BY_NAME[sig.zps].onnx
     ):
         return "dst type other than the zps type"
-    if sig.op == "Quantize" and case.zps is not None:
+    if sig.op == QUANTIZE.name and case.zps is not None:
         low, high = dtypes.BY_NAME[sig.dst].int_range
         if np.any(case.zps < low) or np.any(case.zps > high):
             return "static zps that do not fit dst"
@@ -970,15 +975,17 @@ class Fuzzer:
 
     @staticmethod
     def run_reference(case: Case) -> Outcome:
-        kernel = cast(Callable[..., Any], reference.KERNELS[case.sig.op])
-        kwargs = case.reference_kwargs()
+        attributes: dict[str, Any] = case.reference_kwargs()
+        node = attributes.pop("node", "")
         try:
             if case.static:
-                zps = None if case.zps is None else [int(v) for v in case.zps]
-                return np.asarray(
-                    kernel(case.src, scales=[float(v) for v in case.scales], zps=zps, **kwargs)
-                )
-            return np.asarray(kernel(case.src, case.scales, case.zps, **kwargs))
+                attributes["scales"] = [float(v) for v in case.scales]
+                if case.zps is not None:
+                    attributes["zps"] = [int(v) for v in case.zps]
+                return reference.run(case.sig.op, [case.src], attributes, node=node)
+            return reference.run(
+                case.sig.op, [case.src, case.scales, case.zps], attributes, node=node
+            )
         except SpecError as error:
             return error
 
@@ -1074,20 +1081,20 @@ class Fuzzer:
         if isinstance(got, BaseException):
             self._mismatch(case, runner, "unexpected error", {"error": _one_line(got)})
             return
-        bad = mismatch_mask(got, want)
+        result = compare(case.sig.op, want, got)
         key = f"{runner}-vs-reference"
         stats.compared[key] = stats.compared.get(key, 0) + int(want.size)
         stats.elements += int(want.size)
-        count = int(bad.sum())
+        count = result.mismatches
         if not count:
             return
-        if got.shape != want.shape or got.dtype != want.dtype:
+        if result.first_mismatch is None or got.shape != want.shape or got.dtype != want.dtype:
             detail: dict[str, Any] = {
                 "got": f"{got.dtype}{list(got.shape)}",
                 "want": f"{want.dtype}{list(want.shape)}",
             }
         else:
-            index = int(np.flatnonzero(bad)[0])
+            index = result.first_mismatch
             flat_src = case.src.reshape(-1)
             detail = {
                 "count": count,
@@ -1196,7 +1203,7 @@ def run(
     profile: str = "ci",
     max_examples: int | None = None,
     seed: int | None = None,
-    ops: Sequence[str] = OPS,
+    ops: Sequence[str] = OP_NAMES,
 ) -> FuzzReport:
     """Fuzz every op of ``ops``; ``max_examples`` (per op) overrides the profile's count.
 
@@ -1210,8 +1217,8 @@ def run(
     start = time.perf_counter()
     with _quiet():
         for index, op in enumerate(ops):
-            if op not in OPS:
-                raise ValueError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
+            if op not in OP_NAMES:
+                raise ValueError(f"unknown op {op!r}; choose from {', '.join(OP_NAMES)}")
             stats = report.ops.setdefault(op, OpStats())
             before = fuzzer.sessions_created()
             op_start = time.perf_counter()
@@ -1248,13 +1255,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--examples", type=int, default=None, help="examples per op (default: the profile's)"
     )
     parser.add_argument("--seed", type=int, default=None, help="default: a random one, reported")
-    parser.add_argument("--ops", default=",".join(OPS), help="comma-separated subset of the ops")
+    parser.add_argument("--ops", default=",".join(OP_NAMES), help="comma-separated subset")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
     ops = [op.strip() for op in args.ops.split(",") if op.strip()]
-    unknown = [op for op in ops if op not in OPS]
+    unknown = [op for op in ops if op not in OP_NAMES]
     if unknown:
-        parser.error(f"unknown op(s) {', '.join(unknown)}; choose from {', '.join(OPS)}")
+        parser.error(f"unknown op(s) {', '.join(unknown)}; choose from {', '.join(OP_NAMES)}")
     if args.examples is not None and args.examples < 1:
         parser.error("--examples must be at least 1")
     report = run(args.profile, args.examples, args.seed, ops)

@@ -12,8 +12,9 @@ from pathlib import Path
 from onnx import TensorProto
 
 from quantgraph.spec import dtypes
+from quantgraph.spec.dtypes import DType
 from quantgraph.spec.ops import DOMAIN, OPS, OPSET_VERSION, PER_CHANNEL, PER_TENSOR
-from quantgraph.spec.rules import RULES
+from quantgraph.spec.rules import DEFAULT_QUANTIZED, DST_FROM_ZPS, RULES, dst_type
 
 from .generated import write_or_print
 
@@ -22,6 +23,94 @@ HEADER_PATH = Path("custom_ops/src/generated/op_spec.h")
 
 def _cxx_string(text: str) -> str:
     return json.dumps(text)  # a JSON string literal is a valid C++ literal for ASCII text
+
+
+def type_constant(dtype: DType) -> str:
+    """The C++ constant of a spec type: s8 -> kS8, f8_e4m3 -> kF8E4M3."""
+    return "k" + dtype.name.replace("_", "").upper()
+
+
+def _type_of(onnx: int) -> str:
+    found = dtypes.from_onnx(onnx)
+    if found is None:
+        raise ValueError(f"the dst rule names ONNX type {onnx}, which is not a spec type")
+    return type_constant(found)
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _attribute_kinds() -> dict[str, str]:
+    """Each attribute name of the ops and its kind (one kind per name across the ops)."""
+    kinds: dict[str, str] = {}
+    for op in OPS.values():
+        for attribute in op.attributes:
+            known = kinds.setdefault(attribute.name, attribute.kind)
+            if known != attribute.kind:
+                raise ValueError(
+                    f"attribute {attribute.name!r} has kinds {known} and {attribute.kind}"
+                )
+    return kinds
+
+
+def _ops_and_types() -> list[str]:
+    """OpKind, the kOps table, the type constants and the dst rule's data."""
+    lines = [
+        "// Operator kinds in the spec's order (quantgraph.spec.OPS); kOps is indexed by them.",
+        "enum class OpKind : int {",
+    ]
+    lines += [f"  k{name} = {index}," for index, name in enumerate(OPS)]
+    lines += [
+        "};",
+        f"inline constexpr int kOpCount = {len(OPS)};",
+        "",
+        "// input_count: the op's inputs (optional ones included).",
+        "struct OpInfo {",
+        "  const char* name;",
+        "  bool is_quantize;",
+        "  bool is_static;",
+        "  int input_count;",
+        "};",
+        "inline constexpr OpInfo kOps[kOpCount] = {",
+    ]
+    for op in OPS.values():
+        lines.append(
+            f"    {{{_cxx_string(op.name)}, {_bool(op.is_quantize)}, {_bool(op.is_static)}, "
+            f"{len(op.inputs)}}},"
+        )
+    lines += [
+        "};",
+        "",
+        "// Attribute kinds (ONNX attribute types as the spec names them), by attribute name.",
+        "struct AttributeInfo {",
+        "  const char* name;",
+        "  const char* kind;",
+        "};",
+        "inline constexpr AttributeInfo kAttributes[] = {",
+    ]
+    for name, kind in _attribute_kinds().items():
+        lines.append(f"    {{{_cxx_string(name)}, {_cxx_string(kind)}}},")
+    lines += [
+        "};",
+        "",
+        "// The spec's data types as ONNX TensorProto element types (quantgraph.spec.dtypes).",
+    ]
+    lines += [f"inline constexpr int {type_constant(d)} = {d.onnx};" for d in dtypes.ALL]
+    dequantized = {dst_type(op) for op in OPS.values() if not op.is_quantize}
+    if len(dequantized) != 1:
+        raise ValueError(f"dequantize ops disagree on their dst type: {sorted(dequantized)}")
+    zps_names = ", ".join(type_constant(d) for d in DST_FROM_ZPS)
+    lines += [
+        "",
+        "// The dst rule (quantgraph.spec.dst_type): dequantize ops write kDequantizedDst;",
+        "// quantize ops output_dtype when it is set, else (dynamic ops) the zps type when it is",
+        "// one of kDstFromZps, else kDefaultQuantizedDst.",
+        f"inline constexpr int kDequantizedDst = {_type_of(dequantized.pop())};",
+        f"inline constexpr int kDstFromZps[] = {{{zps_names}}};",
+        f"inline constexpr int kDefaultQuantizedDst = {type_constant(DEFAULT_QUANTIZED)};",
+    ]
+    return lines
 
 
 def render() -> str:
@@ -53,6 +142,7 @@ def render() -> str:
     ]
     for name in OPS:
         lines.append(f"inline constexpr const char* k{name} = {_cxx_string(name)};")
+    lines += ["", *_ops_and_types()]
     lines += [
         "",
         "// Rule wording: {field} placeholders are filled by qg::FormatRule.",

@@ -13,12 +13,13 @@ using kernels::DequantizeVec;
 using kernels::QuantizeRow;
 using kernels::QuantizeVec;
 
-constexpr int kF32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-constexpr int kU8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
-constexpr int kS8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
-constexpr int kS32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
-constexpr int kE4M3 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E4M3FN;
-constexpr int kE5M2 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT8E5M2;
+// The spec's element types (generated/op_spec.h).
+using spec::kF32;
+using spec::kF8E4M3;
+using spec::kF8E5M2;
+using spec::kS32;
+using spec::kS8;
+using spec::kU8;
 
 // Work below kParallelMin elements runs on the calling thread; above it in tasks of
 // ChunkFor(n) elements on the session's intra-op pool: at least kMinChunk (so a task is worth
@@ -160,11 +161,11 @@ bool UsePattern(const Geometry& g) {
 // The kernel-table index of a quantized ONNX element type.
 template <int kOnnx>
 constexpr kernels::QType QTypeIndex() {
-  static_assert(kOnnx == kS8 || kOnnx == kU8 || kOnnx == kE4M3 || kOnnx == kE5M2);
-  return kOnnx == kS8     ? kernels::kS8
-         : kOnnx == kU8   ? kernels::kU8
-         : kOnnx == kE4M3 ? kernels::kF8E4M3
-                          : kernels::kF8E5M2;
+  static_assert(kOnnx == kS8 || kOnnx == kU8 || kOnnx == kF8E4M3 || kOnnx == kF8E5M2);
+  return kOnnx == kS8       ? kernels::kS8
+         : kOnnx == kU8     ? kernels::kU8
+         : kOnnx == kF8E4M3 ? kernels::kF8E4M3
+                            : kernels::kF8E5M2;
 }
 
 // Zero points as int32: s32 ones (the static ops' attribute too) are used in place; s8/u8
@@ -363,14 +364,14 @@ constexpr DispatchEntry kDispatch[] = {
     QG_QUANTIZE(kQuantize, kS8, kS32, int32_t),
     QG_QUANTIZE(kQuantize, kU8, 0, void),
     QG_QUANTIZE(kQuantize, kU8, kS32, int32_t),
-    QG_QUANTIZE(kQuantize, kE4M3, 0, void),
-    QG_QUANTIZE(kQuantize, kE5M2, 0, void),
+    QG_QUANTIZE(kQuantize, kF8E4M3, 0, void),
+    QG_QUANTIZE(kQuantize, kF8E5M2, 0, void),
     QG_DEQUANTIZE(kDequantize, kS8, 0, void),
     QG_DEQUANTIZE(kDequantize, kS8, kS32, int32_t),
     QG_DEQUANTIZE(kDequantize, kU8, 0, void),
     QG_DEQUANTIZE(kDequantize, kU8, kS32, int32_t),
-    QG_DEQUANTIZE(kDequantize, kE4M3, 0, void),
-    QG_DEQUANTIZE(kDequantize, kE5M2, 0, void),
+    QG_DEQUANTIZE(kDequantize, kF8E4M3, 0, void),
+    QG_DEQUANTIZE(kDequantize, kF8E5M2, 0, void),
 };
 
 #undef QG_QUANTIZE
@@ -386,19 +387,16 @@ constexpr bool SameString(const char* a, const char* b) {
   return *a == *b;
 }
 
-constexpr const char* ConstOpName(OpKind k) {
-  return k == OpKind::kDynamicQuantize     ? spec::kDynamicQuantize
-         : k == OpKind::kDynamicDequantize ? spec::kDynamicDequantize
-         : k == OpKind::kQuantize          ? spec::kQuantize
-                                           : spec::kDequantize;
+constexpr bool IsFloat8Type(int t) {
+  for (const auto& d : spec::kDTypes) {
+    if (d.onnx == t) return d.is_float8;
+  }
+  return false;
 }
-
-constexpr bool IsFloat8Type(int t) { return t == kE4M3 || t == kE5M2; }
 
 constexpr bool HasEntry(const char* op, int src, int dst, int zps) {
   for (const auto& e : kDispatch) {
-    if (SameString(ConstOpName(e.op), op) && e.src == src && e.dst == dst && e.zps == zps)
-      return true;
+    if (SameString(OpName(e.op), op) && e.src == src && e.dst == dst && e.zps == zps) return true;
   }
   return false;
 }

@@ -4,14 +4,10 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 namespace qg {
 namespace {
-
-constexpr int kF32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-constexpr int kU8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
-constexpr int kS8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
-constexpr int kS32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
 
 // ---- reading the kernel info -------------------------------------------------------------
 
@@ -77,19 +73,54 @@ std::optional<std::vector<int64_t>> GetInts(const OrtApi& api, const OrtKernelIn
   return values;
 }
 
-// True when the node has the attribute under any of the kinds these ops use.
-bool HasAttribute(const OrtApi& api, const OrtKernelInfo* info, const char* name) {
+// True when the node has the attribute as a float, an int or a string.
+bool HasScalar(const OrtApi& api, const OrtKernelInfo* info, const char* name) {
   float f = 0;
   StatusGuard s{api, api.KernelInfoGetAttribute_float(info, name, &f)};
-  return s.ok() || GetInt(api, info, name) || GetString(api, info, name) ||
-         GetFloats(api, info, name) || GetInts(api, info, name);
+  return s.ok() || GetInt(api, info, name) || GetString(api, info, name);
 }
 
-[[noreturn]] void ThrowWrongKind(OpKind kind, const std::string& node, const char* name,
-                                 const char* expected) {
-  throw SpecError(std::string(OpName(kind)) + " node '" + node + "': attribute '" + name +
-                      "' must be of kind " + expected,
-                  "");
+// True when the node has the attribute under any of the kinds these ops use.
+bool HasAttribute(const OrtApi& api, const OrtKernelInfo* info, const char* name) {
+  return HasScalar(api, info, name) || GetFloats(api, info, name) || GetInts(api, info, name);
+}
+
+[[noreturn]] void ThrowWrongKind(OpKind kind, const std::string& node, const char* name) {
+  ThrowRule(kind, node, "attribute-kind", {{"name", name}, {"kind", AttributeKind(name)}});
+}
+
+// A list attribute of kind floats (T = float) or ints (T = int64_t): nullopt when the node does
+// not have it; the attribute-kind rule when it has it under another kind. onnxruntime's array
+// getters do not check the kind (any attribute reads as an empty list of either), so an empty
+// list is of another kind when the attribute reads as a scalar or as a non-empty list of the
+// other list kind. (Other lists, strings or empty ones, cannot be told apart through the C API:
+// they read as an empty list.)
+template <typename T>
+std::optional<std::vector<T>> ReadList(const OrtApi& api, const OrtKernelInfo* info, OpKind kind,
+                                       const std::string& node, const char* name) {
+  constexpr bool kFloats = std::is_same_v<T, float>;
+  std::optional<std::vector<T>> values;
+  if constexpr (kFloats) {
+    values = GetFloats(api, info, name);
+  } else {
+    values = GetInts(api, info, name);
+  }
+  if (!values) {
+    if (HasAttribute(api, info, name)) ThrowWrongKind(kind, node, name);
+    return values;
+  }
+  if (values->empty()) {
+    bool other = HasScalar(api, info, name);
+    if constexpr (kFloats) {
+      const auto ints = GetInts(api, info, name);
+      other = other || (ints && !ints->empty());
+    } else {
+      const auto floats = GetFloats(api, info, name);
+      other = other || (floats && !floats->empty());
+    }
+    if (other) ThrowWrongKind(kind, node, name);
+  }
+  return values;
 }
 
 int InputElementType(const OrtApi& api, const OrtKernelInfo* info, size_t index) {
@@ -147,10 +178,9 @@ void CheckStaticAttributes(const NodeConfig& cfg) {
     ThrowRule(cfg.kind, cfg.node, "missing-attribute", {{"name", "scales"}});
   if (!cfg.has_zps_attr) return;
   // Quantize checks its dst; Dequantize its src (a type outside the spec counts as s8).
-  const int checked =
-      cfg.kind == OpKind::kQuantize ? cfg.dst : (FindDType(cfg.src) ? cfg.src : kS8);
+  const int checked = IsQuantize(cfg.kind) ? cfg.dst : (FindDType(cfg.src) ? cfg.src : spec::kS8);
   if (IsFloat8(checked)) ThrowRule(cfg.kind, cfg.node, "f8-zps", {{"dtype", TypeName(checked)}});
-  const auto* s32 = FindDType(kS32);
+  const auto* s32 = FindDType(spec::kS32);
   for (size_t i = 0; i < cfg.zps_attr.size(); ++i) {
     const int64_t v = cfg.zps_attr[i];
     if (v < s32->qmin || v > s32->qmax) {
@@ -175,10 +205,14 @@ bool HasZps(const NodeConfig& cfg) { return IsStatic(cfg.kind) ? cfg.has_zps_att
 }  // namespace
 
 int ResolveDst(OpKind kind, int64_t output_dtype, int zps_type) {
-  if (!IsQuantize(kind)) return kF32;
+  if (!IsQuantize(kind)) return spec::kDequantizedDst;
   if (output_dtype != 0) return static_cast<int>(output_dtype);
-  if (kind == OpKind::kDynamicQuantize && (zps_type == kS8 || zps_type == kU8)) return zps_type;
-  return kU8;
+  if (!IsStatic(kind)) {
+    for (int t : spec::kDstFromZps) {
+      if (zps_type == t) return zps_type;
+    }
+  }
+  return spec::kDefaultQuantizedDst;
 }
 
 NodeConfig ReadNodeConfig(OpKind kind, const OrtApi& api, const OrtKernelInfo* info) {
@@ -189,33 +223,29 @@ NodeConfig ReadNodeConfig(OpKind kind, const OrtApi& api, const OrtKernelInfo* i
   if (auto qtype = GetString(api, info, "qtype")) {
     cfg.qtype = *qtype;
   } else if (HasAttribute(api, info, "qtype")) {
-    ThrowWrongKind(kind, cfg.node, "qtype", "string");
+    ThrowWrongKind(kind, cfg.node, "qtype");
   }
   cfg.per_channel = cfg.qtype == spec::kPerChannel;
   if (auto axis = GetInt(api, info, "axis")) {
     cfg.axis = *axis;
   } else if (HasAttribute(api, info, "axis")) {
-    ThrowWrongKind(kind, cfg.node, "axis", "int");
+    ThrowWrongKind(kind, cfg.node, "axis");
   }
   if (IsQuantize(kind)) {
     if (auto od = GetInt(api, info, "output_dtype")) {
       cfg.output_dtype = *od;
     } else if (HasAttribute(api, info, "output_dtype")) {
-      ThrowWrongKind(kind, cfg.node, "output_dtype", "int");
+      ThrowWrongKind(kind, cfg.node, "output_dtype");
     }
   }
   if (IsStatic(kind)) {
-    if (auto scales = GetFloats(api, info, "scales")) {
+    if (auto scales = ReadList<float>(api, info, kind, cfg.node, "scales")) {
       cfg.has_scales_attr = true;
       cfg.scales_attr = std::move(*scales);
-    } else if (HasAttribute(api, info, "scales")) {
-      ThrowWrongKind(kind, cfg.node, "scales", "floats");
     }
-    if (auto zps = GetInts(api, info, "zps")) {
+    if (auto zps = ReadList<int64_t>(api, info, kind, cfg.node, "zps")) {
       cfg.has_zps_attr = true;
       cfg.zps_attr = std::move(*zps);
-    } else if (HasAttribute(api, info, "zps")) {
-      ThrowWrongKind(kind, cfg.node, "zps", "ints");
     }
   }
 

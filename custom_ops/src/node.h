@@ -28,11 +28,13 @@ struct NodeConfig {
   int src = 0;
   int scales = 0;
   int zps = 0;
-  int dst = 0;  // the spec's dst type of this node (output_dtype / zps type / f32)
+  int dst = 0;  // the spec's dst type of this node (ResolveDst)
 };
 
-// The dst type the spec gives a node: f32 for dequantize ops; for quantize ops output_dtype,
-// or when it is 0 the zps type if s8/u8 (dynamic) and else u8.
+// The dst type the spec gives a node (quantgraph.spec.dst_type without a declared type), from
+// the generated rule data: spec::kDequantizedDst for dequantize ops; for quantize ops
+// output_dtype, or when it is 0 the zps type if one of spec::kDstFromZps (dynamic ops), else
+// spec::kDefaultQuantizedDst.
 int ResolveDst(OpKind kind, int64_t output_dtype, int zps_type);
 
 // Reads attributes and input element types (throws SpecError / Ort::Exception).

@@ -65,7 +65,7 @@ class Kernel {
     CheckNode(cfg_);
     int zps_key = cfg_.zps;
     if (IsStatic(kind)) {
-      zps_key = cfg_.has_zps_attr ? ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 : 0;
+      zps_key = cfg_.has_zps_attr ? spec::kS32 : 0;
       zps32_.assign(cfg_.zps_attr.begin(), cfg_.zps_attr.end());  // CheckNode bounded them
       scales_count_ = static_cast<int64_t>(cfg_.scales_attr.size());
       zps_count_ = static_cast<int64_t>(zps32_.size());
@@ -84,13 +84,11 @@ class Kernel {
     table_ = &kernels::GetKernelTable(kernels::SelectIsa());
     // The output buffer onnxruntime allocates has the node's output type: it must be the dst
     // the kernel writes (shape inference makes it so; a model can only contradict it by a
-    // declared type that onnxruntime rejects first).
+    // declared type, which onnxruntime's graph resolution rejects first: this is a safety net).
     const int output = OutputElementType(api, info);
     if (output != 0 && output != cfg_.dst) {
-      throw SpecError(std::string(OpName(kind)) + " node '" + cfg_.node + "': output type " +
-                          TypeName(output) + " differs from the dst type " + TypeName(cfg_.dst) +
-                          " of the node's attributes and inputs",
-                      "");
+      ThrowRule(kind, cfg_.node, "output-type",
+                {{"got", TypeName(output)}, {"dst", TypeName(cfg_.dst)}});
     }
   }
 
@@ -171,7 +169,7 @@ struct OpDef : OrtCustomOp {
       return "CPUExecutionProvider";
     };
     GetInputTypeCount = [](const OrtCustomOp* op) -> size_t {
-      return IsStatic(Self(op).kind) ? 1 : 3;
+      return static_cast<size_t>(Info(Self(op).kind).input_count);
     };
     GetInputType = [](const OrtCustomOp*, size_t) {
       return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
@@ -269,7 +267,7 @@ OrtStatusPtr InferOutput(const OpDef& op, OrtShapeInferContext* ctx) {
       } else {
         api.ReleaseStatus(s);
       }
-      const int zps = op.kind == OpKind::kDynamicQuantize && inputs > 2 ? input_type(2) : 0;
+      const int zps = !IsStatic(op.kind) && inputs > 2 ? input_type(2) : 0;
       // Any numeric ONNX type, even one the spec rejects: it must agree with a declared output
       // type, and then the catch-all registration's kernel reports it with the spec's rule.
       const int wanted = ResolveDst(op.kind, output_dtype, zps);
@@ -308,8 +306,8 @@ struct Registry {
   Ort::CustomOpDomain domain{spec::kDomain};
 
   Registry() {
-    for (OpKind kind : {OpKind::kDynamicQuantize, OpKind::kDynamicDequantize, OpKind::kQuantize,
-                        OpKind::kDequantize}) {
+    for (int k = 0; k < spec::kOpCount; ++k) {
+      const auto kind = static_cast<OpKind>(k);
       std::vector<int> dsts;
       for (int src : SrcTypes(kind)) {
         for (int d : DstTypes(kind, src)) {

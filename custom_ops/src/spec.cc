@@ -7,24 +7,12 @@
 
 namespace qg {
 
-const char* OpName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kDynamicQuantize:
-      return spec::kDynamicQuantize;
-    case OpKind::kDynamicDequantize:
-      return spec::kDynamicDequantize;
-    case OpKind::kQuantize:
-      return spec::kQuantize;
-    case OpKind::kDequantize:
-      return spec::kDequantize;
+const char* AttributeKind(std::string_view name) {
+  for (const auto& attribute : spec::kAttributes) {
+    if (name == attribute.name) return attribute.kind;
   }
-  return "?";
+  throw std::logic_error("quantgraph: unknown attribute " + std::string(name));
 }
-
-bool IsQuantize(OpKind kind) {
-  return kind == OpKind::kDynamicQuantize || kind == OpKind::kQuantize;
-}
-bool IsStatic(OpKind kind) { return kind == OpKind::kQuantize || kind == OpKind::kDequantize; }
 
 std::string FormatRule(std::string_view rule_id, const RuleFields& fields) {
   const char* text = nullptr;

@@ -13,16 +13,17 @@
 
 namespace qg {
 
-enum class OpKind : int {
-  kDynamicQuantize = 0,
-  kDynamicDequantize = 1,
-  kQuantize = 2,
-  kDequantize = 3
-};
+// The op kinds and their flags are the generated spec::OpKind / spec::kOps.
+using spec::OpKind;
 
-const char* OpName(OpKind kind);
-bool IsQuantize(OpKind kind);
-bool IsStatic(OpKind kind);
+constexpr const spec::OpInfo& Info(OpKind kind) { return spec::kOps[static_cast<int>(kind)]; }
+constexpr const char* OpName(OpKind kind) { return Info(kind).name; }
+constexpr bool IsQuantize(OpKind kind) { return Info(kind).is_quantize; }
+constexpr bool IsStatic(OpKind kind) { return Info(kind).is_static; }
+
+// The spec's kind of an attribute of the ops ("int", "string", "floats", "ints"; throws
+// std::logic_error for a name the ops do not have).
+const char* AttributeKind(std::string_view name);
 
 // A broken rule: what() is `<Op> node '<node>': <rule text> [rule <id>]`, the same text as
 // quantgraph.spec.SpecError.

@@ -95,13 +95,6 @@ def register(options: ort.SessionOptions) -> None:
     options.register_custom_ops_library(str(library_path()))
 
 
-def session_options(options: ort.SessionOptions | None = None) -> ort.SessionOptions:
-    """``options`` (or new SessionOptions) with the native kernels registered."""
-    options = options or ort.SessionOptions()
-    register(options)
-    return options
-
-
 def isa() -> str:
     """The kernel instruction set sessions created now will use, and the CPU's best one.
 
@@ -125,5 +118,4 @@ __all__ = [
     "isa",
     "library_path",
     "register",
-    "session_options",
 ]

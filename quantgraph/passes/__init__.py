@@ -1,18 +1,33 @@
-"""Graph passes (onnx-ir): rewriting ONNX Q/DQ into the spec ops and back."""
+"""Graph passes (onnx-ir), one concern a file: rewriting ONNX Q/DQ into the spec ops and back,
+putting spec ops in the forms backends need, and the pipelines that chain them."""
 
-from .explicit_form import ExplicitFormPass, StaticToDynamicPass
-from .qdq_to_spec import QDQ_OPS, QdqToSpecPass, RewriteResult
-from .report import ConvertedNode, RewriteReport, SkippedNode
+from .check_spec_rules import CheckSpecRulesPass
+from .explicit_form import ExplicitFormPass, NoExplicitForm
+from .full_check import FullCheckPass
+from .move_domain import MoveDomainPass
+from .node_rewrite import NodeRewritePass
+from .qdq_to_spec import QDQ_OPS, QdqToSpecPass
+from .report import ConvertedNode, RewriteReport, RewriteResult, Skip, SkippedNode
 from .spec_to_qdq import SpecToQdqPass
+from .stamp_origin import StampOriginPass
+from .static_to_dynamic import NoDynamicForm, StaticToDynamicPass
 
 __all__ = [
     "QDQ_OPS",
-    "ExplicitFormPass",
-    "SpecToQdqPass",
-    "StaticToDynamicPass",
+    "CheckSpecRulesPass",
     "ConvertedNode",
+    "ExplicitFormPass",
+    "FullCheckPass",
+    "MoveDomainPass",
+    "NoDynamicForm",
+    "NoExplicitForm",
+    "NodeRewritePass",
     "QdqToSpecPass",
     "RewriteReport",
     "RewriteResult",
+    "Skip",
     "SkippedNode",
+    "SpecToQdqPass",
+    "StampOriginPass",
+    "StaticToDynamicPass",
 ]

@@ -12,44 +12,42 @@ quantized type. Nodes the spec cannot express stay as they are and are reported 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import onnx_ir as ir
 
-from ..spec import DOMAIN, OPSET_VERSION, PER_CHANNEL, PER_TENSOR, dtypes
-from ._graph import (
+from .._ir import (
     ConstantFactory,
     GraphLike,
-    all_graphs,
     constant_array,
     elem_type,
+    inferred_types,
     is_standard,
     opset_version,
-    remove_if_unused,
     replace_node,
-    used_names,
     value_shape,
 )
-from .report import ConvertedNode, RewriteReport, SkippedNode
+from ..spec import (
+    DEFAULT_QUANTIZED,
+    DEQUANTIZE,
+    DOMAIN,
+    DYNAMIC_DEQUANTIZE,
+    DYNAMIC_QUANTIZE,
+    OPSET_VERSION,
+    PER_CHANNEL,
+    PER_TENSOR,
+    QUANTIZE,
+    dtypes,
+)
+from .node_rewrite import NodeRewritePass, Progress
+from .report import RewriteReport, RewriteResult, Skip
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 CONTRIB_DOMAIN = "com.microsoft"
 MIN_OPSET, MAX_OPSET = 10, 25
+ONNX_DEFAULT_AXIS = 1  # QuantizeLinear/DequantizeLinear's (it happens to equal the spec's)
 _KNOWN_ATTRIBUTES = {"axis", "saturate", "block_size", "output_dtype", "precision"}
-
-
-Progress = Callable[[int, int], None]  # (nodes done, nodes in all)
-
-
-class Skip(Exception):
-    """A node the spec cannot express; the message is the reason shown to the user."""
-
-
-@dataclass
-class RewriteResult(ir.passes.PassResult):
-    report: RewriteReport = field(default_factory=RewriteReport)
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,7 @@ class _Plan:
         )
 
 
-class QdqToSpecPass(ir.passes.InPlacePass):
+class QdqToSpecPass(NodeRewritePass):
     """Rewrites standard Q/DQ nodes in every graph, subgraph and function of a model.
 
     ``static=True`` emits static Quantize/Dequantize where scale and zero point are constants.
@@ -83,59 +81,40 @@ class QdqToSpecPass(ir.passes.InPlacePass):
     """
 
     def __init__(
-        self, *, static: bool = False, contrib: bool = True, progress: Progress | None = None
+        self,
+        *,
+        static: bool = False,
+        contrib: bool = True,
+        report: RewriteReport | None = None,
+        progress: Progress | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(report=report, progress=progress)
         self.static = static
         self.contrib = contrib
-        self.progress = progress
 
     def call(self, model: ir.Model) -> RewriteResult:
-        self._stale: list[ir.Value | None] = []
         self._inferred: dict[str, ir.DataType] | None = None
         self._bad_scale: dict[int, bool] = {}  # by scale value: often shared by thousands
-        report = RewriteReport()
-        taken = used_names(model)
-        graphs = list(all_graphs(model))
-        total = sum(1 for g in graphs for n in g if n.op_type in QDQ_OPS)
-        done = 0
-        for graph in graphs:
-            factory = ConstantFactory(graph, graph is model.graph, taken)
-            where = "" if graph is model.graph else (graph.name or "")
-            for node in list(graph):
-                if node.op_type not in QDQ_OPS:
-                    continue
-                done += 1
-                if self.progress is not None and (done % 1000 == 0 or done == total):
-                    self.progress(done, total)
-                if not is_standard(node) and node.domain != CONTRIB_DOMAIN:
-                    continue  # another domain's op that happens to share the name
-                if not is_standard(node) and not self.contrib:
-                    report.skipped.append(
-                        SkippedNode(
-                            node.name or "",
-                            node.op_type,
-                            f"{node.domain} op left as is (contrib conversion is off)",
-                            where,
-                        )
-                    )
-                    continue
-                op_type = node.op_type  # the rewrite changes the node in place
-                try:
-                    plan = self._plan(model, graph, node)
-                    new_op = self._rewrite(graph, node, plan, factory)
-                except Skip as reason:
-                    report.skipped.append(
-                        SkippedNode(node.name or "", node.op_type, str(reason), where)
-                    )
-                    continue
-                report.converted_nodes.append(
-                    ConvertedNode(node.name or "", op_type, new_op, plan.detail, where)
-                )
+        return super().call(model)
+
+    def matches(self, node: ir.Node) -> bool:
+        # Another domain's op that happens to share the name is not ours to touch.
+        return node.op_type in QDQ_OPS and (is_standard(node) or node.domain == CONTRIB_DOMAIN)
+
+    def rewrite(
+        self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory
+    ) -> tuple[str, str]:
+        if not is_standard(node) and not self.contrib:
+            raise Skip(f"{node.domain} op left as is (contrib conversion is off)")
+        plan = self._plan(model, graph, node)
+        return self._rewrite(node, plan, factory), plan.detail
+
+    def finish(self, model: ir.Model, report: RewriteReport) -> None:
         if report.converted_nodes:
-            _import_domain(model)
-        remove_if_unused(self._stale)
-        return RewriteResult(model, modified=bool(report.converted_nodes), report=report)
+            model.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
+            for function in model.functions.values():
+                if any(n.domain == DOMAIN for n in function):
+                    function.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
 
     # -- what the node means ---------------------------------------------------------------
 
@@ -198,7 +177,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             )
         count = 1 if not shape else shape[0]
         qtype = PER_TENSOR if count == 1 else PER_CHANNEL
-        axis = node.attributes.get_int("axis", 1)
+        axis = node.attributes.get_int("axis", ONNX_DEFAULT_AXIS)
         return _Plan(
             quantize, qtype, axis, quant_type, scale, zero_point, count, not is_standard(node)
         )
@@ -218,7 +197,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         if known is not None or value.name is None:
             return known
         if self._inferred is None:
-            self._inferred = _infer_types(model)
+            self._inferred = inferred_types(model)
         return self._inferred.get(value.name)
 
     @staticmethod
@@ -228,7 +207,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         raw = elem_type(zero_point) if zero_point is not None else None
         if raw is None and quantize:
             requested = node.attributes.get_int("output_dtype", 0)
-            raw = ir.DataType(requested) if requested else ir.DataType.UINT8
+            raw = ir.DataType(requested or DEFAULT_QUANTIZED.onnx)  # ONNX's default
         if raw is None and not quantize:
             raw = source
         if raw is None:
@@ -245,9 +224,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
 
     # -- the replacement --------------------------------------------------------------------
 
-    def _rewrite(
-        self, graph: GraphLike, node: ir.Node, plan: _Plan, factory: ConstantFactory
-    ) -> str:
+    def _rewrite(self, node: ir.Node, plan: _Plan, factory: ConstantFactory) -> str:
         static = self.static or plan.quant_type.is_float8
         scales = constant_array(plan.scale)
         zps = constant_array(plan.zero_point)
@@ -266,23 +243,23 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         ]
         if static:
             assert scales is not None
-            op_type = "Quantize" if plan.quantize else "Dequantize"
+            op_type = QUANTIZE.name if plan.quantize else DEQUANTIZE.name
             attributes.append(ir.AttrFloat32s("scales", [float(v) for v in scales.reshape(-1)]))
             if zps is not None:
                 attributes.append(ir.AttrInt64s("zps", [int(v) for v in zps.reshape(-1)]))
             inputs: list[ir.Value | None] = [node.inputs[0]]
         else:
-            op_type = "DynamicQuantize" if plan.quantize else "DynamicDequantize"
+            op_type = DYNAMIC_QUANTIZE.name if plan.quantize else DYNAMIC_DEQUANTIZE.name
             inputs = [
                 node.inputs[0],
-                self._as_1d(graph, node, plan.scale, factory),
-                self._zero_point(graph, node, plan, factory),
+                self._as_1d(node, plan.scale, factory),
+                self._zero_point(node, plan, factory),
             ]
             if inputs[2] is None:
                 inputs.pop()
         if plan.quantize and (static or len(inputs) < 3):
             attributes.append(ir.AttrInt64("output_dtype", plan.quant_type.onnx))
-        self._stale += replace_node(
+        self.stale += replace_node(
             node,
             (DOMAIN, op_type, OPSET_VERSION),
             inputs,
@@ -292,9 +269,7 @@ class QdqToSpecPass(ir.passes.InPlacePass):
         return op_type
 
     @staticmethod
-    def _as_1d(
-        graph: GraphLike, node: ir.Node, value: ir.Value, factory: ConstantFactory
-    ) -> ir.Value:
+    def _as_1d(node: ir.Node, value: ir.Value, factory: ConstantFactory) -> ir.Value:
         shape = value_shape(value)
         if shape is not None and len(shape) == 1:
             return value
@@ -303,36 +278,13 @@ class QdqToSpecPass(ir.passes.InPlacePass):
             return factory.reshaped(value, [1], node, "1d")  # a run-time scalar, per use
         return factory.constant_1d(value, array, node)
 
-    def _zero_point(
-        self, graph: GraphLike, node: ir.Node, plan: _Plan, factory: ConstantFactory
-    ) -> ir.Value | None:
+    def _zero_point(self, node: ir.Node, plan: _Plan, factory: ConstantFactory) -> ir.Value | None:
         if plan.zero_point is not None:
-            return self._as_1d(graph, node, plan.zero_point, factory)
+            return self._as_1d(node, plan.zero_point, factory)
         if plan.count is None:
             return None  # unknown channel count: leave zps out, output_dtype says the type
         zero = np.zeros(plan.count, dtype=plan.quant_type.numpy)
         return factory.constant(f"quantgraph_zero_{plan.quant_type.name}_{plan.count}", zero, node)
-
-
-def _infer_types(model: ir.Model) -> dict[str, ir.DataType]:
-    import onnx
-
-    try:
-        inferred = onnx.shape_inference.infer_shapes(ir.to_proto(model))
-    except Exception:  # inference is only a hint here
-        return {}
-    found: dict[str, ir.DataType] = {}
-    for info in (*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input):
-        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
-            found[info.name] = ir.DataType(info.type.tensor_type.elem_type)
-    return found
-
-
-def _import_domain(model: ir.Model) -> None:
-    model.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
-    for function in model.functions.values():
-        if any(n.domain == DOMAIN for n in function):
-            function.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
 
 
 def _name(data_type: ir.DataType | None) -> str:

@@ -1,9 +1,19 @@
-"""What a rewrite did: counts of converted nodes and each node left alone with the reason."""
+"""What a rewrite did: counts of converted nodes and each node left alone with the reason.
+
+A node a rewrite cannot express is data, not an exception that escapes: the pass raises
+:class:`Skip` inside its per-node step and records a :class:`SkippedNode` with the reason.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+
+import onnx_ir as ir
+
+
+class Skip(Exception):
+    """A node a rewrite leaves as it is; the message is the reason shown to the user."""
 
 
 @dataclass(frozen=True)
@@ -61,3 +71,8 @@ class RewriteReport:
             "skipped": [s.to_dict() for s in self.skipped],
             "nodes": [n.to_dict() for n in self.converted_nodes],
         }
+
+
+@dataclass
+class RewriteResult(ir.passes.PassResult):
+    report: RewriteReport = field(default_factory=RewriteReport)

@@ -15,126 +15,119 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..spec import DOMAIN, PER_CHANNEL, PER_TENSOR, default_output_dtype, dtypes
-from ._graph import (
+from .._ir import (
     ConstantFactory,
     GraphLike,
     all_graphs,
     constant_array,
     elem_type,
     opset_version,
-    remove_if_unused,
+    optional_input,
     replace_node,
-    used_names,
+    spec_op,
 )
-from .qdq_to_spec import RewriteResult, Skip
-from .report import ConvertedNode, RewriteReport, SkippedNode
+from ..spec import DOMAIN, PER_CHANNEL, PER_TENSOR, dst_type, dtypes
+from .node_rewrite import NodeRewritePass
+from .report import RewriteReport, Skip
 
 FLOAT8_OPSET = 19  # ONNX Q/DQ learn float8 types in opset 19
 PER_AXIS_OPSET = 13
 
 
-class SpecToQdqPass(ir.passes.InPlacePass):
+class SpecToQdqPass(NodeRewritePass):
     """Rewrites quantgraph ops in every graph, subgraph and function into ONNX Q/DQ."""
 
-    def call(self, model: ir.Model) -> RewriteResult:
-        self._stale: list[ir.Value | None] = []
-        report = RewriteReport()
-        taken = used_names(model)
-        for graph in list(all_graphs(model)):
-            factory = ConstantFactory(graph, graph is model.graph, taken)
-            where = "" if graph is model.graph else (graph.name or "")
-            for node in list(graph):
-                if node.domain != DOMAIN:
-                    continue
-                op_type = node.op_type  # the rewrite changes the node in place
-                try:
-                    new_op, detail = self._lower(model, graph, node, factory)
-                except Skip as reason:
-                    report.skipped.append(
-                        SkippedNode(node.name or "", node.op_type, str(reason), where)
-                    )
-                    continue
-                report.converted_nodes.append(
-                    ConvertedNode(node.name or "", op_type, new_op, detail, where)
-                )
+    def matches(self, node: ir.Node) -> bool:
+        return node.domain == DOMAIN
+
+    def finish(self, model: ir.Model, report: RewriteReport) -> None:
+        # Only our own import goes: onnx-ir's RemoveUnusedOpsetsPass would also drop unused
+        # imports the user had, and everything outside the rewritten nodes stays as it was.
         if report.converted_nodes and not report.skipped:
             still_used = any(n.domain == DOMAIN for g in all_graphs(model) for n in g)
             if not still_used:
                 model.opset_imports.pop(DOMAIN, None)
                 for function in model.functions.values():
                     function.opset_imports.pop(DOMAIN, None)
-        remove_if_unused(self._stale)
-        return RewriteResult(model, modified=bool(report.converted_nodes), report=report)
 
-    def _lower(
+    def rewrite(
         self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory
     ) -> tuple[str, str]:
-        quantize = node.op_type in ("DynamicQuantize", "Quantize")
-        if node.op_type not in ("DynamicQuantize", "DynamicDequantize", "Quantize", "Dequantize"):
+        op = spec_op(node)
+        if op is None:
             raise Skip(f"unknown quantgraph op {node.op_type}")
-        qtype = node.attributes.get_string("qtype", PER_TENSOR)
-        axis = node.attributes.get_int("axis", 1)
+        attributes = op.with_defaults({name: a.value for name, a in node.attributes.items()})
+        qtype, axis = str(attributes["qtype"]), int(attributes["axis"])  # type: ignore[call-overload]
         source = node.inputs[0]
         if source is None:
             raise Skip("src is missing")
+        source_type = elem_type(source)
 
-        if node.op_type.startswith("Dynamic"):
-            scale = node.inputs[1] if len(node.inputs) > 1 else None
-            zero_point = node.inputs[2] if len(node.inputs) > 2 else None
+        # Everything that can skip the node is decided before a constant or Reshape is made:
+        # a skipped node leaves the graph as it was.
+        if not op.is_static:
+            scale = optional_input(node, 1)
+            zero_point = optional_input(node, 2)
             if scale is None:
                 raise Skip("scales input is missing")
-            zp_type = dtypes.from_onnx(int(elem_type(zero_point))) if zero_point else None  # type: ignore[arg-type]
-            if quantize:
-                wanted = node.attributes.get_int("output_dtype", 0)
-                quant = dtypes.from_onnx(wanted) if wanted else default_output_dtype(zp_type)
+            zp_raw = elem_type(zero_point)
+            zp_type = int(zp_raw) if zp_raw is not None else None
+            if op.is_quantize:
+                output_dtype = int(attributes.get("output_dtype", 0))  # type: ignore[call-overload]
+                quant = dtypes.from_onnx(dst_type(op, output_dtype=output_dtype, zps=zp_type))
             else:
-                raw = elem_type(source)
-                quant = dtypes.from_onnx(int(raw)) if raw is not None else zp_type
-            if quant is None:
-                raise Skip("the quantized type is unknown")
-            scale_in = self._scale(graph, node, scale, qtype, factory)
-            zp_in = self._zero_point(graph, node, zero_point, quant, qtype, scale, factory)
+                known = source_type if source_type is not None else zp_type
+                quant = dtypes.from_onnx(int(known)) if known is not None else None
+            self._check_expressible(model, graph, quant, qtype)
+            assert quant is not None
+            zp_in = self._zero_point(node, zero_point, quant, qtype, scale, factory)
+            scale_in = scale if qtype != PER_TENSOR else self._as_scalar(node, scale, factory)
         else:
             scales = node.attributes.get_floats("scales")
             if scales is None:
                 raise Skip("attribute scales is missing")
             zps = node.attributes.get_ints("zps")
-            if quantize:
-                wanted = node.attributes.get_int("output_dtype", 0)
-                quant = dtypes.from_onnx(wanted) if wanted else dtypes.U8
+            if op.is_quantize:
+                output_dtype = int(attributes.get("output_dtype", 0))  # type: ignore[call-overload]
+                quant = dtypes.from_onnx(dst_type(op, output_dtype=output_dtype))
             else:
-                raw = elem_type(source)
-                quant = dtypes.from_onnx(int(raw)) if raw is not None else None
-            if quant is None:
-                raise Skip("the quantized type is unknown")
+                quant = dtypes.from_onnx(int(source_type)) if source_type is not None else None
+            self._check_expressible(model, graph, quant, qtype)
+            assert quant is not None
+            zp_values = np.asarray(zps if zps is not None else np.zeros(len(scales)), np.int64)
+            zp_array = self._fit(zp_values, quant, qtype)
             scale_array = np.asarray(scales, np.float32)
             if qtype == PER_TENSOR:
                 scale_array = scale_array.reshape(())
             base = node.name or node.op_type
             scale_in = factory.constant(f"{base}_scale", scale_array, node)
-            zp_values = np.asarray(zps if zps is not None else np.zeros(len(scales)), np.int64)
-            zp_in = factory.constant(f"{base}_zero_point", self._fit(zp_values, quant, qtype), node)
-            scale = None
+            zp_in = factory.constant(f"{base}_zero_point", zp_array, node)
 
+        attrs: list[ir.Attr] = []
+        if qtype == PER_CHANNEL:
+            attrs.append(ir.AttrInt64("axis", axis))
+        op_type = "QuantizeLinear" if op.is_quantize else "DequantizeLinear"
+        self.stale += replace_node(
+            node,
+            ("", op_type, None),
+            [source, scale_in, zp_in],
+            attrs,
+            ir.DataType(dst_type(op, output_dtype=quant.onnx)),
+        )
+        detail = f"{quant.name}, " + (f"axis {axis}" if qtype == PER_CHANNEL else "per_tensor")
+        return op_type, detail
+
+    @staticmethod
+    def _check_expressible(
+        model: ir.Model, graph: GraphLike, quant: dtypes.DType | None, qtype: str
+    ) -> None:
+        if quant is None:
+            raise Skip("the quantized type is unknown")
         opset = opset_version(model, graph) or 0
         if quant.is_float8 and opset < FLOAT8_OPSET:
             raise Skip(f"float8 Q/DQ needs opset >= {FLOAT8_OPSET}; the model has {opset}")
         if qtype == PER_CHANNEL and opset < PER_AXIS_OPSET:
             raise Skip(f"per-axis Q/DQ needs opset >= {PER_AXIS_OPSET}; the model has {opset}")
-        attributes: list[ir.Attr] = []
-        if qtype == PER_CHANNEL:
-            attributes.append(ir.AttrInt64("axis", axis))
-        op_type = "QuantizeLinear" if quantize else "DequantizeLinear"
-        self._stale += replace_node(
-            node,
-            ("", op_type, None),
-            [source, scale_in, zp_in],
-            attributes,
-            ir.DataType(quant.onnx if quantize else dtypes.F32.onnx),
-        )
-        detail = f"{quant.name}, " + (f"axis {axis}" if qtype == PER_CHANNEL else "per_tensor")
-        return op_type, detail
 
     @staticmethod
     def _fit(values: np.ndarray, quant: dtypes.DType, qtype: str) -> np.ndarray:
@@ -148,21 +141,8 @@ class SpecToQdqPass(ir.passes.InPlacePass):
             raise Skip(f"zero points {values.tolist()} do not fit {quant.name}, ONNX's zp type")
         return values.reshape(shape).astype(quant.numpy)
 
-    def _scale(
-        self,
-        graph: GraphLike,
-        node: ir.Node,
-        scale: ir.Value,
-        qtype: str,
-        factory: ConstantFactory,
-    ) -> ir.Value:
-        if qtype != PER_TENSOR:
-            return scale
-        return self._as_scalar(graph, node, scale, factory)
-
     def _zero_point(
         self,
-        graph: GraphLike,
         node: ir.Node,
         zero_point: ir.Value | None,
         quant: dtypes.DType,
@@ -184,7 +164,7 @@ class SpecToQdqPass(ir.passes.InPlacePass):
         if elem_type(zero_point) == quant.onnx and qtype == PER_CHANNEL:
             return zero_point
         if elem_type(zero_point) == quant.onnx:
-            return self._as_scalar(graph, node, zero_point, factory)
+            return self._as_scalar(node, zero_point, factory)
         values = constant_array(zero_point)
         if values is None:
             raise Skip(
@@ -196,9 +176,7 @@ class SpecToQdqPass(ir.passes.InPlacePass):
         )
 
     @staticmethod
-    def _as_scalar(
-        graph: GraphLike, node: ir.Node, value: ir.Value, factory: ConstantFactory
-    ) -> ir.Value:
+    def _as_scalar(node: ir.Node, value: ir.Value, factory: ConstantFactory) -> ir.Value:
         array = constant_array(value)
         if array is not None:
             return factory.constant(f"{value.name}_scalar", array.reshape(()), node)

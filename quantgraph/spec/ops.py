@@ -8,6 +8,7 @@ per-tensor line) they are documentation errors of the older pages; docs/spec.md 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from . import dtypes
@@ -85,6 +86,29 @@ class OpSpec:
 
     def rows_for_src(self, src: DType) -> tuple[TypeRow, ...]:
         return tuple(row for row in self.type_rows if row.src == src)
+
+    @property
+    def defaults(self) -> dict[str, object]:
+        """Attribute values a node that leaves them out gets (required ones have none)."""
+        return {a.name: a.default for a in self.attributes if a.default is not None}
+
+    def with_defaults(self, given: Mapping[str, object]) -> dict[str, object]:
+        """``given`` attributes completed with the defaults of those left out."""
+        return {**self.defaults, **{k: v for k, v in given.items() if v is not None}}
+
+    @property
+    def scales_types(self) -> tuple[DType, ...]:
+        return _unique(row.scales for row in self.type_rows if row.scales is not None)
+
+    @property
+    def dynamic_form(self) -> OpSpec:
+        """The dynamic op a static op is defined as (itself if dynamic)."""
+        return OPS[f"Dynamic{self.name}"] if self.is_static else self
+
+    @property
+    def static_form(self) -> OpSpec:
+        """The op with scales and zps as attributes (itself if static)."""
+        return self if self.is_static else OPS[self.name.removeprefix("Dynamic")]
 
 
 def _unique(items: object) -> tuple[DType, ...]:
@@ -196,6 +220,7 @@ DEQUANTIZE = OpSpec(
     ),
 )
 
+# In this order everywhere, the generated C++ OpKind enum included.
 OPS: dict[str, OpSpec] = {
     op.name: op for op in (DYNAMIC_QUANTIZE, DYNAMIC_DEQUANTIZE, QUANTIZE, DEQUANTIZE)
 }

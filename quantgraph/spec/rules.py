@@ -6,8 +6,8 @@ the same templates from ``codegen`` so both backends say the same thing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -37,6 +37,10 @@ RULES: dict[str, str] = {
     "zps-type": "zps type {got} is not supported (allowed: {allowed})",
     "missing-input": "input '{name}' is required",
     "missing-attribute": "attribute '{name}' is required",
+    "attribute-kind": "attribute '{name}' must be of kind {kind}",
+    "output-type": (
+        "output type {got} differs from the dst type {dst} of the node's attributes and inputs"
+    ),
 }
 
 S32_MIN, S32_MAX = dtypes.S32.int_range
@@ -54,16 +58,6 @@ class SpecError(ValueError):
         super().__init__(f"{op} node '{node}': {self.detail} [rule {rule}]")
 
 
-@dataclass(frozen=True)
-class CallTypes:
-    """Element types of one call; None where an optional input is absent."""
-
-    src: DType
-    dst: DType
-    scales: DType | None = None
-    zps: DType | None = None
-
-
 def resolve_axis(axis: int, rank: int) -> int | None:
     """The non-negative axis, or None when it is outside [-rank, rank-1]."""
     if -rank <= axis < rank:
@@ -71,9 +65,60 @@ def resolve_axis(axis: int, rank: int) -> int | None:
     return None
 
 
-def default_output_dtype(zps: DType | None) -> DType:
-    """dst of a quantize op without output_dtype: the zps type if 8-bit, else u8 (as ONNX)."""
-    return zps if zps in (dtypes.S8, dtypes.U8) else dtypes.U8
+DEFAULT_QUANTIZED = dtypes.U8  # a quantize op's dst when nothing else decides (ONNX's too)
+DST_FROM_ZPS = (dtypes.S8, dtypes.U8)  # zps types that decide a dynamic quantize op's dst
+
+
+def dst_type(
+    op: OpSpec, *, output_dtype: int = 0, zps: int | None = None, declared: int | None = None
+) -> int:
+    """The ONNX element type of ``op``'s dst: the one rule every component asks.
+
+    Dequantize ops: f32. Quantize ops: ``output_dtype`` when set (quantgraph's extension, as
+    ONNX QuantizeLinear-21); else the zps input's type when it is s8/u8 (dynamic ops); else the
+    ``declared`` type of the output where the caller knows it (the seed: "the target quantized
+    data type is specified via the data type of output logical tensor"); else u8.
+    """
+    if not op.is_quantize:
+        return dtypes.F32.onnx
+    if output_dtype:
+        return int(output_dtype)
+    if not op.is_static and zps is not None and zps in (d.onnx for d in DST_FROM_ZPS):
+        return int(zps)
+    if declared:
+        return int(declared)
+    return DEFAULT_QUANTIZED.onnx
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What is known about one node or call. ``None`` where it is not known: the rules that
+    need it pass (a kernel checks them again with the run-time values).
+
+    ``attributes`` as the node has them (defaults are applied here); element types as ONNX
+    enums; ``has_scales``/``has_zps`` whether a dynamic op's optional inputs are present.
+    """
+
+    attributes: Mapping[str, object] = field(default_factory=dict)
+    src: int | None = None
+    scales: int | None = None
+    zps: int | None = None
+    has_scales: bool = True
+    has_zps: bool = False
+    declared_dst: int | None = None
+    src_shape: Sequence[int | None] | None = None
+    scales_shape: Sequence[int | None] | None = None
+    zps_shape: Sequence[int | None] | None = None
+    scale_values: np.ndarray | None = None  # a dynamic op's constant scales
+
+
+@dataclass(frozen=True)
+class CheckedNode:
+    """A node that passed every rule its facts allow checking."""
+
+    dst: int  # dst element type (ONNX enum)
+    qtype: str
+    axis: int | None  # resolved per_channel axis; None for per_tensor or an unknown rank
 
 
 def _names(types: Sequence[DType]) -> str:
@@ -85,28 +130,27 @@ def check_qtype(op: OpSpec, node: str, qtype: str) -> None:
         raise SpecError(op.name, node, "qtype", qtype=qtype)
 
 
-def check_types(op: OpSpec, node: str, types: CallTypes | dict[str, int | None]) -> None:
-    """Check element types against the op's data-type table (ONNX enums or DTypes)."""
-    if isinstance(types, dict):
-        raw = types
-    else:
-        raw = {
-            "src": types.src.onnx,
-            "dst": types.dst.onnx,
-            "scales": types.scales.onnx if types.scales else None,
-            "zps": types.zps.onnx if types.zps else None,
-        }
-    src = _check_one(op, node, "src-type", raw["src"], op.src_types)
+def check_types(
+    op: OpSpec, node: str, types: Mapping[str, int | None], *, unknown: Collection[str] = ()
+) -> None:
+    """Check element types (ONNX enums: src, dst, scales, zps) against the data-type table.
+
+    A dynamic op without scales (None) is the missing-input rule; an absent zps is fine.
+    Inputs named in ``unknown`` are present but of a type nobody knows yet: not checked.
+    """
+    src = _check_one(op, node, "src-type", types["src"], op.src_types)
     rows = op.rows_for_src(src)
-    dst = _check_one(op, node, "dst-type", raw["dst"], tuple(r.dst for r in rows))
+    dst = _check_one(op, node, "dst-type", types["dst"], tuple(r.dst for r in rows))
     rows = tuple(r for r in rows if r.dst == dst)
-    if not op.is_static:
-        allowed_scales = tuple({r.scales for r in rows if r.scales is not None})
-        if raw.get("scales") is None:
+    if op.is_static:
+        return
+    if "scales" not in unknown:
+        if types.get("scales") is None:
             raise SpecError(op.name, node, "missing-input", name="scales")
-        _check_one(op, node, "scales-type", raw["scales"], allowed_scales)
-        if raw.get("zps") is not None:
-            _check_one(op, node, "zps-type", raw["zps"], rows[0].zps)
+        allowed_scales = tuple(dict.fromkeys(r.scales for r in rows if r.scales is not None))
+        _check_one(op, node, "scales-type", types["scales"], allowed_scales)
+    if types.get("zps") is not None and "zps" not in unknown:
+        _check_one(op, node, "zps-type", types["zps"], rows[0].zps)
 
 
 def _check_one(
@@ -191,56 +235,130 @@ def check_static_attributes(
                 raise SpecError(op.name, node, "zps-value", index=index, value=int(value))
 
 
+def check_node(op: OpSpec, node: str, facts: NodeFacts) -> CheckedNode:
+    """Every rule of the spec that ``facts`` allow checking, in one order for every component
+    (the C++ kernels follow it too): static attributes, missing scales, types, float8 zps,
+    qtype and shapes, scale values. The first broken rule is raised as :class:`SpecError`.
+    """
+    check_attribute_kinds(op, node, facts.attributes)
+    attributes = op.with_defaults(facts.attributes)
+    qtype = _text(attributes["qtype"])
+    axis = int(attributes["axis"])  # type: ignore[call-overload]
+    output_dtype = int(attributes.get("output_dtype", 0))  # type: ignore[call-overload]
+    dst = dst_type(op, output_dtype=output_dtype, zps=facts.zps, declared=facts.declared_dst)
+    scales_shape, zps_shape = facts.scales_shape, facts.zps_shape
+    scale_values = facts.scale_values
+    has_zps = facts.has_zps
+    if op.is_static:
+        scales = attributes.get("scales")
+        zps = attributes.get("zps")
+        checked = dtypes.from_onnx(dst if op.is_quantize else (facts.src or 0))
+        check_static_attributes(op, node, scales, zps, checked or dtypes.S8)  # type: ignore[arg-type]
+        assert isinstance(scales, Sequence)
+        scales_shape = [len(scales)]
+        zps_shape = [len(zps)] if isinstance(zps, Sequence) else None
+        scale_values = np.asarray(scales, np.float32)
+        has_zps = zps is not None
+    elif not facts.has_scales:
+        raise SpecError(op.name, node, "missing-input", name="scales")
+    if facts.src is not None:
+        types = {"src": facts.src, "dst": dst, "scales": facts.scales, "zps": facts.zps}
+        unknown = [n for n in ("scales", "zps") if getattr(facts, f"has_{n}") and types[n] is None]
+        check_types(op, node, types, unknown=unknown)
+    float8 = dtypes.from_onnx(dst if op.is_quantize else (facts.src or 0))
+    if has_zps and float8 is not None and float8.is_float8:
+        raise SpecError(op.name, node, "f8-zps", dtype=float8.name)
+    check_qtype(op, node, qtype)
+    resolved = None
+    if scales_shape is not None and (qtype == PER_TENSOR or facts.src_shape is not None):
+        resolved = check_shapes(
+            op,
+            node,
+            qtype=qtype,
+            axis=axis,
+            src_shape=facts.src_shape or (),
+            scales_shape=scales_shape,
+            zps_shape=zps_shape,
+        )
+    if scale_values is not None:
+        check_scale_values(op, node, scale_values)
+    if facts.declared_dst and facts.declared_dst != dst:
+        got, want = dtypes.onnx_name(facts.declared_dst), dtypes.onnx_name(dst)
+        raise SpecError(op.name, node, "output-type", got=got, dst=want)
+    return CheckedNode(dst, qtype, resolved)
+
+
+_KINDS: dict[str, Callable[[object], bool]] = {
+    "int": lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool),
+    "string": lambda v: isinstance(v, (str, bytes)),
+    "floats": lambda v: (
+        isinstance(v, (list, tuple, np.ndarray))
+        and all(isinstance(x, (float, int, np.floating, np.integer)) for x in v)
+    ),
+    "ints": lambda v: (
+        isinstance(v, (list, tuple, np.ndarray))
+        and all(isinstance(x, (int, np.integer)) for x in v)
+    ),
+}
+
+
+def check_attribute_kinds(op: OpSpec, node: str, attributes: Mapping[str, object]) -> None:
+    """Each attribute the op defines, where given, is of its ONNX kind (int, string, ...)."""
+    for attribute in op.attributes:
+        value = attributes.get(attribute.name)
+        if value is not None and not _KINDS[attribute.kind](value):
+            raise SpecError(
+                op.name, node, "attribute-kind", name=attribute.name, kind=attribute.kind
+            )
+
+
 def check_call(
     op: OpSpec,
     node: str,
     *,
     src: np.ndarray,
-    scales: np.ndarray,
+    scales: np.ndarray | None,
     zps: np.ndarray | None,
-    qtype: str,
-    axis: int,
-    dst: DType,
-) -> int | None:
-    """All rules for one concrete call (what a kernel checks before it computes)."""
-    if scales is None:
-        raise SpecError(op.name, node, "missing-input", name="scales")
-    src_type = dtypes.from_numpy(src.dtype)
-    types: dict[str, int | None] = {
-        "src": dtypes.onnx_of_numpy(src.dtype),
-        "dst": dst.onnx,
-        "scales": dtypes.onnx_of_numpy(scales.dtype),
-        "zps": dtypes.onnx_of_numpy(zps.dtype) if zps is not None else None,
-    }
-    check_types(op, node, types)
-    float8 = dst if dst.is_float8 else src_type
-    if zps is not None and float8 is not None and float8.is_float8:
-        raise SpecError(op.name, node, "f8-zps", dtype=float8.name)
-    resolved = check_shapes(
-        op,
-        node,
-        qtype=qtype,
-        axis=axis,
+    attributes: Mapping[str, object],
+) -> CheckedNode:
+    """All rules for one concrete call of a dynamic op (what a kernel checks before computing);
+    static ops: ``scales``/``zps`` None, their attributes in ``attributes``."""
+    facts = NodeFacts(
+        attributes=attributes,
+        src=dtypes.onnx_of_numpy(src.dtype),
+        scales=None if scales is None else dtypes.onnx_of_numpy(scales.dtype),
+        zps=None if zps is None else dtypes.onnx_of_numpy(zps.dtype),
+        has_scales=scales is not None,
+        has_zps=zps is not None,
         src_shape=src.shape,
-        scales_shape=scales.shape,
-        zps_shape=zps.shape if zps is not None else None,
+        scales_shape=None if scales is None else scales.shape,
+        zps_shape=None if zps is None else zps.shape,
+        scale_values=scales,
     )
-    check_scale_values(op, node, scales)
-    return resolved
+    return check_node(op, node, facts)
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 __all__ = [
+    "DEFAULT_QUANTIZED",
+    "DST_FROM_ZPS",
     "RULES",
+    "CheckedNode",
+    "NodeFacts",
     "SpecError",
-    "CallTypes",
+    "dst_type",
     "resolve_axis",
-    "default_output_dtype",
     "check_qtype",
     "check_types",
     "check_shapes",
     "check_scale_values",
     "check_static_attributes",
     "check_call",
+    "check_node",
+    "check_attribute_kinds",
     "PER_CHANNEL",
     "PER_TENSOR",
 ]

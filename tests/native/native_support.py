@@ -191,11 +191,10 @@ def run_reference(
     zps: np.ndarray | None = None,
     **attributes: Any,
 ) -> np.ndarray:
-    kernel = reference.KERNELS[op]
     if op in STATIC_OPS:
         _to_attributes(scales, zps, attributes)
-        return np.asarray(kernel(src, **attributes))
-    return np.asarray(kernel(src, scales, zps, **attributes))
+        return reference.run(op, [src], attributes)
+    return reference.run(op, [src, scales, zps], attributes)
 
 
 # ---- onnxruntime's own QuantizeLinear / DequantizeLinear --------------------------------

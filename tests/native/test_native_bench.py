@@ -14,7 +14,7 @@ pytestmark = requires_native
 def test_bench_rows_and_table() -> None:
     lines: list[str] = []
     rows = bench.run(sizes=(1000,), repeat=3, progress=lines.append)
-    assert len(rows) == len(bench.OPS) * len(bench.LAYOUTS) == len(lines)
+    assert len(rows) == len(bench.DIRECTIONS) * len(bench.LAYOUTS) == len(lines)
     for row in rows:
         assert row.elements == 1000
         assert row.seconds["native"] is not None and row.seconds["native"] > 0

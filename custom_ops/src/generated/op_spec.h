@@ -22,6 +22,57 @@ inline constexpr const char* kDynamicDequantize = "DynamicDequantize";
 inline constexpr const char* kQuantize = "Quantize";
 inline constexpr const char* kDequantize = "Dequantize";
 
+// Operator kinds in the spec's order (quantgraph.spec.OPS); kOps is indexed by them.
+enum class OpKind : int {
+  kDynamicQuantize = 0,
+  kDynamicDequantize = 1,
+  kQuantize = 2,
+  kDequantize = 3,
+};
+inline constexpr int kOpCount = 4;
+
+// input_count: the op's inputs (optional ones included).
+struct OpInfo {
+  const char* name;
+  bool is_quantize;
+  bool is_static;
+  int input_count;
+};
+inline constexpr OpInfo kOps[kOpCount] = {
+    {"DynamicQuantize", true, false, 3},
+    {"DynamicDequantize", false, false, 3},
+    {"Quantize", true, true, 1},
+    {"Dequantize", false, true, 1},
+};
+
+// Attribute kinds (ONNX attribute types as the spec names them), by attribute name.
+struct AttributeInfo {
+  const char* name;
+  const char* kind;
+};
+inline constexpr AttributeInfo kAttributes[] = {
+    {"qtype", "string"},
+    {"axis", "int"},
+    {"output_dtype", "int"},
+    {"scales", "floats"},
+    {"zps", "ints"},
+};
+
+// The spec's data types as ONNX TensorProto element types (quantgraph.spec.dtypes).
+inline constexpr int kS8 = 3;
+inline constexpr int kU8 = 2;
+inline constexpr int kS32 = 6;
+inline constexpr int kF32 = 1;
+inline constexpr int kF8E4M3 = 17;
+inline constexpr int kF8E5M2 = 19;
+
+// The dst rule (quantgraph.spec.dst_type): dequantize ops write kDequantizedDst;
+// quantize ops output_dtype when it is set, else (dynamic ops) the zps type when it is
+// one of kDstFromZps, else kDefaultQuantizedDst.
+inline constexpr int kDequantizedDst = kF32;
+inline constexpr int kDstFromZps[] = {kS8, kU8};
+inline constexpr int kDefaultQuantizedDst = kU8;
+
 // Rule wording: {field} placeholders are filled by qg::FormatRule.
 struct RuleText {
   const char* id;
@@ -44,6 +95,8 @@ inline constexpr RuleText kRules[] = {
     {"zps-type", "zps type {got} is not supported (allowed: {allowed})"},
     {"missing-input", "input '{name}' is required"},
     {"missing-attribute", "attribute '{name}' is required"},
+    {"attribute-kind", "attribute '{name}' must be of kind {kind}"},
+    {"output-type", "output type {got} differs from the dst type {dst} of the node's attributes and inputs"},
 };
 
 // Supported-data-types tables; values are ONNX TensorProto element types, which equal

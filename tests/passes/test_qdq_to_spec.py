@@ -1,8 +1,9 @@
-"""QdqToSpecPass through quantgraph.convert on hand-built graphs (onnx.helper).
+"""QdqToSpecPass (ONNX Q/DQ -> the spec ops) through quantgraph.convert on hand-built graphs.
 
 Every variant of ONNX QuantizeLinear/DequantizeLinear the issue names is built here, converted
 (dynamic and static), checked structurally, and run differentially: the original in
-onnxruntime at ORT_DISABLE_ALL against the converted model on the Python backend.
+onnxruntime at ORT_DISABLE_ALL against the converted model on the Python backend. At the end,
+the pass itself on onnx_ir models.
 """
 
 from __future__ import annotations
@@ -18,14 +19,35 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
+from builders import (
+    BACKENDS,
+    all_nodes,
+    assert_identical,
+    attributes,
+    dequantize_linear_model,
+    differential,
+    float_bits,
+    initializers,
+    make_model,
+    node_by_name,
+    opsets,
+    ort_session,
+    producer,
+    quantize_linear_model,
+    requires_native,
+    serialize,
+    serialize_node,
+    serialize_vi,
+    tensor_info,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import quantgraph
 from quantgraph import DOMAIN
-from quantgraph.backends import native_available
 from quantgraph.errors import BackendError
+from quantgraph.passes import QdqToSpecPass, RewriteReport, RewriteResult
 
 OPSETS = (10, 13, 19, 21, 23, 25)
 SHAPE = (2, 3, 4)
@@ -36,38 +58,8 @@ TENSOR_SCALE = np.float32(0.5)
 TENSOR_ZP = {"u8": 3, "s8": -3}
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 
-BACKENDS = [
-    "python",
-    pytest.param(
-        "native",
-        marks=pytest.mark.skipif(not native_available(), reason="native backend not built"),
-    ),
-]
-
 
 # -- building models ---------------------------------------------------------------------------
-
-
-def make_model(
-    nodes: list[onnx.NodeProto],
-    inputs: list[onnx.ValueInfoProto],
-    outputs: list[onnx.ValueInfoProto],
-    initializers: list[onnx.TensorProto] | None = None,
-    *,
-    opset: int = 21,
-    extra_opsets: tuple[tuple[str, int], ...] = (),
-    functions: list[onnx.FunctionProto] | None = None,
-) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=initializers or [])
-    opsets = [helper.make_opsetid("", opset)]
-    opsets += [helper.make_opsetid(domain, version) for domain, version in extra_opsets]
-    model = helper.make_model(graph, opset_imports=opsets, functions=functions or [], ir_version=10)
-    onnx.checker.check_model(model, full_check=True)
-    return model
-
-
-def tensor_info(name: str, elem: int, shape: list[int] | tuple[int, ...]) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, elem, list(shape))
 
 
 @dataclass(frozen=True)
@@ -211,103 +203,6 @@ def _cases() -> Iterator[Case]:
 CASES = list(_cases())
 
 
-# -- reading models ----------------------------------------------------------------------------
-
-
-def ort_session(model: onnx.ModelProto) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    return ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-
-
-def assert_identical(expected: list[np.ndarray], actual: list[np.ndarray], what: str) -> None:
-    assert len(expected) == len(actual)
-    for index, (e, a) in enumerate(zip(expected, actual, strict=True)):
-        e, a = np.asarray(e), np.asarray(a)
-        assert e.dtype == a.dtype, f"{what}: output {index} dtype {e.dtype} vs {a.dtype}"
-        assert e.shape == a.shape, f"{what}: output {index} shape {e.shape} vs {a.shape}"
-        if e.tobytes() != a.tobytes():  # bit-exact, NaN payloads and -0.0 included
-            flat_e, flat_a = e.reshape(-1), a.reshape(-1)
-            bits_e, bits_a = flat_e, flat_a
-            if e.dtype.kind == "f":
-                bits_e, bits_a = flat_e.view(f"u{e.itemsize}"), flat_a.view(f"u{a.itemsize}")
-            diff = np.flatnonzero(bits_e != bits_a)[:8]
-            pytest.fail(
-                f"{what}: output {index} differs in {np.count_nonzero(bits_e != bits_a)} of "
-                f"{e.size} elements, at {diff.tolist()}: expected "
-                f"{flat_e[diff].astype(np.float64).tolist()}, "
-                f"got {flat_a[diff].astype(np.float64).tolist()}"
-            )
-
-
-def differential(
-    original: onnx.ModelProto,
-    converted: onnx.ModelProto,
-    feeds: list[dict[str, np.ndarray]] | Iterator[dict[str, np.ndarray]],
-    backend: str = "python",
-) -> None:
-    reference = ort_session(original)
-    rewritten = quantgraph.InferenceSession(converted, backend=backend)
-    names = [o.name for o in reference.get_outputs()]
-    for number, feed in enumerate(feeds):
-        assert_identical(reference.run(names, feed), rewritten.run(names, feed), f"feed {number}")
-
-
-def initializers(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-
-
-def attributes(node: onnx.NodeProto) -> dict[str, object]:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
-def node_by_name(graph: onnx.GraphProto, name: str) -> onnx.NodeProto:
-    found = [n for n in graph.node if n.name == name]
-    assert len(found) == 1, f"expected one node named {name!r}, got {len(found)}"
-    return found[0]
-
-
-def producer(graph: onnx.GraphProto, output: str) -> onnx.NodeProto | None:
-    for node in graph.node:
-        if output in node.output:
-            return node
-    return None
-
-
-def all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
-    def walk(nodes: list[onnx.NodeProto]) -> Iterator[onnx.NodeProto]:
-        for node in nodes:
-            yield node
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    yield from walk(list(attr.g.node))
-                for sub in attr.graphs:
-                    yield from walk(list(sub.node))
-
-    yield from walk(list(model.graph.node))
-    for function in model.functions:
-        yield from walk(list(function.node))
-
-
-def opsets(model: onnx.ModelProto) -> dict[str, int]:
-    return {o.domain: o.version for o in model.opset_import}
-
-
-def float_bits(values: object) -> list[int]:
-    return np.asarray(values, np.float32).reshape(-1).view(np.uint32).tolist()
-
-
-def serialize(model: onnx.ModelProto) -> bytes:
-    return model.SerializeToString(deterministic=True)
-
-
-def serialize_vi(value: onnx.ValueInfoProto) -> bytes:
-    return value.SerializeToString(deterministic=True)
-
-
 # -- every Q/DQ variant: structure -------------------------------------------------------------
 
 
@@ -342,7 +237,7 @@ def _check_1d_input(
 def test_pass_structure(case: Case, static: bool) -> None:
     model = case.model()
     result = quantgraph.convert(model, static=static)
-    out = result.model
+    out = result.proto
     onnx.checker.check_model(out, full_check=True)
 
     assert result.report.converted == {"DequantizeLinear": 1, "QuantizeLinear": 1}
@@ -415,7 +310,7 @@ def test_scale_constant_zero_point_runtime_goes_dynamic_under_static() -> None:
         {"x": (np.arange(24, dtype=np.float32).reshape(SHAPE) - 12) / 8, "z": np.array(z, np.uint8)}
         for z in (0, 128, 255)
     ]
-    differential(model, result.model, feeds)
+    differential(model, result.proto, feeds)
 
 
 def test_new_names_do_not_collide_with_existing_ones() -> None:
@@ -437,14 +332,14 @@ def test_new_names_do_not_collide_with_existing_ones() -> None:
         opset=13,
     )
     result = quantgraph.convert(model)
-    inits = initializers(result.model)
+    inits = initializers(result.proto)
     assert inits["s_1d"].tobytes() == taken.tobytes()
-    mul = node_by_name(result.model.graph, "mul0")
+    mul = node_by_name(result.proto.graph, "mul0")
     assert list(mul.input) == ["d", "s_1d"]
-    names = [t.name for t in result.model.graph.initializer]
+    names = [t.name for t in result.proto.graph.initializer]
     assert len(names) == len(set(names))
     differential(
-        model, result.model, [{"x": np.linspace(-3, 3, 6, dtype=np.float32).reshape(3, 2)}]
+        model, result.proto, [{"x": np.linspace(-3, 3, 6, dtype=np.float32).reshape(3, 2)}]
     )
 
 
@@ -463,20 +358,20 @@ def test_unnamed_nodes_and_empty_optional_zero_point() -> None:
         result = quantgraph.convert(model, static=static)
         assert result.report.converted == {"DequantizeLinear": 1, "QuantizeLinear": 1}
         assert [n.node for n in result.report.converted_nodes] == ["", ""]
-        spec_nodes = [n for n in result.model.graph.node if n.domain == DOMAIN]
+        spec_nodes = [n for n in result.proto.graph.node if n.domain == DOMAIN]
         assert [(n.name, list(n.output)) for n in spec_nodes] == [("", ["q"]), ("", ["y"])]
         for node in spec_nodes:
-            zero = initializers(result.model)[node.input[2]]
+            zero = initializers(result.proto)[node.input[2]]
             assert (zero.dtype, zero.tolist()) == (np.uint8, [0])
-        differential(model, result.model, Case(13, "u8", "runtime", zero_point=False).feeds())
+        differential(model, result.proto, Case(13, "u8", "runtime", zero_point=False).feeds())
 
 
 def test_shared_scale_stays_shared() -> None:
     result = quantgraph.convert(Case(13, "u8", "scalar").model())
-    q = node_by_name(result.model.graph, "q0")
-    dq = node_by_name(result.model.graph, "dq0")
+    q = node_by_name(result.proto.graph, "q0")
+    dq = node_by_name(result.proto.graph, "dq0")
     assert q.input[1] == dq.input[1] and q.input[2] == dq.input[2]
-    assert sorted(initializers(result.model)) == sorted({q.input[1], q.input[2]})
+    assert sorted(initializers(result.proto)) == sorted({q.input[1], q.input[2]})
 
 
 # -- every Q/DQ variant: semantics -------------------------------------------------------------
@@ -487,7 +382,7 @@ def test_shared_scale_stays_shared() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_rewrite_matches_onnxruntime(case: Case, static: bool, backend: str) -> None:
     model = case.model()
-    converted = quantgraph.convert(model, static=static).model
+    converted = quantgraph.convert(model, static=static).proto
     differential(model, converted, case.feeds(), backend)
 
 
@@ -512,7 +407,7 @@ def _runtime_sessions(
         [tensor_info("q", elem, SHAPE), tensor_info("y", TensorProto.FLOAT, SHAPE)],
         opset=21,
     )
-    converted = quantgraph.convert(model).model
+    converted = quantgraph.convert(model).proto
     return ort_session(model), quantgraph.InferenceSession(converted, backend="python")
 
 
@@ -572,27 +467,20 @@ def test_overridable_initializer_stays_a_run_time_value(static: bool) -> None:
     result = quantgraph.convert(model, static=static)
     x = np.array([-1.0, 0.0, 1.0, 2.2], np.float32)
     feeds = [{"x": x}, {"x": x, "s": np.array(0.1, np.float32)}]
-    differential(model, result.model, feeds)
+    differential(model, result.proto, feeds)
 
 
 @pytest.mark.parametrize("value", [0.0, np.inf], ids=["zero", "inf"])
 def test_unusable_constant_scale_is_skipped(value: float) -> None:
-    model = make_model(
-        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q0")],
-        [tensor_info("x", TensorProto.FLOAT, [4])],
-        [tensor_info("q", TensorProto.UINT8, [4])],
-        [
-            numpy_helper.from_array(np.array(value, np.float32), "s"),
-            numpy_helper.from_array(np.array(3, np.uint8), "z"),
-        ],
-        opset=21,
+    model = quantize_linear_model(
+        (TensorProto.FLOAT, [4]), np.array(value, np.float32), np.array(3, np.uint8)
     )
     for static in (False, True):
         result = quantgraph.convert(model, static=static)
         assert result.report.converted == {}
         assert [s.node for s in result.report.skipped] == ["q0"]
         assert "scale" in result.report.skipped[0].reason
-        differential(model, result.model, [{"x": np.array([-1, 0, 1, np.nan], np.float32)}])
+        differential(model, result.proto, [{"x": np.array([-1, 0, 1, np.nan], np.float32)}])
 
 
 # -- QuantizeLinear-21 output_dtype, opset 23+ attributes ---------------------------------------
@@ -604,27 +492,21 @@ def test_output_dtype_is_honoured(opset: int, quant: str) -> None:
     case = Case(opset, quant, "scalar", zero_point=False, output_dtype=True)
     for static in (False, True):
         result = quantgraph.convert(case.model(), static=static)
-        q = node_by_name(result.model.graph, "q0")
+        q = node_by_name(result.proto.graph, "q0")
         if static:
             assert attributes(q)["output_dtype"] == case.elem
         else:
-            assert initializers(result.model)[q.input[2]].dtype == case.np_type
+            assert initializers(result.proto)[q.input[2]].dtype == case.np_type
         assert result.report.converted_nodes[0].detail.startswith(quant)
 
 
 def _precision_model(precision: int) -> onnx.ModelProto:
-    node = helper.make_node(
-        "QuantizeLinear", ["x", "s", "z"], ["y"], name="q0", precision=precision
-    )
-    return make_model(
-        [node],
-        [tensor_info("x", TensorProto.FLOAT, [12])],
-        [tensor_info("y", TensorProto.UINT8, [12])],
-        [
-            numpy_helper.from_array(np.array(0.1, np.float32), "s"),
-            numpy_helper.from_array(np.array(0, np.uint8), "z"),
-        ],
+    return quantize_linear_model(
+        (TensorProto.FLOAT, [12]),
+        np.array(0.1, np.float32),
+        np.array(0, np.uint8),
         opset=25,
+        precision=precision,
     )
 
 
@@ -639,31 +521,29 @@ def test_quantize_precision_float_converts() -> None:
     model = _precision_model(TensorProto.FLOAT)
     result = quantgraph.convert(model)
     assert result.report.converted == {"QuantizeLinear": 1}
-    differential(model, result.model, [PRECISION_FEED])
+    differential(model, result.proto, [PRECISION_FEED])
 
 
 def test_quantize_precision_float16_keeps_its_meaning() -> None:
     model = _precision_model(TensorProto.FLOAT16)
     for static in (False, True):
         result = quantgraph.convert(model, static=static)
-        differential(model, result.model, [PRECISION_FEED])
+        differential(model, result.proto, [PRECISION_FEED])
 
 
 def _dq_output_dtype_model(output_dtype: int, opset: int) -> onnx.ModelProto:
     out_type = TensorProto.FLOAT16 if output_dtype == TensorProto.FLOAT16 else TensorProto.FLOAT
-    node = helper.make_node(
-        "DequantizeLinear", ["w", "s", "z"], ["y"], name="dq0", output_dtype=output_dtype
-    )
-    return make_model(
-        [node],
-        [tensor_info("w", TensorProto.UINT8, [2, 3])],
-        [tensor_info("y", out_type, [2, 3])],
-        [
-            numpy_helper.from_array(np.array(0.5, np.float32), "s"),
-            numpy_helper.from_array(np.array(3, np.uint8), "z"),
-        ],
+    return dequantize_linear_model(
+        (TensorProto.UINT8, [2, 3]),
+        np.array(0.5, np.float32),
+        np.array(3, np.uint8),
+        y_type=out_type,
         opset=opset,
+        output_dtype=output_dtype,
     )
+
+
+DQ_FEED = {"x": np.arange(0, 255, 43, np.uint8).reshape(2, 3)}
 
 
 @pytest.mark.parametrize("opset", [23, 25])
@@ -671,7 +551,7 @@ def test_dequantize_output_dtype_float_converts(opset: int) -> None:
     model = _dq_output_dtype_model(TensorProto.FLOAT, opset)
     result = quantgraph.convert(model)
     assert result.report.converted == {"DequantizeLinear": 1}
-    differential(model, result.model, [{"w": np.arange(0, 255, 43, np.uint8).reshape(2, 3)}])
+    differential(model, result.proto, [DQ_FEED])
 
 
 @pytest.mark.parametrize("opset", [23, 25])
@@ -680,7 +560,7 @@ def test_dequantize_output_dtype_float16_is_left_alone(opset: int) -> None:
     result = quantgraph.convert(model)
     assert result.report.converted == {}
     assert [s.node for s in result.report.skipped] == ["dq0"]
-    differential(model, result.model, [{"w": np.arange(0, 255, 43, np.uint8).reshape(2, 3)}])
+    differential(model, result.proto, [DQ_FEED])
 
 
 # -- float8 -------------------------------------------------------------------------------------
@@ -743,7 +623,7 @@ def test_float8_dequantize_goes_static(f8: str, opset: int, zero_point: bool) ->
     model = _f8_dq_model(FLOAT8[f8], opset, zero_point)
     result = quantgraph.convert(model)  # float8 is static even without static=True
     assert result.report.emitted == {"Dequantize": 1}
-    dq = node_by_name(result.model.graph, "dq0")
+    dq = node_by_name(result.proto.graph, "dq0")
     assert (dq.domain, dq.op_type, list(dq.input), list(dq.output)) == (
         DOMAIN,
         "Dequantize",
@@ -753,7 +633,7 @@ def test_float8_dequantize_goes_static(f8: str, opset: int, zero_point: bool) ->
     attrs = attributes(dq)
     assert float_bits(attrs["scales"]) == float_bits([0.5])
     assert "zps" not in attrs, "the spec does not allow zps with f8"
-    assert initializers(result.model) == {}
+    assert initializers(result.proto) == {}
     assert result.report.converted_nodes[0].detail.startswith("f8_")
 
 
@@ -761,7 +641,7 @@ def test_float8_dequantize_goes_static(f8: str, opset: int, zero_point: bool) ->
 @pytest.mark.parametrize("f8", sorted(FLOAT8))
 def test_float8_quantize_goes_static(f8: str, opset: int) -> None:
     result = quantgraph.convert(_f8_q_model(FLOAT8[f8], opset))
-    q = node_by_name(result.model.graph, "q0")
+    q = node_by_name(result.proto.graph, "q0")
     assert (q.domain, q.op_type) == (DOMAIN, "Quantize")
     assert attributes(q)["output_dtype"] == FLOAT8[f8]
     assert "zps" not in attributes(q)
@@ -778,29 +658,21 @@ def test_float8_semantics_reference_evaluator(f8: str) -> None:
         (_f8_dq_model(FLOAT8[f8], 21, True), False),
         (_f8_q_model(FLOAT8[f8], 21), True),
     ):
-        converted = quantgraph.convert(model).model
+        converted = quantgraph.convert(model).proto
         reference = ort_session(model)
         evaluator = ReferenceEvaluator(converted, new_ops=REFERENCE_OPS)
         for feed in _f8_feeds(quantize):
             assert_identical(reference.run(None, feed), evaluator.run(None, feed), f8)
 
 
-@pytest.mark.parametrize(
-    "backend",
-    [
-        pytest.param(
-            "native",
-            marks=pytest.mark.skipif(not native_available(), reason="native backend not built"),
-        )
-    ],
-)
+@pytest.mark.parametrize("backend", [pytest.param("native", marks=requires_native)])
 @pytest.mark.parametrize("f8", sorted(FLOAT8))
 def test_float8_semantics_native(f8: str, backend: str) -> None:
     for model, quantize in (
         (_f8_dq_model(FLOAT8[f8], 21, True), False),
         (_f8_q_model(FLOAT8[f8], 21), True),
     ):
-        differential(model, quantgraph.convert(model).model, _f8_feeds(quantize), backend)
+        differential(model, quantgraph.convert(model).proto, _f8_feeds(quantize), backend)
 
 
 @pytest.mark.parametrize("kind", ["u8-identity", "f8-cast"])
@@ -826,7 +698,7 @@ def test_dequantize_without_zero_point_on_untyped_intermediate(kind: str) -> Non
 
 
 def test_float8_on_python_backend_is_a_clear_error() -> None:
-    converted = quantgraph.convert(_f8_dq_model(FLOAT8["e4m3fn"], 21, False)).model
+    converted = quantgraph.convert(_f8_dq_model(FLOAT8["e4m3fn"], 21, False)).proto
     with pytest.raises(BackendError, match="native"):
         quantgraph.InferenceSession(converted, backend="python")
 
@@ -849,7 +721,7 @@ def test_float8_runtime_scale_and_saturate_zero_are_skipped() -> None:
         result = quantgraph.convert(model, static=True)
         assert result.report.converted == {}
         assert len(result.report.skipped) == 1 and result.report.skipped[0].reason
-        assert [serialize_node(n) for n in result.model.graph.node] == [
+        assert [serialize_node(n) for n in result.proto.graph.node] == [
             serialize_node(n) for n in model.graph.node
         ]
         assert serialize(model) == before
@@ -868,30 +740,28 @@ def _dq_only(
     out_type: int = TensorProto.FLOAT,
     **attrs: int,
 ) -> onnx.ModelProto:
+    """A constant of ``elem`` (the type under test) dequantized."""
     scale = np.array(0.5, np.float32) if scale is None else scale
-    inits = [numpy_helper.from_array(scale, "s")]
-    names = ["w", "s"]
-    if zero_point:
-        inits.append(helper.make_tensor("z", elem, list(scale.shape), [0] * scale.size))
-        names.append("z")
-    inits.append(helper.make_tensor("w", elem, [4, 6], [1] * 24))
-    node = helper.make_node("DequantizeLinear", names, ["y"], name="dq0", domain=domain, **attrs)
-    extra = ((domain, 1),) if domain else ()
-    return make_model(
-        [node], [], [tensor_info("y", out_type, [4, 6])], inits, opset=opset, extra_opsets=extra
+    zp = helper.make_tensor("z", elem, list(scale.shape), [0] * scale.size) if zero_point else None
+    return dequantize_linear_model(
+        helper.make_tensor("w", elem, [4, 6], [1] * 24),
+        scale,
+        zp,
+        y_type=out_type,
+        domain=domain,
+        opset=opset,
+        **attrs,
     )
 
 
 def _q_only(elem: int, *, opset: int = 21, **attrs: int) -> onnx.ModelProto:
-    return make_model(
-        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q0", **attrs)],
-        [tensor_info("x", TensorProto.FLOAT, [4, 6])],
-        [tensor_info("q", elem, [4, 6])],
-        [
-            numpy_helper.from_array(np.array(0.5, np.float32), "s"),
-            helper.make_tensor("z", elem, [], [0]),
-        ],
+    """x quantized to ``elem`` (the type under test)."""
+    return quantize_linear_model(
+        (TensorProto.FLOAT, [4, 6]),
+        np.array(0.5, np.float32),
+        helper.make_tensor("z", elem, [], [0]),
         opset=opset,
+        **attrs,
     )
 
 
@@ -931,7 +801,7 @@ def test_unsupported_nodes_stay_and_are_reported(name: str) -> None:
         assert skipped.op_type == model.graph.node[0].op_type
         assert keyword in skipped.reason
         assert skipped.to_dict()["reason"] == skipped.reason
-        out = result.model
+        out = result.proto
         assert [serialize_node(n) for n in out.graph.node] == [
             serialize_node(n) for n in model.graph.node
         ]
@@ -942,34 +812,22 @@ def test_unsupported_nodes_stay_and_are_reported(name: str) -> None:
         onnx.checker.check_model(out, full_check=True)
 
 
-def serialize_node(node: onnx.NodeProto) -> bytes:
-    copy = onnx.NodeProto()
-    copy.CopyFrom(node)
-    if not copy.domain:
-        copy.ClearField("domain")  # an explicit "" and an absent domain mean the same
-    return copy.SerializeToString(deterministic=True)
-
-
 @pytest.mark.parametrize("op", QDQ)
 def test_contrib_qdq_stays_when_asked_and_is_reported(op: str) -> None:
     if op == "DequantizeLinear":
         model = _dq_only(TensorProto.INT8, domain="com.microsoft")
     else:
-        model = make_model(
-            [helper.make_node(op, ["x", "s", "z"], ["q"], name="q0", domain="com.microsoft")],
-            [tensor_info("x", TensorProto.FLOAT, [4, 6])],
-            [tensor_info("q", TensorProto.UINT8, [4, 6])],
-            [
-                numpy_helper.from_array(np.array(0.5, np.float32), "s"),
-                numpy_helper.from_array(np.array(3, np.uint8), "z"),
-            ],
-            extra_opsets=(("com.microsoft", 1),),
+        model = quantize_linear_model(
+            (TensorProto.FLOAT, [4, 6]),
+            np.array(0.5, np.float32),
+            np.array(3, np.uint8),
+            domain="com.microsoft",
         )
     result = quantgraph.convert(model, contrib=False)
     assert result.report.converted == {}
     assert [(s.node, s.op_type) for s in result.report.skipped] == [(model.graph.node[0].name, op)]
     assert "com.microsoft" in result.report.skipped[0].reason
-    assert [serialize_node(n) for n in result.model.graph.node] == [
+    assert [serialize_node(n) for n in result.proto.graph.node] == [
         serialize_node(n) for n in model.graph.node
     ]
 
@@ -1093,7 +951,7 @@ def _branch_feeds() -> list[dict[str, np.ndarray]]:
 def test_qdq_inside_if_branches(static: bool, backend: str) -> None:
     model = _if_model()
     result = quantgraph.convert(model, static=static)
-    out = result.model
+    out = result.proto
     onnx.checker.check_model(out, full_check=True)
     assert result.report.converted == {"DequantizeLinear": 3, "QuantizeLinear": 3}
     assert result.report.skipped == []
@@ -1152,7 +1010,7 @@ def _function_model(*, typed: bool) -> onnx.ModelProto:
         [tensor_info("x", TensorProto.FLOAT, SHAPE)],
         [tensor_info("y", TensorProto.FLOAT, SHAPE)],
         opset=21,
-        extra_opsets=(("local", 1),),
+        domains={"local": 1},
         functions=[function],
     )
 
@@ -1161,7 +1019,7 @@ def _check_function_converted(
     model: onnx.ModelProto, static: bool, backend: str = "python"
 ) -> None:
     result = quantgraph.convert(model, static=static)
-    out = result.model
+    out = result.proto
     onnx.checker.check_model(out, full_check=True)
     assert result.report.converted == {"DequantizeLinear": 2, "QuantizeLinear": 2}
     assert {n.graph for n in result.report.converted_nodes} == {"QDQ"}
@@ -1199,7 +1057,7 @@ def test_qdq_inside_function_with_untyped_constant_scales(static: bool) -> None:
     _check_function_converted(_function_model(typed=False), static)
 
 
-@pytest.mark.skipif(not native_available(), reason="native backend not built")
+@requires_native
 def test_qdq_inside_function_with_untyped_constant_scales_native() -> None:
     _check_function_converted(_function_model(typed=False), False, "native")
 
@@ -1226,7 +1084,7 @@ def test_constant_node_scales_in_main_graph() -> None:
     for static in (False, True):
         result = quantgraph.convert(model, static=static)
         assert result.report.converted == {"DequantizeLinear": 1, "QuantizeLinear": 1}
-        differential(model, result.model, Case(21, "s8", "scalar").feeds())
+        differential(model, result.proto, Case(21, "s8", "scalar").feeds())
 
 
 # -- preservation, idempotence, inputs untouched ------------------------------------------------
@@ -1284,7 +1142,7 @@ def _rich_model() -> onnx.ModelProto:
 def test_everything_else_is_preserved(static: bool) -> None:
     model = _rich_model()
     result = quantgraph.convert(model, static=static)
-    out = result.model
+    out = result.proto
     onnx.checker.check_model(out, full_check=True)
 
     assert result.report.converted == {"DequantizeLinear": 1, "QuantizeLinear": 1}
@@ -1346,14 +1204,14 @@ def test_convert_is_idempotent_and_deterministic(name: str, static: bool) -> Non
     model = IDEMPOTENCE_MODELS[name]()
     first = quantgraph.convert(model, static=static)
     again = quantgraph.convert(model, static=static)
-    assert serialize(first.model) == serialize(again.model), "converting twice differs"
+    assert serialize(first.proto) == serialize(again.proto), "converting twice differs"
     assert first.report.to_dict() == again.report.to_dict()
-    second = quantgraph.convert(first.model, static=static)
+    second = quantgraph.convert(first.proto, static=static)
     assert second.report.converted == {}
     assert [(s.node, s.reason) for s in second.report.skipped] == [
         (s.node, s.reason) for s in first.report.skipped
     ]
-    assert serialize(second.model) == serialize(first.model), "converting a converted model"
+    assert serialize(second.proto) == serialize(first.proto), "converting a converted model"
 
 
 def _sha256(path: Path) -> str:
@@ -1370,15 +1228,15 @@ def test_inputs_are_not_modified(tmp_path: Path, static: bool) -> None:
     from_str = quantgraph.convert(str(path), static=static)
     assert _sha256(path) == digest
     assert path.stat().st_mtime_ns == stat.st_mtime_ns
-    assert serialize(from_path.model) == serialize(from_str.model)
+    assert serialize(from_path.proto) == serialize(from_str.proto)
 
     before = serialize(model)
     from_proto = quantgraph.convert(model, static=static)
     assert serialize(model) == before, "the ModelProto argument was changed"
-    assert serialize(from_proto.model) == serialize(from_path.model)
+    assert serialize(from_proto.proto) == serialize(from_path.proto)
 
     from_bytes = quantgraph.convert(before, static=static)
-    assert serialize(from_bytes.model) == serialize(from_path.model)
+    assert serialize(from_bytes.proto) == serialize(from_path.proto)
 
     ir_model = ir.from_proto(model)
     ir_before = serialize(ir.to_proto(ir_model))
@@ -1405,10 +1263,37 @@ def test_contrib_qdq_converts_by_default_and_agrees() -> None:
             numpy_helper.from_array(np.array(0.5, np.float32), "s"),
             numpy_helper.from_array(np.array(3, np.uint8), "z"),
         ],
-        extra_opsets=(("com.microsoft", 1),),
+        domains={"com.microsoft": 1},
     )
     result = quantgraph.convert(model)
     assert result.report.converted == {"DequantizeLinear": 1, "QuantizeLinear": 1}
     assert all("com.microsoft" in n.detail for n in result.report.converted_nodes)
-    report = quantgraph.validate(model, result.model, backend="python")
+    report = quantgraph.validate(model, result.proto, backend="python")
     assert report.agree
+
+
+# -- the pass itself, on an onnx_ir model -------------------------------------------------------
+
+
+def test_the_pass_rewrites_in_place_and_imports_the_domain() -> None:
+    model = ir.from_proto(Case(21, "s8", "axis", axis=1).model())
+    report = RewriteReport()
+    result = QdqToSpecPass(static=True, report=report)(model)
+    assert isinstance(result, RewriteResult)
+    assert result.model is model and result.report is report
+    assert result.modified
+    assert report.emitted == {"Dequantize": 1, "Quantize": 1}
+    assert [n.detail for n in report.converted_nodes] == ["s8, axis 1", "s8, axis 1"]
+    assert model.opset_imports[DOMAIN] == 1
+    again = QdqToSpecPass(static=True, report=report)(model)
+    assert not again.modified, "nothing is left to convert"
+    assert len(report.converted_nodes) == 2
+
+
+def test_a_model_with_nothing_converted_gets_no_domain_import() -> None:
+    model = ir.from_proto(_dq_only(TensorProto.INT4))
+    result = QdqToSpecPass()(model)
+    assert isinstance(result, RewriteResult)
+    assert not result.modified
+    assert [(s.node, s.op_type) for s in result.report.skipped] == [("dq0", "DequantizeLinear")]
+    assert DOMAIN not in model.opset_imports

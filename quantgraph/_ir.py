@@ -1,4 +1,5 @@
-"""Small onnx-ir helpers the passes share: walking every graph, constants, new tensors."""
+"""onnx-ir helpers shared by io, passes and backends: walking every graph, reading constants
+and types, making new constants and names. Knows the spec's op names, nothing of runtimes."""
 
 from __future__ import annotations
 
@@ -7,9 +8,30 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import onnx_ir as ir
 
+from .spec import DOMAIN, OPS, OpSpec
+
 GraphLike = ir.Graph | ir.Function
 
 STANDARD_DOMAINS = ("", "ai.onnx")
+
+
+def spec_op(node: ir.Node) -> OpSpec | None:
+    """The spec of a quantgraph op node, None for any other node."""
+    return OPS.get(node.op_type) if node.domain == DOMAIN else None
+
+
+def spec_nodes(model: ir.Model) -> Iterator[tuple[GraphLike, ir.Node, OpSpec]]:
+    """Every quantgraph op node of every graph and function, with its graph and spec."""
+    for graph in all_graphs(model):
+        for node in graph:
+            op = spec_op(node)
+            if op is not None:
+                yield graph, node, op
+
+
+def optional_input(node: ir.Node, index: int) -> ir.Value | None:
+    """The node's input ``index``, None when it is absent or left empty."""
+    return node.inputs[index] if len(node.inputs) > index else None
 
 
 def all_graphs(model: ir.Model) -> Iterator[GraphLike]:
@@ -73,6 +95,7 @@ def _constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
 
 
 def elem_type(value: ir.Value | None) -> ir.DataType | None:
+    """A value's element type: declared, or its constant's."""
     if value is None:
         return None
     if value.dtype is not None:
@@ -243,3 +266,22 @@ def replace_node(
         if output.type is None:
             output.type = ir.TensorType(dtype)
     return former
+
+
+def inferred_types(model: ir.Model) -> dict[str, ir.DataType]:
+    """Element types ONNX shape inference finds for the model's values, by name.
+
+    Run on a serialized copy: nothing it infers is written into ``model`` (the user's
+    value_info stays as it was). Empty when inference fails: it is only a hint.
+    """
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(ir.to_proto(model))
+    except Exception:
+        return {}
+    found: dict[str, ir.DataType] = {}
+    for info in (*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input):
+        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
+            found[info.name] = ir.DataType(info.type.tensor_type.elem_type)
+    return found

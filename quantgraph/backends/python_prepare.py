@@ -1,0 +1,81 @@
+"""The form the Python backend's kernels run a model in, made by a pipeline of passes.
+
+onnxruntime-extensions' Python ops read no attribute defaults, no list attributes and no
+optional inputs, and cannot see their node (see :mod:`quantgraph.backends.python`). So, in
+order: the spec's rules are checked on every node (a broken one is the rule's
+:class:`~quantgraph.spec.SpecError`, as on every backend); each node is stamped with its own op
+and name; static ops become dynamic ones with constant inputs; qtype, axis and zero zps are
+written out; what the kernels still cannot run is a :class:`~quantgraph.errors.BackendError`
+naming the node; the nodes move to :data:`PREPARED_DOMAIN`, whose kernels read the stamps.
+"""
+
+from __future__ import annotations
+
+import onnx_ir as ir
+
+from .._ir import elem_type, optional_input, spec_nodes
+from ..errors import BackendError
+from ..passes import (
+    CheckSpecRulesPass,
+    ExplicitFormPass,
+    MoveDomainPass,
+    NoDynamicForm,
+    NoExplicitForm,
+    StampOriginPass,
+    StaticToDynamicPass,
+    pipelines,
+)
+from ..passes.stamp_origin import MODEL_OP
+from ..spec import DOMAIN, DST_FROM_ZPS, dst_type, dtypes
+
+PREPARED_DOMAIN = f"{DOMAIN}.prepared"
+
+
+class PythonLimitsPass(ir.passes.InPlacePass):
+    """Raises :class:`BackendError` for a DynamicQuantize whose dst is not its zps type.
+
+    Overloads of an onnxruntime-extensions op cannot differ only in output type, so the
+    kernel's dst is its zps type, which must then be s8 or u8.
+    """
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        for _, node, op in spec_nodes(model):
+            if not op.is_quantize or op.is_static:
+                continue
+            raw = elem_type(optional_input(node, 2))
+            zp_type = dtypes.from_onnx(int(raw)) if raw is not None else None
+            wanted = node.attributes.get_int("output_dtype", 0)
+            zps = zp_type.onnx if zp_type is not None else None
+            if zp_type in DST_FROM_ZPS and dst_type(op, output_dtype=wanted, zps=zps) == zps:
+                continue
+            model_op = node.attributes.get_string(MODEL_OP, node.op_type)
+            raise BackendError(
+                f"python backend: {model_op} node '{node.name}' needs dst type "
+                f"{dtypes.onnx_name(wanted) if wanted else 'u8'} with zps of type "
+                f"{zp_type or 'unknown'}; onnxruntime-extensions overloads cannot differ only "
+                "in output type, so dst must be the zps type (s8/u8); use backend='native'"
+            )
+        return ir.passes.PassResult(model, modified=False)
+
+
+def prepare_model(model: ir.Model) -> bool:
+    """Put ``model`` in the form the Python kernels run (changed in place); whether it changed.
+
+    Raises :class:`~quantgraph.spec.SpecError` for a node no backend could run and
+    :class:`BackendError` for what only the Python backend cannot run, naming the node.
+    """
+    manager = ir.passes.PassManager(
+        [
+            CheckSpecRulesPass(),
+            StampOriginPass(),
+            StaticToDynamicPass(),
+            ExplicitFormPass(),
+            PythonLimitsPass(),
+            MoveDomainPass(DOMAIN, PREPARED_DOMAIN),
+        ],
+        steps=1,
+    )
+    try:
+        return pipelines.run(manager, model).modified
+    except (NoDynamicForm, NoExplicitForm) as error:
+        raise BackendError(f"python backend: {error}; use backend='native'") from None

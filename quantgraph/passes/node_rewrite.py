@@ -1,0 +1,77 @@
+"""The shape every rewrite pass shares: visit chosen nodes of every graph, subgraph and function,
+rewrite each in place or record why not, sweep what the rewrites left unused."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx_ir as ir
+
+from .._ir import ConstantFactory, GraphLike, all_graphs, remove_if_unused, used_names
+from .report import ConvertedNode, RewriteReport, RewriteResult, Skip, SkippedNode
+
+Progress = Callable[[int, int], None]  # (nodes done, nodes in all)
+
+
+class NodeRewritePass(ir.passes.InPlacePass):
+    """Base of the rewrite passes. Subclasses say which nodes they visit (:meth:`matches`) and
+    rewrite one (:meth:`rewrite`, raising :class:`Skip` with the reason when it cannot).
+
+    ``report``: a report to append to (a pass in a PassManager hands its findings to the
+    caller this way); a fresh one per call otherwise. ``progress(done, total)``: called every
+    1000 visited nodes and at the end.
+    """
+
+    def __init__(
+        self, *, report: RewriteReport | None = None, progress: Progress | None = None
+    ) -> None:
+        super().__init__()
+        self.report = report
+        self.progress = progress
+
+    def matches(self, node: ir.Node) -> bool:
+        raise NotImplementedError
+
+    def rewrite(
+        self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory
+    ) -> tuple[str, str] | None:
+        """Rewrite ``node`` in place: its new op type and a detail for the report, or None
+        when it had nothing to change."""
+        raise NotImplementedError
+
+    def finish(self, model: ir.Model, report: RewriteReport) -> None:
+        """After every node: opset imports and the like."""
+
+    def call(self, model: ir.Model) -> RewriteResult:
+        self.stale: list[ir.Value | None] = []  # former inputs, swept once at the end
+        report = self.report if self.report is not None else RewriteReport()
+        converted_before = len(report.converted_nodes)
+        taken = used_names(model)
+        graphs = list(all_graphs(model))
+        total = sum(1 for g in graphs for n in g if self.matches(n))
+        done = 0
+        for graph in graphs:
+            factory = ConstantFactory(graph, graph is model.graph, taken)
+            where = "" if graph is model.graph else (graph.name or "")
+            for node in list(graph):
+                if not self.matches(node):
+                    continue
+                done += 1
+                if self.progress is not None and (done % 1000 == 0 or done == total):
+                    self.progress(done, total)
+                op_type = node.op_type  # the rewrite changes the node in place
+                try:
+                    outcome = self.rewrite(model, graph, node, factory)
+                except Skip as reason:
+                    report.skipped.append(SkippedNode(node.name or "", op_type, str(reason), where))
+                    continue
+                if outcome is None:
+                    continue
+                new_op, detail = outcome
+                report.converted_nodes.append(
+                    ConvertedNode(node.name or "", op_type, new_op, detail, where)
+                )
+        self.finish(model, report)
+        remove_if_unused(self.stale)
+        modified = len(report.converted_nodes) > converted_before
+        return RewriteResult(model, modified=modified, report=report)
