@@ -49,10 +49,10 @@ from quantgraph.backends import native_available
 from quantgraph.compare import compare, type_name
 from quantgraph.converter import convert
 from quantgraph.errors import BackendError
+from quantgraph.passes import QDQ_OPS
 from quantgraph.session import InferenceSession
 from quantgraph.spec import dtypes
 
-QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 MAX_ORT_OPSET = 25  # onnxruntime 1.32 runs QuantizeLinear/DequantizeLinear up to opset 25
 MODES = ("dynamic", "static")
 # "reference": onnx's ReferenceEvaluator with quantgraph's numpy kernels (quantgraph.evaluator);
