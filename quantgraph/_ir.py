@@ -185,7 +185,14 @@ class ConstantFactory:
     def _insert_first(self, node: ir.Node, before: ir.Node) -> None:
         self.graph.insert_before(before, node)
 
-    def reshaped(self, value: ir.Value, shape: list[int], before: ir.Node, suffix: str) -> ir.Value:
+    def reshaped(
+        self,
+        value: ir.Value,
+        shape: list[int],
+        before: ir.Node,
+        suffix: str,
+        dtype: ir.DataType | None = None,
+    ) -> ir.Value:
         """``Reshape(value, shape)`` inserted before ``before``: for run-time scales/zps."""
         target = self.constant(
             f"quantgraph_shape_{'x'.join(map(str, shape)) or 'scalar'}",
@@ -201,8 +208,10 @@ class ConstantFactory:
         )
         out = reshape.outputs[0]
         out.name = self.unique_name(f"{value.name}_{suffix}")
-        out.shape = ir.Shape(shape)
-        out.type = value.type
+        known = value.type or (ir.TensorType(dtype) if dtype is not None else None)
+        if known is not None:  # a shape without a type cannot be serialized
+            out.type = known
+            out.shape = ir.Shape(shape)
         self.graph.insert_before(before, reshape)
         return out
 
@@ -268,8 +277,12 @@ def replace_node(
     return former
 
 
-def inferred_types(model: ir.Model) -> dict[str, ir.DataType]:
-    """Element types ONNX shape inference finds for the model's values, by name.
+Shape = tuple[int | None, ...]
+
+
+def inferred_values(model: ir.Model) -> dict[str, tuple[ir.DataType | None, Shape | None]]:
+    """Element type and shape (None for symbolic dims) that ONNX shape inference finds for the
+    model's values, by name (main graph).
 
     Run on a serialized copy: nothing it infers is written into ``model`` (the user's
     value_info stays as it was). Empty when inference fails: it is only a hint.
@@ -277,11 +290,19 @@ def inferred_types(model: ir.Model) -> dict[str, ir.DataType]:
     import onnx
 
     try:
-        inferred = onnx.shape_inference.infer_shapes(ir.to_proto(model))
+        inferred = onnx.shape_inference.infer_shapes(ir.to_proto(model), data_prop=True)
     except Exception:
         return {}
-    found: dict[str, ir.DataType] = {}
+    found: dict[str, tuple[ir.DataType | None, Shape | None]] = {}
     for info in (*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input):
-        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
-            found[info.name] = ir.DataType(info.type.tensor_type.elem_type)
+        if not info.type.HasField("tensor_type"):
+            continue
+        tensor = info.type.tensor_type
+        dtype = ir.DataType(tensor.elem_type) if tensor.elem_type else None
+        shape = None
+        if tensor.HasField("shape"):
+            shape = tuple(
+                d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim
+            )
+        found[info.name] = (dtype, shape)
     return found

@@ -34,7 +34,12 @@ from .spec import DEQUANTIZE, DOMAIN, OPSET_VERSION, PER_TENSOR, QUANTIZE
 DEFAULT_SIZES = (1_000, 65_536, 1_048_576, 16_777_216)
 DIRECTIONS = ("quantize", "dequantize")  # timed as static Quantize / Dequantize
 LAYOUTS = (PER_TENSOR, "per_channel_outer", "per_channel_inner")
-IMPLEMENTATIONS = ("native", "onnxruntime", "python", "copyto")
+NARROW_COLUMNS = (16, 64, 384)
+IMPLEMENTATIONS = ("native", "onnxruntime", "python", "numpy", "copyto")
+# Innermost-axis layouts with a fixed number of columns (attention heads, small projections):
+# "per_channel_inner_c64" is [n // 64, 64], axis 1.
+NARROW_PREFIX = "per_channel_inner_c"
+DEFAULT_LAYOUTS = (*LAYOUTS, *(f"{NARROW_PREFIX}{c}" for c in NARROW_COLUMNS))
 # Timing: blocks of calls lasting about _BLOCK_SECONDS, at most _BUDGET_SECONDS per
 # implementation and case (see _measure).
 _BLOCK_SECONDS = 0.002
@@ -84,6 +89,7 @@ class BenchRow:
             "seconds": dict(self.seconds),
             "onnxruntime_over_native": self.ratio("onnxruntime"),
             "python_over_native": self.ratio("python"),
+            "python_over_numpy": self.ratio("python", "numpy"),
             "native_over_native_per_tensor": self.vs_per_tensor,
             "native_bytes_per_second": self.bandwidth("native"),
             "copyto_bytes_per_second": self.bandwidth("copyto"),
@@ -100,6 +106,9 @@ def channels_for(n: int) -> int:
 
 
 def _layout(layout: str, n: int) -> tuple[tuple[int, ...], int | None]:
+    if layout.startswith(NARROW_PREFIX):
+        columns = int(layout.removeprefix(NARROW_PREFIX))
+        return (n // columns, columns), 1
     c = channels_for(n)
     if layout == PER_TENSOR:
         return (n,), None
@@ -285,6 +294,8 @@ def _runner(
             spec_session.run(None, {"x": x})
 
         return call
+    if impl == "numpy":
+        return _numpy_runner(op, shape, axis, buffers)
     # copyto: the float32 side of the call, copied into a preallocated array.
     src = np.asarray(x, np.float32) if op == "quantize" else np.zeros(shape, np.float32)
     dst = np.empty_like(src)
@@ -293,6 +304,40 @@ def _runner(
         np.copyto(dst, src)
 
     return copy
+
+
+def _numpy_runner(
+    op: str, shape: tuple[int, ...], axis: int | None, buffers: _Buffers
+) -> Callable[[], None]:
+    """Plain numpy in float32, the sequence an exact quantize needs (divide, clip to
+    [qmin - zp, qmax - zp], round half to even, add zp, narrow) or a dequantize (subtract zp,
+    multiply), writing the same output buffer: the bar for the Python backend."""
+    count = 1 if axis is None else shape[axis]
+    scales, zps = _parameters(count)
+    where = [1] * len(shape)
+    if axis is not None:
+        where[axis] = -1
+    scale = scales.reshape(where)
+    zero = zps.astype(np.float32).reshape(where)
+    x, y = buffers.x.reshape(shape), buffers.y.reshape(shape)
+    scratch = np.empty(shape, np.float32)
+    low, high = np.float32(0) - zero, np.float32(255) - zero
+    if op == "quantize":
+
+        def quantize() -> None:
+            np.divide(x, scale, out=scratch)
+            np.clip(scratch, low, high, out=scratch)
+            np.rint(scratch, out=scratch)
+            np.add(scratch, zero, out=scratch)
+            np.copyto(y, scratch, casting="unsafe")
+
+        return quantize
+
+    def dequantize() -> None:
+        np.subtract(x, zero, out=scratch)
+        np.multiply(scratch, scale, out=y)
+
+    return dequantize
 
 
 def _available(impl: str) -> str | None:
@@ -315,7 +360,7 @@ def run(
     progress: Progress | None = None,
     *,
     ops: Sequence[str] = DIRECTIONS,
-    layouts: Sequence[str] = LAYOUTS,
+    layouts: Sequence[str] = DEFAULT_LAYOUTS,
     implementations: Sequence[str] = IMPLEMENTATIONS,
     threads: int = 0,
     spinning: bool = True,
@@ -333,8 +378,9 @@ def run(
     warmed = False
     for op in ops:
         for layout in layouts:
-            for n in sizes:
-                shape, axis = _layout(layout, n)
+            for size in sizes:
+                shape, axis = _layout(layout, size)
+                n = int(np.prod(shape))  # a narrow layout drops the remainder rows
                 notes: dict[str, str] = {}
                 calls: dict[str, Callable[[], None]] = {}
                 buffers = _Buffers.make(op, n)
@@ -429,23 +475,27 @@ def format_table(rows: Sequence[BenchRow]) -> str:
     """A Markdown table: times in microseconds per call, ratios, effective bandwidth.
 
     ``ort/native`` is onnxruntime's time over native's (above 1: native is faster);
+    ``python/numpy`` is the Python backend's time over the plain numpy sequence's;
     ``vs per-tensor`` is native's time over native per-tensor at the same op and size, the two
     timed together (:func:`_versus_per_tensor`);
     GB/s counts the bytes a call reads and writes (5 per element; copyto moves 8).
     """
     header = (
-        "| op | layout | shape | native µs | onnxruntime µs | python µs | copyto µs "
-        "| ort/native | python/native | vs per-tensor | native GB/s | copyto GB/s |"
+        "| op | layout | shape | native µs | onnxruntime µs | python µs | numpy µs | copyto µs "
+        "| ort/native | python/native | python/numpy | vs per-tensor | native GB/s "
+        "| copyto GB/s |"
     )
-    lines = [header, "|" + "---|" * 12]
+    lines = [header, "|" + "---|" * 14]
     for r in rows:
         native_t = r.seconds.get("native")
         vs_pt = r.vs_per_tensor
         lines.append(
             f"| {r.op} | {r.layout} | {'x'.join(map(str, r.shape))} "
             f"| {_us(native_t)} | {_us(r.seconds.get('onnxruntime'))} "
-            f"| {_us(r.seconds.get('python'))} | {_us(r.seconds.get('copyto'))} "
+            f"| {_us(r.seconds.get('python'))} | {_us(r.seconds.get('numpy'))} "
+            f"| {_us(r.seconds.get('copyto'))} "
             f"| {_x(r.ratio('onnxruntime'))} | {_x(r.ratio('python'))} "
+            f"| {_x(r.ratio('python', 'numpy'))} "
             f"| {'-' if vs_pt is None else f'{vs_pt:.2f}'} "
             f"| {_gbs(r.bandwidth('native'))} | {_gbs(r.bandwidth('copyto'))} |"
         )

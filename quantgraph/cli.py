@@ -57,9 +57,46 @@ DIM_OPTION = click.option(
     "dims",
     multiple=True,
     metavar="NAME=VALUE",
-    help="Bind a symbolic input dimension of the generated inputs (repeatable; default 1).",
+    help="Bind a symbolic input dimension of the generated inputs (repeatable). Unbound: pinned "
+    "by the model's metadata, 224 for the spatial dims of image-like inputs, else 1.",
+)
+VAL_RANGE_OPTION = click.option(
+    "--val-range",
+    "val_ranges",
+    multiple=True,
+    metavar="NAME:LOW,HIGH",
+    help="Draw input NAME's values from [LOW, HIGH] (repeatable). Unset: integer indices stay "
+    "inside what they index, floats are standard normal.",
+)
+ITERATIONS_OPTION = click.option(
+    "--iterations",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Input samples to generate (seeds SEED, SEED+1, ...); the report aggregates them.",
 )
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+
+
+def _val_ranges(values: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    from .validation import parse_val_range
+
+    ranges = {}
+    for item in values:
+        try:
+            name, bounds = parse_val_range(item)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--val-range") from None
+        ranges[name] = bounds
+    return ranges
+
+
+def _quiet_onnxruntime() -> None:
+    """onnxruntime's own log lines never reach the terminal: its errors arrive as exceptions,
+    which become quantgraph's one-line errors."""
+    import onnxruntime
+
+    onnxruntime.set_default_logger_severity(4)
 
 
 def _dims(values: tuple[str, ...]) -> dict[str, int]:
@@ -127,6 +164,8 @@ def main(debug: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @DIM_OPTION
+@VAL_RANGE_OPTION
+@ITERATIONS_OPTION
 @JSON_OPTION
 @_errors_are_one_line
 def convert(
@@ -140,6 +179,8 @@ def convert(
     dry_run: bool,
     force: bool,
     dims: tuple[str, ...],
+    val_ranges: tuple[str, ...],
+    iterations: int,
     as_json: bool,
 ) -> None:
     """Rewrite IN's Q/DQ nodes into quantgraph ops and write OUT (atomically).
@@ -152,7 +193,8 @@ def convert(
 
     if model_out is None and not dry_run:
         raise click.UsageError("OUT is required unless --dry-run is given")
-    bound = _dims(dims)  # a bad --dim fails before anything is written
+    bound = _dims(dims)  # a bad --dim or --val-range fails before anything is written
+    ranges = _val_ranges(val_ranges)
     if model_out is not None and not dry_run:
         _check_output(model_in, model_out, force)
     with _progress("rewriting Q/DQ nodes", quiet=as_json) as progress:
@@ -166,9 +208,17 @@ def convert(
         if validate_result:
             from .validation import validate as run_validate
 
+            _quiet_onnxruntime()
             # What is in memory, unless its weights live on disk (then OUT, beside them).
             rewritten = model_out if has_external_data(result.model) else result.proto
-            validation = run_validate(model_in, rewritten, backend=backend, dims=bound)
+            validation = run_validate(
+                result.original(),
+                rewritten,
+                backend=backend,
+                dims=bound,
+                val_ranges=ranges,
+                iterations=iterations,
+            )
             payload["validation"] = validation.to_dict()
     if as_json:
         _print_json(payload)
@@ -216,44 +266,79 @@ def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_j
 @click.argument("rewritten", type=click.Path(path_type=Path))
 @click.option(
     "--inputs",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="An .npz of input arrays by name (default: random from --seed).",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="An .npz of input arrays by name, or a directory of them; repeatable: each file is "
+    "one sample (default: generated from --seed).",
 )
 @click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
+@ITERATIONS_OPTION
 @DIM_OPTION
+@VAL_RANGE_OPTION
+@click.option(
+    "--intermediate",
+    is_flag=True,
+    help="Also compare every tensor both models compute under one name and report the first "
+    "node whose output differs.",
+)
 @click.option(
     "--optimized",
     is_flag=True,
-    help="Also compare against the original at ORT_ENABLE_ALL (fused integer kernels; "
-    "reported separately, not part of the verdict).",
+    help="Also compare against the original at ORT_ENABLE_ALL (fused integer kernels; not "
+    "expected to be exact: judged by --atol/--rtol, not part of the verdict).",
+)
+@click.option(
+    "--atol", type=float, default=0.0, show_default=True, help="Absolute tolerance (--optimized)."
+)
+@click.option(
+    "--rtol", type=float, default=0.0, show_default=True, help="Relative tolerance (--optimized)."
 )
 @JSON_OPTION
 @_errors_are_one_line
 def validate(
     original: Path,
     rewritten: Path,
-    inputs: Path | None,
+    inputs: tuple[Path, ...],
     backend: str | None,
     seed: int,
+    iterations: int,
     dims: tuple[str, ...],
+    val_ranges: tuple[str, ...],
+    intermediate: bool,
     optimized: bool,
+    atol: float,
+    rtol: float,
     as_json: bool,
 ) -> None:
     """Run ORIGINAL (at ORT_DISABLE_ALL) and REWRITTEN on the same inputs; compare outputs.
 
     Exit 0 when every output is identical, 1 when any differs, 2 on an error.
+
+    \b
+    Examples:
+      quantgraph validate model.onnx out.onnx --iterations 5
+      quantgraph validate det.onnx det_qg.onnx --dim height=640 --dim width=640
+      quantgraph validate lm.onnx lm_qg.onnx --val-range input_ids:0,15
+      quantgraph validate model.onnx out.onnx --inputs samples/ --intermediate --json
+      quantgraph validate model.onnx out.onnx --optimized --atol 0.05
     """
     from .validation import validate as run_validate
 
+    _quiet_onnxruntime()
     report = run_validate(
         original,
         rewritten,
-        inputs=inputs,
+        inputs=list(inputs) or None,
         backend=backend,
         seed=seed,
         dims=_dims(dims),
+        val_ranges=_val_ranges(val_ranges),
+        iterations=iterations,
+        intermediate=intermediate,
         optimized=optimized,
+        atol=atol,
+        rtol=rtol,
     )
     if as_json:
         _print_json(report.to_dict())
@@ -277,6 +362,7 @@ def validate(
 @click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
 @DIM_OPTION
+@VAL_RANGE_OPTION
 @JSON_OPTION
 @_errors_are_one_line
 def run(
@@ -286,6 +372,7 @@ def run(
     backend: str | None,
     seed: int,
     dims: tuple[str, ...],
+    val_ranges: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""
@@ -294,9 +381,14 @@ def run(
     from .session import InferenceSession
     from .validation import load_inputs, make_inputs
 
-    bound = _dims(dims)
+    _quiet_onnxruntime()
+    bound, ranges = _dims(dims), _val_ranges(val_ranges)
     session = InferenceSession(model, backend)
-    feeds = load_inputs(inputs) if inputs else make_inputs(session, seed=seed, dims=bound)
+    feeds = (
+        load_inputs(inputs)
+        if inputs
+        else make_inputs(model, seed=seed, dims=bound, val_ranges=ranges)
+    )
     names = [o.name for o in session.get_outputs()]
     results = session.run(names, feeds)
     if output is not None:
@@ -350,6 +442,13 @@ def inspect(model: Path, static: bool, keep_contrib: bool, as_json: bool) -> Non
 )
 @click.option("--repeat", type=int, default=20, show_default=True, help="Timed runs per case.")
 @click.option(
+    "--columns",
+    default="16,64,384",
+    show_default=True,
+    help="Column counts of the narrow innermost-axis per-channel layouts ([n // C, C], axis 1); "
+    "empty for none.",
+)
+@click.option(
     "--threads",
     type=int,
     default=0,
@@ -363,17 +462,22 @@ def inspect(model: Path, static: bool, keep_contrib: bool, as_json: bool) -> Non
 )
 @JSON_OPTION
 @_errors_are_one_line
-def bench(sizes: str, repeat: int, threads: int, no_spinning: bool, as_json: bool) -> None:
-    """Time the kernels against onnxruntime's QuantizeLinear/DequantizeLinear and np.copyto."""
+def bench(
+    sizes: str, repeat: int, columns: str, threads: int, no_spinning: bool, as_json: bool
+) -> None:
+    """Time the kernels against onnxruntime's QuantizeLinear/DequantizeLinear, plain numpy and
+    np.copyto, measured in the same run."""
     from . import bench as benchmarks
 
     counts = tuple(int(s) for s in sizes.split(",") if s.strip())
+    narrow = tuple(f"{benchmarks.NARROW_PREFIX}{int(c)}" for c in columns.split(",") if c.strip())
     progress = (
         None if as_json or not sys.stderr.isatty() else (lambda text: click.echo(text, err=True))
     )
     rows = benchmarks.run(
         sizes=counts,
         repeat=repeat,
+        layouts=(*benchmarks.LAYOUTS, *narrow),
         threads=threads,
         spinning=not no_spinning,
         progress=progress,
@@ -455,18 +559,48 @@ def _print_conversion(report: Any, dry_run: bool, out: Path | None, limit: int =
 
 def _print_validation(report: Any) -> None:
     click.echo(f"comparison: {report.comparison}")
+    samples = "1 sample" if report.samples == 1 else f"{report.samples} samples"
+    seed = "" if report.seed is None else f" (seed {report.seed})"
+    click.echo(f"inputs: {samples}{seed}")
+    for name, spec in report.inputs.items():
+        shape = "x".join(map(str, spec["shape"])) or "scalar"
+        source = spec.get("why") or spec.get("from", "")
+        span = ""
+        if spec.get("range"):
+            low, high = spec["range"]
+            span = f" in [{low:g}, {high:g}]"
+        click.echo(f"  {name}: {spec['dtype']}[{shape}]{span} ({source})")
     for output in report.outputs:
         verdict = "identical" if output.agree else "DIFFERENT"
         click.echo(
-            f"  {output.name}: {verdict}  max_abs_diff={output.max_abs_diff:g} "
-            f"mismatches={output.mismatches}/{output.elements} "
+            f"  {output.name}: {verdict}  dtype={output.dtype} max_abs_diff="
+            f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements} "
             f"max_ulp_diff={output.max_ulp_diff}"
         )
-    for output in report.optimized:
+    if report.optimized:
+        atol, rtol = report.tolerance
+        click.echo(f"vs ORT_ENABLE_ALL (fused, not exact; atol={atol:g} rtol={rtol:g}):")
+        for output in report.optimized:
+            verdict = "within tolerance" if output.within_tolerance else "BEYOND tolerance"
+            click.echo(
+                f"  {output.name}: {verdict}  max_abs_diff={output.max_abs_diff:g} "
+                f"mismatches={output.mismatches}/{output.elements} "
+                f"beyond_tolerance={output.beyond_tolerance}"
+            )
+    if report.intermediate is not None:
+        found = report.intermediate
         click.echo(
-            f"  (vs ORT_ENABLE_ALL, fused) {output.name}: max_abs_diff="
-            f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements}"
+            f"intermediate tensors: {found.tensors_compared} compared, "
+            f"{found.tensors_differing} differ"
         )
+        first = found.first_divergence
+        if first is not None:
+            click.echo(
+                f"  first divergence: node '{first.node}' ({first.op_type}, now "
+                f"{first.rewritten_op_type}) output '{first.tensor}': max_abs_diff="
+                f"{first.max_abs_diff:g} max_ulp_diff={first.max_ulp_diff} "
+                f"mismatches={first.mismatches}/{first.elements}"
+            )
     click.echo("verdict: " + ("the models agree" if report.agree else "the models DISAGREE"))
 
 

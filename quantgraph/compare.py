@@ -31,13 +31,51 @@ class TensorComparison:
     max_abs_diff: float
     max_ulp_diff: int  # -1 when shapes or types differ
     first_mismatch: int | None = None  # flat index of the first differing element
+    # Comparisons with a tolerance (atol, rtol): differing elements with
+    # |expected - actual| > atol + rtol * |expected|. None: an exact comparison.
+    beyond_tolerance: int | None = None
 
     @property
     def agree(self) -> bool:
         return self.mismatches == 0
 
+    @property
+    def within_tolerance(self) -> bool:
+        """Every element agrees, or differs by no more than the tolerance asked for."""
+        return self.agree if self.beyond_tolerance is None else self.beyond_tolerance == 0
+
     def to_dict(self) -> dict[str, object]:
-        return {**asdict(self), "agree": self.agree}
+        found: dict[str, object] = {**asdict(self), "agree": self.agree}
+        if self.beyond_tolerance is None:
+            del found["beyond_tolerance"]
+        else:
+            found["within_tolerance"] = self.within_tolerance
+        return found
+
+
+def merge(first: TensorComparison, second: TensorComparison) -> TensorComparison:
+    """One comparison over two samples of the same tensor (``first_mismatch`` then counts
+    elements across the samples in order)."""
+    later = None if second.first_mismatch is None else first.elements + second.first_mismatch
+    beyond = None
+    if first.beyond_tolerance is not None and second.beyond_tolerance is not None:
+        beyond = first.beyond_tolerance + second.beyond_tolerance
+    ulps = (
+        -1
+        if -1 in (first.max_ulp_diff, second.max_ulp_diff)
+        else max(first.max_ulp_diff, second.max_ulp_diff)
+    )
+    return TensorComparison(
+        first.name,
+        first.dtype if first.dtype == second.dtype else f"{first.dtype} / {second.dtype}",
+        first.shape,
+        first.elements + second.elements,
+        first.mismatches + second.mismatches,
+        max(first.max_abs_diff, second.max_abs_diff),
+        ulps,
+        first.first_mismatch if first.first_mismatch is not None else later,
+        beyond,
+    )
 
 
 def type_name(dtype: np.dtype) -> str:
@@ -74,9 +112,18 @@ def mismatch_mask(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
 
 
 def compare(
-    name: str, expected: object, actual: object, elem_type: int | None = None
+    name: str,
+    expected: object,
+    actual: object,
+    elem_type: int | None = None,
+    *,
+    tolerance: tuple[float, float] | None = None,
 ) -> TensorComparison:
-    """Compare two tensors by the rule of this module; ``elem_type``: the declared ONNX type."""
+    """Compare two tensors by the rule of this module; ``elem_type``: the declared ONNX type.
+
+    ``tolerance=(atol, rtol)`` also counts the differing elements beyond it (for comparisons
+    not meant to be exact); the mismatch count stays exact.
+    """
     want, got = typed(expected, elem_type), typed(actual, elem_type)
     shape = list(want.shape)
     if want.shape != got.shape or want.dtype != got.dtype:
@@ -84,25 +131,44 @@ def compare(
         if want.dtype == got.dtype:
             dtype = f"{type_name(want.dtype)}, shape {list(got.shape)} vs {shape}"
         count = int(max(want.size, got.size))
-        return TensorComparison(name, dtype, shape, int(want.size), count, float("inf"), -1, 0)
+        beyond = None if tolerance is None else count
+        return TensorComparison(
+            name, dtype, shape, int(want.size), count, float("inf"), -1, 0, beyond
+        )
     differ = mismatch_mask(want, got)
     bad = np.flatnonzero(differ)
     max_abs, max_ulp = 0.0, 0
+    beyond = None if tolerance is None else 0
     if bad.size:
         e, a = want.reshape(-1)[bad], got.reshape(-1)[bad]
         if _is_float(want.dtype):
             with np.errstate(invalid="ignore", over="ignore"):
                 wide_e, wide_a = e.astype(np.float64), a.astype(np.float64)
                 diff = np.abs(wide_e - wide_a)
-            max_abs = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
+            diff = np.where(np.isnan(diff), np.inf, diff)
+            max_abs = float(np.max(diff))
             max_ulp = int(np.max(np.abs(_ulp_line(e) - _ulp_line(a))))
         else:
-            diff = np.abs(e.astype(np.float64) - a.astype(np.float64))
+            wide_e = e.astype(np.float64)
+            diff = np.abs(wide_e - a.astype(np.float64))
             max_abs = float(diff.max())
             max_ulp = int(max_abs)  # integers: one unit of the last place is 1
+        if tolerance is not None:
+            atol, rtol = tolerance
+            with np.errstate(invalid="ignore", over="ignore"):
+                allowed = atol + rtol * np.abs(e.astype(np.float64))
+            beyond = int(np.sum(~(diff <= allowed)))  # NaN vs a number is beyond any tolerance
     first = int(bad[0]) if bad.size else None
     return TensorComparison(
-        name, type_name(want.dtype), shape, int(want.size), int(bad.size), max_abs, max_ulp, first
+        name,
+        type_name(want.dtype),
+        shape,
+        int(want.size),
+        int(bad.size),
+        max_abs,
+        max_ulp,
+        first,
+        beyond,
     )
 
 

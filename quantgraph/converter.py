@@ -13,7 +13,15 @@ import onnx_ir as ir
 
 from ._collector import collector_paused
 from .errors import ModelError
-from .io import AUTO, ModelLike, has_external_data, load_model, save_model, source_files
+from .io import (
+    AUTO,
+    ModelLike,
+    has_external_data,
+    load_model,
+    original_model,
+    save_model,
+    source_files,
+)
 from .passes import RewriteReport, pipelines
 from .passes.full_check import checked_proto
 from .passes.node_rewrite import Progress
@@ -40,6 +48,12 @@ class ConvertResult:
         """The model serialized, once: the checked serialization where the check ran (saving
         and sessions reuse it). Changes made to ``model`` after conversion are not in it."""
         return checked_proto(self.model) or ir.to_proto(self.model)
+
+    def original(self) -> ir.Model:
+        """The input model as it was read, for comparisons (no file is read again)."""
+        found = original_model(self.model)
+        assert found is not None  # convert and lower load every model with load_model
+        return found
 
     def __iter__(self) -> Iterator[object]:
         yield self.model
@@ -122,8 +136,32 @@ def _check_opset(loaded: ir.Model, source: ModelLike) -> None:
 def _run(manager: ir.passes.PassManager, loaded: ir.Model, source: ModelLike) -> None:
     try:
         pipelines.run(manager, loaded)
-    except onnx.checker.ValidationError as error:
-        text = str(error).strip()
-        first = text.splitlines()[0] if text else "invalid"
-        message = f"{_label(source)}the result fails onnx.checker (full_check): {first}"
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
+        broken = _input_check_error(loaded)
+        if broken is not None:  # the input was broken before quantgraph touched it
+            message = (
+                f"{_label(source)}the input model fails onnx.checker (full_check), before any "
+                f"rewrite: {_first_line(broken)}"
+            )
+        else:
+            message = (
+                f"{_label(source)}the result fails onnx.checker (full_check): {_first_line(error)}"
+            )
         raise ModelError(message) from error
+
+
+def _input_check_error(loaded: ir.Model) -> Exception | None:
+    """The checker's error on the model as it was read, or None when it passes."""
+    original = original_model(loaded)
+    if original is None:
+        return None
+    try:
+        onnx.checker.check_model(ir.to_proto(original), full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
+        return error
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

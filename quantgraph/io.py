@@ -23,6 +23,7 @@ ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto | ir.Model
 AUTO = "auto"
 INLINE = "none"
 _SOURCES = "quantgraph.sources"  # ir.Model.meta key: the files a model was read from
+_SOURCE_PROTO = "quantgraph.source_proto"  # ... and the proto it was made from (read once)
 
 
 def load_model(model: ModelLike) -> ir.Model:
@@ -33,10 +34,10 @@ def load_model(model: ModelLike) -> ir.Model:
     if isinstance(model, ir.Model):
         return model
     if isinstance(model, onnx.ModelProto):
-        return _in_order(ir.from_proto(model), "")
+        return _in_order(_from_proto(model), "")
     if isinstance(model, bytes):
         try:
-            loaded = ir.from_proto(onnx.load_from_string(model))
+            loaded = _from_proto(onnx.load_from_string(model))
         except Exception as error:
             raise ModelError(f"the bytes are not an ONNX model: {_first_line(error)}") from None
         return _in_order(loaded, "")
@@ -56,13 +57,37 @@ def load_model(model: ModelLike) -> ir.Model:
     _check_external_locations(proto, path)
     locations = sorted(external_locations(proto))
     try:
-        loaded = ir.from_proto(proto)
+        loaded = _from_proto(proto)
         if locations:
             ir.external_data.set_base_dir(loaded.graph, path.parent)
     except Exception as error:
         raise ModelError(f"{path}: cannot read the model ({_first_line(error)})") from None
     loaded.meta[_SOURCES] = (path, *(path.parent / location for location in locations))
     return _in_order(loaded, str(path))
+
+
+def _from_proto(proto: onnx.ModelProto) -> ir.Model:
+    # The proto is kept: the model as read, for original_model() after passes changed it.
+    # It costs little: the IR's tensors are views of the proto's.
+    loaded = ir.from_proto(proto)
+    loaded.meta[_SOURCE_PROTO] = proto
+    return loaded
+
+
+def original_model(model: ir.Model) -> ir.Model | None:
+    """``model`` as it was read (before passes changed it), without reading any file again;
+    None for a model not made by :func:`load_model`."""
+    proto: onnx.ModelProto | None = model.meta.get(_SOURCE_PROTO)
+    if proto is None:
+        return None
+    fresh = _from_proto(proto)
+    files = source_files(model)
+    if files:
+        fresh.meta[_SOURCES] = files
+        if len(files) > 1:
+            ir.external_data.set_base_dir(fresh.graph, files[0].parent)
+    check_node_order(fresh)
+    return fresh
 
 
 def source_files(model: ir.Model) -> tuple[Path, ...]:

@@ -10,6 +10,7 @@ Dequantize is ``float32(int(src) - int(zp)) * scale``. Never imports onnxruntime
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -78,14 +79,26 @@ def dequantize_values(
         return (values * scale).astype(np.float32)
 
 
-def run(
+@dataclass(frozen=True)
+class Call:
+    """One call that passed every rule: arrays ready for a kernel, axis resolved."""
+
+    op: OpSpec
+    src: np.ndarray
+    scales: np.ndarray
+    zps: np.ndarray | None
+    axis: int | None  # None: per_tensor
+    dst: DType | None  # the quantize ops' dst type
+
+
+def checked_call(
     op: str | OpSpec,
     inputs: Sequence[np.ndarray | None],
     attributes: Mapping[str, object] | None = None,
     *,
     node: str = "",
-) -> np.ndarray:
-    """One call of ``op`` (a spec name): every rule checked, then computed.
+) -> Call:
+    """Check one call of ``op`` against every rule (``SpecError`` names the first broken one).
 
     ``inputs`` are src (and scales, zps for the dynamic ops; None where absent); ``attributes``
     as a node has them, the spec's defaults filling the rest.
@@ -101,11 +114,24 @@ def run(
         zps = _optional(inputs, 2)
         checked = check_call(spec, node, src=src, scales=scales, zps=zps, attributes=given)
     assert scales is not None  # the rules require scales
-    if spec.is_quantize:
-        dst = dtypes.from_onnx(checked.dst)
-        assert dst is not None  # check_types accepted it
-        return np.asarray(quantize_values(src, scales, zps, checked.axis, dst))
-    return np.asarray(dequantize_values(src, scales, zps, checked.axis))  # 0-d stays an array
+    dst = dtypes.from_onnx(checked.dst) if spec.is_quantize else None
+    return Call(spec, src, scales, zps, checked.axis, dst)
+
+
+def run(
+    op: str | OpSpec,
+    inputs: Sequence[np.ndarray | None],
+    attributes: Mapping[str, object] | None = None,
+    *,
+    node: str = "",
+) -> np.ndarray:
+    """One call of ``op`` (a spec name): every rule checked, then computed here."""
+    call = checked_call(op, inputs, attributes, node=node)
+    if call.dst is not None:
+        result = quantize_values(call.src, call.scales, call.zps, call.axis, call.dst)
+    else:
+        result = dequantize_values(call.src, call.scales, call.zps, call.axis)
+    return np.asarray(result)  # 0-d stays an array
 
 
 def dynamic_quantize(

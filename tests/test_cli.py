@@ -147,7 +147,7 @@ def test_convert_validate_with_dim(runner: CliRunner, work: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     validation = json.loads(result.stdout)["validation"]
-    assert validation["inputs"] == {"input": [3, 8, 32]}
+    assert validation["inputs"]["input"]["shape"] == [3, 8, 32]
     assert validation["outputs"][0]["shape"] == [3, 8, 32]
     assert validation["agree"] is True
 
@@ -256,7 +256,9 @@ def test_validate_with_inputs_npz(runner: CliRunner, work: Path) -> None:
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["agree"] is True
-    assert payload["inputs"] == {"input": [1, 3, 16, 16]}
+    assert payload["inputs"] == {
+        "input": {"dtype": "float32", "shape": [1, 3, 16, 16], "from": "--inputs"}
+    }
     assert payload["seed"] is None
     # The same inputs make the broken model disagree too.
     broken = invoke(runner, "validate", work / "cnn.onnx", _broken(work), "--inputs", npz)
@@ -270,7 +272,9 @@ def test_validate_with_dim(runner: CliRunner, work: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    assert payload["inputs"] == {"input": [3, 8, 32]}
+    assert payload["inputs"] == {
+        "input": {"dtype": "float", "shape": [3, 8, 32], "range": None, "why": "standard normal"}
+    }
     assert payload["agree"] is True
 
 

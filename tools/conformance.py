@@ -5,9 +5,8 @@ nobody here. For each case that has a QuantizeLinear or DequantizeLinear node:
 
 * the case's model is made runnable in onnxruntime 1.32: its default-domain opset is lowered to
   at most 25, inputs numpy cannot feed (float8, 4-bit, 2-bit) become initializers, outputs of
-  such types get a ``Cast`` to float (exact), and shapes are inferred with
-  ``onnx.shape_inference`` (as the converter's skip message "run shape inference first" asks:
-  it reads a computed scale's type and shape from value_info);
+  such types get a ``Cast`` to float (exact); nothing else is added (the converter infers the
+  shapes and types of computed scales itself);
 * the original runs unconverted in onnxruntime (``ORT_DISABLE_ALL``);
 * it is converted twice: ``dynamic`` keeps the case's scale/zero-point inputs as graph inputs
   and calls ``convert(static=False)``; ``static`` freezes them into initializers and calls
@@ -15,10 +14,10 @@ nobody here. For each case that has a QuantizeLinear or DequantizeLinear node:
 * each converted model runs on each runner: ``reference`` (onnx's ReferenceEvaluator with
   quantgraph's numpy kernels, :mod:`quantgraph.evaluator`), and the ``python`` and ``native``
   backends through :class:`quantgraph.InferenceSession` (default session options, as a user
-  gets them). Every output must equal the case's expected output exactly (integers bit for bit,
-  floats by value with NaN equal to NaN). A backend that raises :class:`BackendError` documents
-  that it cannot express the model: "not runnable", with its message. Any other error is a
-  failure.
+  gets them). Every output must equal the case's expected output exactly, by
+  :mod:`quantgraph.compare`'s rule (bit for bit, NaN equal to NaN). A backend that raises
+  :class:`BackendError` documents that it cannot express the model: "not runnable", with its
+  message. Any other error is a failure.
 
 ``python -m tools.conformance --write docs/conformance.md`` writes the Markdown table;
 ``--json`` prints the same results as JSON; ``--check docs/conformance.md`` exits 1 when the file
@@ -41,7 +40,6 @@ from typing import Any
 import numpy as np
 import onnx
 import onnx.numpy_helper
-import onnx.shape_inference
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
@@ -293,7 +291,7 @@ def prepare(case: Case, *, freeze_parameters: bool) -> tuple[onnx.ModelProto, di
         replacement = helper.make_tensor_value_info(cast_name, TensorProto.FLOAT, None)
         replacement.type.tensor_type.shape.CopyFrom(output.type.tensor_type.shape)
         graph.output[index].CopyFrom(replacement)
-    return onnx.shape_inference.infer_shapes(model), feeds
+    return model, feeds
 
 
 def _numpy_type(elem_type: int) -> bool:
@@ -306,7 +304,7 @@ def _numpy_type(elem_type: int) -> bool:
 
 def _describe(model: onnx.ModelProto) -> tuple[str, str]:
     """The Q/DQ op types and 'input type -> output type' of a case's model."""
-    graph = model.graph
+    graph = onnx.shape_inference.infer_shapes(model).graph  # for the description only
     nodes = [n for n in graph.node if n.op_type in QDQ_OPS]
     ops = ", ".join(dict.fromkeys(n.op_type for n in nodes))
     types: dict[str, int] = {}
@@ -486,7 +484,7 @@ def render_markdown(report: Report) -> str:
         "How each case is prepared and run is described in `tools/conformance.py`: "
         f"default-domain opset lowered to {MAX_ORT_OPSET} for onnxruntime {ort.__version__}, "
         "inputs numpy cannot feed (float8, 4-bit, 2-bit) made initializers, such outputs cast "
-        "to float, shapes inferred.",
+        "to float; models are converted as they are (no shape inference added).",
         "",
         "- **onnxruntime**: the unconverted model in onnxruntime's own kernels "
         "(`ORT_DISABLE_ALL`).",

@@ -44,6 +44,7 @@ from .. import reference
 from ..errors import KernelError
 from ..passes.stamp_origin import MODEL_OP, NODE_NAME
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, DYNAMIC_QUANTIZE, OPS, SpecError, dtypes
+from . import numpy_kernels
 from .python_prepare import PREPARED_DOMAIN
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,10 @@ def _guarded(op: str, dst: np.dtype) -> Callable[..., Any]:
         if "axis" in attributes:
             attributes["axis"] = int(attributes["axis"])  # extensions pass strings through
         try:
-            return reference.run(OPS[op], inputs, attributes, node=node)
+            call = reference.checked_call(OPS[op], inputs, attributes, node=node)
+            if call.dst is not None:
+                return numpy_kernels.quantize(call.src, call.scales, call.zps, call.axis, call.dst)
+            return numpy_kernels.dequantize(call.src, call.scales, call.zps, call.axis)
         except SpecError as error:
             _record(SpecError(model_op, error.node, error.rule, **error.fields), op)
         except BaseException as error:

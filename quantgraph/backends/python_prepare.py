@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .._ir import elem_type, optional_input, spec_nodes
+from .._ir import elem_type, inferred_values, optional_input, spec_nodes
 from ..errors import BackendError
 from ..passes import (
     CheckSpecRulesPass,
@@ -39,10 +39,16 @@ class PythonLimitsPass(ir.passes.InPlacePass):
     """
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        inferred: dict[str, tuple[ir.DataType | None, object]] | None = None
         for _, node, op in spec_nodes(model):
             if not op.is_quantize or op.is_static:
                 continue
-            raw = elem_type(optional_input(node, 2))
+            zps_input = optional_input(node, 2)
+            raw = elem_type(zps_input)
+            if raw is None and zps_input is not None and zps_input.name:
+                # A computed zero point without a declared type: ask shape inference (once).
+                inferred = inferred if inferred is not None else dict(inferred_values(model))
+                raw = inferred.get(zps_input.name, (None, None))[0]
             zp_type = dtypes.from_onnx(int(raw)) if raw is not None else None
             wanted = node.attributes.get_int("output_dtype", 0)
             zps = zp_type.onnx if zp_type is not None else None

@@ -20,9 +20,10 @@ import onnx_ir as ir
 from .._ir import (
     ConstantFactory,
     GraphLike,
+    Shape,
     constant_array,
     elem_type,
-    inferred_types,
+    inferred_values,
     is_standard,
     opset_version,
     replace_node,
@@ -61,7 +62,7 @@ class _Plan:
     scale: ir.Value
     zero_point: ir.Value | None
     count: int | None  # number of scales, when known
-
+    scale_shape: Shape  # declared or inferred; the zero point's too (ONNX ties them)
     contrib: bool = False
 
     @property
@@ -93,7 +94,7 @@ class QdqToSpecPass(NodeRewritePass):
         self.contrib = contrib
 
     def call(self, model: ir.Model) -> RewriteResult:
-        self._inferred: dict[str, ir.DataType] | None = None
+        self._inferred: dict[str, tuple[ir.DataType | None, Shape | None]] | None = None
         self._bad_scale: dict[int, bool] = {}  # by scale value: often shared by thousands
         return super().call(model)
 
@@ -159,13 +160,13 @@ class QdqToSpecPass(NodeRewritePass):
                 raise Skip("a float8 zero point must be a constant zero (the spec has no f8 zps)")
             zero_point = None
 
-        shape = value_shape(scale)
+        shape = self._shape_of(model, scale)
         if shape is None:
             raise Skip("scale has an unknown shape (run shape inference first)")
         if len(shape) > 1:
             raise Skip(f"scale of rank {len(shape)} (blocked quantization) has no spec equivalent")
         if zero_point is not None:
-            zp_shape = value_shape(zero_point)
+            zp_shape = self._shape_of(model, zero_point)
             if zp_shape is not None and zp_shape != shape:
                 raise Skip(
                     f"zero point shape {list(zp_shape)} differs from scale shape {list(shape)}"
@@ -179,7 +180,15 @@ class QdqToSpecPass(NodeRewritePass):
         qtype = PER_TENSOR if count == 1 else PER_CHANNEL
         axis = node.attributes.get_int("axis", ONNX_DEFAULT_AXIS)
         return _Plan(
-            quantize, qtype, axis, quant_type, scale, zero_point, count, not is_standard(node)
+            quantize,
+            qtype,
+            axis,
+            quant_type,
+            scale,
+            zero_point,
+            count,
+            shape,
+            contrib=not is_standard(node),
         )
 
     def _is_bad_scale(self, scale: ir.Value) -> bool:
@@ -194,11 +203,21 @@ class QdqToSpecPass(NodeRewritePass):
         """A value's element type; for untyped intermediates, ONNX's shape inference is asked
         once per pass (on a copy: nothing it infers is written into the model)."""
         known = elem_type(value)
-        if known is not None or value.name is None:
-            return known
+        return known if known is not None else self._inferred_of(model, value)[0]
+
+    def _shape_of(self, model: ir.Model, value: ir.Value) -> Shape | None:
+        """A value's shape as declared, else as ONNX's shape inference finds it."""
+        known = value_shape(value)
+        return known if known is not None else self._inferred_of(model, value)[1]
+
+    def _inferred_of(
+        self, model: ir.Model, value: ir.Value
+    ) -> tuple[ir.DataType | None, Shape | None]:
+        if value.name is None:
+            return None, None
         if self._inferred is None:
-            self._inferred = inferred_types(model)
-        return self._inferred.get(value.name)
+            self._inferred = inferred_values(model)
+        return self._inferred.get(value.name, (None, None))
 
     @staticmethod
     def _quantized_type(
@@ -252,7 +271,7 @@ class QdqToSpecPass(NodeRewritePass):
             op_type = DYNAMIC_QUANTIZE.name if plan.quantize else DYNAMIC_DEQUANTIZE.name
             inputs = [
                 node.inputs[0],
-                self._as_1d(node, plan.scale, factory),
+                self._as_1d(node, plan.scale, plan.scale_shape, ir.DataType.FLOAT, factory),
                 self._zero_point(node, plan, factory),
             ]
             if inputs[2] is None:
@@ -269,18 +288,24 @@ class QdqToSpecPass(NodeRewritePass):
         return op_type
 
     @staticmethod
-    def _as_1d(node: ir.Node, value: ir.Value, factory: ConstantFactory) -> ir.Value:
-        shape = value_shape(value)
+    def _as_1d(
+        node: ir.Node,
+        value: ir.Value,
+        shape: Shape | None,
+        dtype: ir.DataType,
+        factory: ConstantFactory,
+    ) -> ir.Value:
         if shape is not None and len(shape) == 1:
             return value
         array = constant_array(value)  # an initializer or a Constant node
-        if array is None:
-            return factory.reshaped(value, [1], node, "1d")  # a run-time scalar, per use
+        if array is None:  # a run-time scalar, reshaped per use
+            return factory.reshaped(value, [1], node, "1d", dtype)
         return factory.constant_1d(value, array, node)
 
     def _zero_point(self, node: ir.Node, plan: _Plan, factory: ConstantFactory) -> ir.Value | None:
         if plan.zero_point is not None:
-            return self._as_1d(node, plan.zero_point, factory)
+            quantized = ir.DataType(plan.quant_type.onnx)
+            return self._as_1d(node, plan.zero_point, plan.scale_shape, quantized, factory)
         if plan.count is None:
             return None  # unknown channel count: leave zps out, output_dtype says the type
         zero = np.zeros(plan.count, dtype=plan.quant_type.numpy)

@@ -14,9 +14,13 @@ pytestmark = requires_native
 def test_bench_rows_and_table() -> None:
     lines: list[str] = []
     rows = bench.run(sizes=(1000,), repeat=3, progress=lines.append)
-    assert len(rows) == len(bench.DIRECTIONS) * len(bench.LAYOUTS) == len(lines)
+    layouts = bench.DEFAULT_LAYOUTS
+    assert len(rows) == len(bench.DIRECTIONS) * len(layouts) == len(lines)
     for row in rows:
-        assert row.elements == 1000
+        narrow = row.layout.startswith(bench.NARROW_PREFIX)
+        columns = int(row.layout.removeprefix(bench.NARROW_PREFIX)) if narrow else None
+        assert row.elements == (1000 // columns * columns if columns else 1000)
+        assert row.seconds["numpy"] is not None and row.seconds["python"] is not None
         assert row.seconds["native"] is not None and row.seconds["native"] > 0
         assert row.seconds["onnxruntime"] is not None
         assert row.seconds["copyto"] is not None
@@ -30,6 +34,9 @@ def test_bench_rows_and_table() -> None:
         "per_tensor": (1000,),
         "per_channel_outer": (8, 125),
         "per_channel_inner": (125, 8),
+        "per_channel_inner_c16": (62, 16),
+        "per_channel_inner_c64": (15, 64),
+        "per_channel_inner_c384": (2, 384),
     }
     table = bench.format_table(rows)
     assert "| quantize | per_channel_inner | 125x8 |" in table

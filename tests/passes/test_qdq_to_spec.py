@@ -46,6 +46,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import quantgraph
 from quantgraph import DOMAIN
+from quantgraph.compare import compare
 from quantgraph.errors import BackendError
 from quantgraph.passes import QdqToSpecPass, RewriteReport, RewriteResult
 
@@ -1297,3 +1298,40 @@ def test_a_model_with_nothing_converted_gets_no_domain_import() -> None:
     assert not result.modified
     assert [(s.node, s.op_type) for s in result.report.skipped] == [("dq0", "DequantizeLinear")]
     assert DOMAIN not in model.opset_imports
+
+
+# -- computed scales: the converter infers what it needs ------------------------------------------
+
+EXPANDED_CASES = (
+    "test_dynamicquantizelinear_expanded",
+    "test_dynamicquantizelinear_max_adjusted_expanded",
+    "test_dynamicquantizelinear_min_adjusted_expanded",
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", EXPANDED_CASES)
+def test_computed_scales_convert_from_the_model_as_shipped(name: str, backend: str) -> None:
+    """ONNX's expanded DynamicQuantizeLinear computes its scale and zero point at run time and
+    declares neither's shape: the converter infers them itself (on a copy) and leaves the
+    model's own value_info as it was."""
+    from tools.conformance import MAX_ORT_OPSET, collect_cases
+
+    (case,) = [c for c in collect_cases() if c.name == name]
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    for opset in model.opset_import:
+        if opset.domain == "":
+            opset.version = min(opset.version, MAX_ORT_OPSET)
+    declared = {v.name: v.SerializeToString() for v in model.graph.value_info}
+    result = quantgraph.convert(model)
+    assert result.report.skipped == []
+    assert result.report.converted == {"QuantizeLinear": 1}
+    after = {v.name: v.SerializeToString() for v in result.proto.graph.value_info}
+    assert {k: after[k] for k in declared} == declared
+    added = set(after) - set(declared)  # only what the rewrite made: a Reshape to [1]
+    assert all(n.endswith("_1d") or n.startswith("quantgraph_shape_") for n in added), added
+    feeds = {v.name: np.asarray(d) for v, d in zip(model.graph.input, case.inputs, strict=True)}
+    outputs = quantgraph.InferenceSession(result.proto, backend).run(None, feeds)
+    for got, want in zip(outputs, case.outputs, strict=True):
+        assert compare("y", np.asarray(want), np.asarray(got)).agree

@@ -1,0 +1,58 @@
+"""Every tensor both models compute under the same name, exposed as outputs to compare.
+
+quantgraph keeps names: a rewritten node's output has the name the original node's had, so
+the two runs line up by name, and the original's node order says which differing tensor came
+first. Only the main graph's values are exposed (subgraph values live in their own scopes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import onnx
+import onnx_ir as ir
+
+from .._ir import GraphLike
+
+
+@dataclass(frozen=True)
+class Producer:
+    """The node that computes a tensor: its name and op type, in the original model."""
+
+    node: str
+    op_type: str
+
+
+def with_all_outputs(model: ir.Model) -> tuple[onnx.ModelProto, list[str]]:
+    """A serialized copy of ``model`` whose graph also outputs every typed value its main-graph
+    nodes compute, and those values' names in node order."""
+    from ..schemas import register
+
+    register()  # the rewritten model's ops need their schemas for inference
+    proto = ir.to_proto(model)
+    inferred = onnx.shape_inference.infer_shapes(proto)
+    typed = {
+        info.name: info
+        for info in (*inferred.graph.value_info, *inferred.graph.output)
+        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type
+    }
+    present = {o.name for o in proto.graph.output}
+    names = []
+    for node in proto.graph.node:
+        for name in node.output:
+            if name and name in typed:
+                names.append(name)
+                if name not in present:
+                    proto.graph.output.append(typed[name])
+                    present.add(name)
+    return proto, names
+
+
+def producers(graph: GraphLike) -> dict[str, Producer]:
+    """Each main-graph value's producing node (name and op type)."""
+    found = {}
+    for node in graph:
+        for value in node.outputs:
+            if value.name:
+                found[value.name] = Producer(node.name or "", node.op_type)
+    return found
