@@ -19,6 +19,7 @@ from .spec import (
     DYNAMIC_DEQUANTIZE,
     DYNAMIC_QUANTIZE,
     OPS,
+    PER_GROUP,
     QUANTIZE,
     DType,
     OpSpec,
@@ -63,20 +64,41 @@ def quantize_values(
     return result
 
 
+def expand_groups(values: np.ndarray, group_shape: Sequence[int]) -> np.ndarray:
+    """per_group parameters repeated over their groups: the shape of src."""
+    for dim, size in enumerate(group_shape):
+        if size != 1:
+            values = np.repeat(values, int(size), axis=dim)
+    return values
+
+
 def dequantize_values(
-    src: np.ndarray, scales: np.ndarray, zps: np.ndarray | None, axis: int | None
+    src: np.ndarray,
+    scales: np.ndarray,
+    zps: np.ndarray | None,
+    axis: int | None,
+    dst: DType = dtypes.F32,
+    group_shape: Sequence[int] | None = None,
 ) -> np.ndarray:
-    """Dequantize with already validated arguments; ``axis`` None means per-tensor."""
-    shape = _broadcast_shape(src.ndim, axis)
-    scale = np.asarray(scales, dtype=np.float32).reshape(shape)
+    """Dequantize with already validated arguments; ``axis`` None means per-tensor (or, with
+    ``group_shape``, per-group). Computed in f32 and rounded once to ``dst`` (f16/bf16: to
+    nearest even), as onnxruntime's DequantizeLinear does for float16."""
+    if group_shape is not None:
+        scale = expand_groups(np.asarray(scales).astype(np.float32), group_shape)
+        zp_full = None if zps is None else expand_groups(np.asarray(zps), group_shape)
+        zp = np.int64(0) if zp_full is None else zp_full.astype(np.int64)
+    else:
+        shape = _broadcast_shape(src.ndim, axis)
+        scale = np.asarray(scales).astype(np.float32).reshape(shape)
+        zp = np.int64(0) if zps is None else np.asarray(zps).astype(np.int64).reshape(shape)
     source = dtypes.from_numpy(src.dtype)
     if source is not None and source.is_float8:
         values = src.astype(np.float32)
     else:
-        zp = np.int64(0) if zps is None else np.asarray(zps, np.int64).reshape(shape)
         values = (src.astype(np.int64) - zp).astype(np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
-        return (values * scale).astype(np.float32)
+        result: np.ndarray = (values * scale).astype(np.float32).astype(dst.numpy)
+    return result
 
 
 @dataclass(frozen=True)
@@ -87,8 +109,9 @@ class Call:
     src: np.ndarray
     scales: np.ndarray
     zps: np.ndarray | None
-    axis: int | None  # None: per_tensor
-    dst: DType | None  # the quantize ops' dst type
+    axis: int | None  # None: per_tensor or per_group
+    dst: DType
+    group_shape: tuple[int, ...] | None = None  # per_group
 
 
 def checked_call(
@@ -114,8 +137,11 @@ def checked_call(
         zps = _optional(inputs, 2)
         checked = check_call(spec, node, src=src, scales=scales, zps=zps, attributes=given)
     assert scales is not None  # the rules require scales
-    dst = dtypes.from_onnx(checked.dst) if spec.is_quantize else None
-    return Call(spec, src, scales, zps, checked.axis, dst)
+    dst = dtypes.from_onnx(checked.dst)
+    assert dst is not None  # check_types accepted it
+    groups = given.get("group_shape") if checked.qtype == PER_GROUP else None
+    group_shape = None if groups is None else tuple(int(g) for g in groups)  # type: ignore[attr-defined]
+    return Call(spec, src, scales, zps, checked.axis, dst, group_shape)
 
 
 def run(
@@ -127,10 +153,12 @@ def run(
 ) -> np.ndarray:
     """One call of ``op`` (a spec name): every rule checked, then computed here."""
     call = checked_call(op, inputs, attributes, node=node)
-    if call.dst is not None:
+    if call.op.is_quantize:
         result = quantize_values(call.src, call.scales, call.zps, call.axis, call.dst)
     else:
-        result = dequantize_values(call.src, call.scales, call.zps, call.axis)
+        result = dequantize_values(
+            call.src, call.scales, call.zps, call.axis, call.dst, call.group_shape
+        )
     return np.asarray(result)  # 0-d stays an array
 
 

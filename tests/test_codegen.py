@@ -28,10 +28,11 @@ SOURCES = ROOT / "custom_ops" / "src"
 HAND_DEFINED = {
     "an OpKind enum": re.compile(r"\benum\s+class\s+OpKind\b"),
     "a spec type constant": re.compile(
-        r"\bconstexpr\s+int\s+k(F32|U8|S8|S32|E4M3|E5M2|F8E4M3|F8E5M2)\s*="
+        r"\bconstexpr\s+int\s+k(F32|U8|S8|S32|E4M3|E5M2|F8E4M3|F8E5M2|S4|U4|F16|BF16)\s*="
     ),
     "an ONNX element type of the spec": re.compile(
-        r"\bONNX_TENSOR_ELEMENT_DATA_TYPE_(FLOAT|UINT8|INT8|INT32|FLOAT8E4M3FN|FLOAT8E5M2)\b"
+        r"\bONNX_TENSOR_ELEMENT_DATA_TYPE_"
+        r"(FLOAT|UINT8|INT8|INT32|FLOAT8E4M3FN|FLOAT8E5M2|INT4|UINT4|FLOAT16|BFLOAT16)\b"
     ),
     "a SpecError without a rule id": re.compile(r"\bSpecError\s*\([^;]*,\s*\"\"\s*\)"),
 }
@@ -66,8 +67,14 @@ def test_render_is_deterministic_and_carries_the_spec() -> None:
         assert f'k{name} = "{name}"' in rendered
     for rule_id in RULES:
         assert f'{{"{rule_id}", ' in rendered
-    rows = sum(len(op.type_rows) for op in OPS.values())
-    assert rendered.count("// f32 -> ") + rendered.count(" -> f32") == rows
+    rows = [f"// {row.src.name} -> {row.dst.name}" for op in OPS.values() for row in op.type_rows]
+    assert len(re.findall(r"^    \{.*\},  // \w+ -> \w+$", rendered, re.M)) == len(rows)
+    for row in rows:
+        assert row in rendered
+    for op in OPS.values():  # each op's qtypes and attributes, in the spec's order
+        qtypes = ", ".join(f'"{q}"' for q in op.qtypes)
+        names = ", ".join(f'"{a.name}"' for a in op.attributes)
+        assert f"{len(op.qtypes)}, {{{qtypes}}}, {len(op.attributes)}, {{{names}}}}}," in rendered
 
 
 def test_main_prints_and_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -113,13 +120,22 @@ def test_header_carries_op_kinds_types_and_the_dst_rule() -> None:
     assert len(rows) == len(OPS)
     for row, op in zip(rows, OPS.values(), strict=True):
         flags = f"{str(op.is_quantize).lower()}, {str(op.is_static).lower()}"
-        assert row == f'    {{"{op.name}", {flags}, {len(op.inputs)}}},'
+        assert row.startswith(f'    {{"{op.name}", {flags}, {len(op.inputs)}, ')
     for d in dtypes.ALL:
         constant = "k" + d.name.replace("_", "").upper()
         assert f"inline constexpr int {constant} = {d.onnx};" in rendered
     assert "inline constexpr int kF8E4M3 = " in rendered  # the naming rule, spelled out
     const = {d.onnx: codegen.type_constant(d) for d in dtypes.ALL}
     assert f"kDequantizedDst = {const[dst_type(DYNAMIC_DEQUANTIZE)]};" in rendered
+    from_scales = [
+        const[d.onnx] for d in dtypes.ALL if dst_type(DYNAMIC_DEQUANTIZE, scales=d.onnx) == d.onnx
+    ]
+    assert f"kDstFromScales[] = {{{', '.join(from_scales)}}};" in rendered
+    for d in dtypes.ALL:  # bits, integer ranges
+        qmin, qmax = d.int_range if d.is_integer else (0, 0)
+        integer = str(d.is_integer).lower()
+        assert f'{{{d.onnx}, "{d.name}", {d.bits}, {integer}, ' in rendered
+        assert f"{qmin}LL, {qmax}LL" in rendered
     assert f"kDefaultQuantizedDst = {const[DEFAULT_QUANTIZED.onnx]};" in rendered
     zps = ", ".join(const[d.onnx] for d in DST_FROM_ZPS)
     assert f"kDstFromZps[] = {{{zps}}};" in rendered

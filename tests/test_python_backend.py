@@ -19,6 +19,7 @@ from onnx import TensorProto
 
 import quantgraph
 from quantgraph import reference
+from quantgraph.compare import compare
 from quantgraph.errors import BackendError, KernelError
 from quantgraph.spec import SpecError
 
@@ -527,3 +528,36 @@ def test_concurrent_runs_keep_their_own_errors() -> None:
         good_runs, bad_runs = pool.map(worker, [good, bad])
     assert good_runs == ["ok"] * 25
     assert bad_runs == ["scale-value]"] * 25
+
+
+@pytest.mark.parametrize("zps", [None, "u8", "s32"])
+def test_per_group_runs_on_the_python_backend(zps: str | None) -> None:
+    """group_shape is a list, which onnxruntime-extensions cannot read: the preparation
+    stamps it as text and the kernel parses it back."""
+    rng = np.random.default_rng(4)
+    src = rng.integers(0, 256, (4, 6)).astype(np.uint8)
+    inputs = {"scales": rng.uniform(0.01, 2, (2, 2)).astype(np.float32)}
+    if zps == "u8":
+        inputs["zps"] = rng.integers(0, 256, (2, 2)).astype(np.uint8)
+    elif zps == "s32":
+        inputs["zps"] = rng.integers(-1000, 1000, (2, 2)).astype(np.int32)
+    attributes = {"qtype": "per_group", "group_shape": [2, 3]}
+    got = run_spec_op("python", "DynamicDequantize", src, inputs, TensorProto.FLOAT, **attributes)
+    want = reference.dynamic_dequantize(src, inputs["scales"], inputs.get("zps"), **attributes)
+    assert compare("dst", want, got).agree
+
+
+@pytest.mark.parametrize(
+    ("src_type", "scales_type", "named"),
+    [
+        ("int4", np.float32, "src type s4"),
+        ("uint8", np.float16, "scales type f16"),
+    ],
+)
+def test_types_extensions_cannot_carry_are_one_clear_error(
+    src_type: str, scales_type: type, named: str
+) -> None:
+    src = np.zeros((2, 2), getattr(ml_dtypes, src_type, None) or np.dtype(src_type))
+    model = spec_op_model("DynamicDequantize", src, np.ones(1, scales_type), name="dq")
+    with pytest.raises(BackendError, match=rf"DynamicDequantize node 'dq' has {named}: "):
+        quantgraph.InferenceSession(model, "python")

@@ -313,9 +313,16 @@ VIOLATIONS: dict[str, tuple[str, list[tuple[str, int, Shape]], dict[str, Any], s
     "qtype": (
         "DynamicDequantize",
         [("src", TensorProto.UINT8, [4]), ("scales", TensorProto.FLOAT, [1])],
-        {"qtype": "per_group"},
-        "DynamicDequantize node 'node0': qtype must be one of per_tensor, per_channel; "
-        "got 'per_group' [rule qtype]",
+        {"qtype": "per_block"},
+        "DynamicDequantize node 'node0': qtype must be one of per_tensor, per_channel, "
+        "per_group; got 'per_block' [rule qtype]",
+    ),
+    "group-divides": (
+        "DynamicDequantize",
+        [("src", TensorProto.UINT4, [64, 8]), ("scales", TensorProto.FLOAT16, [3, 8])],
+        {"qtype": "per_group", "group_shape": [32, 1]},
+        "DynamicDequantize node 'node0': src dim 0 (64) must equal scales dim 0 (3) times "
+        "group_shape[0] (32) [rule group-divides]",
     ),
     "qtype-static": (
         "Quantize",
@@ -393,7 +400,7 @@ VIOLATIONS: dict[str, tuple[str, list[tuple[str, int, Shape]], dict[str, Any], s
         "DynamicDequantize",
         [("src", TensorProto.INT32, [4]), ("scales", TensorProto.FLOAT, [1])],
         {},
-        "DynamicDequantize node 'node0': src type s32 is not supported (allowed: s8, u8) "
+        "DynamicDequantize node 'node0': src type s32 is not supported (allowed: s8, u8, s4, u4) "
         "[rule src-type]",
     ),
     "dst-type": (

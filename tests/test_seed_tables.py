@@ -428,9 +428,8 @@ def test_spec_tables_match_the_seeds() -> None:
         }
 
     zps = ("s8", "u8", "s32")
-    assert rows("DynamicDequantize") == {
-        (NAME[src], "f32", "f32", zps) for src, _ in SEED_DYNAMIC_DEQUANTIZE
-    }
+    seed_rows = {(NAME[src], "f32", "f32", zps) for src, _ in SEED_DYNAMIC_DEQUANTIZE}
+    assert seed_rows <= rows("DynamicDequantize")  # plus oneDNN v3.13's (test_spec_rules)
     assert rows("Dequantize") == {(NAME[src], "f32", "", ()) for src, _ in SEED_DEQUANTIZE}
     assert rows("DynamicQuantize") == {
         ("f32", NAME[dst], "f32", zps) for dst, _ in SEED_DYNAMIC_QUANTIZE

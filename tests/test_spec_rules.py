@@ -88,11 +88,67 @@ FAILS: dict[str, Fail] = {
         "Dequantize node 'd': qtype must be one of per_tensor, per_channel; "
         "got 'PER_TENSOR' [rule qtype]",
     ),
-    "qtype/per-group-not-supported": Fail(
+    "qtype/per-group-only-for-dynamic-dequantize": Fail(
         "qtype",
-        lambda: R.dynamic_dequantize(XU8, S1, qtype="per_group", node="dd"),
-        "DynamicDequantize node 'dd': qtype must be one of per_tensor, per_channel; "
+        lambda: R.dynamic_quantize(X, S1, qtype="per_group", node="q"),
+        "DynamicQuantize node 'q': qtype must be one of per_tensor, per_channel; "
         "got 'per_group' [rule qtype]",
+    ),
+    "qtype/dynamic-dequantize-lists-per-group": Fail(
+        "qtype",
+        lambda: R.dynamic_dequantize(XU8, S1, qtype="per_row", node="dd"),
+        "DynamicDequantize node 'dd': qtype must be one of per_tensor, per_channel, per_group; "
+        "got 'per_row' [rule qtype]",
+    ),
+    "missing-attribute/group-shape": Fail(
+        "missing-attribute",
+        lambda: R.dynamic_dequantize(XU8, S1, qtype="per_group", node="dd"),
+        "DynamicDequantize node 'dd': attribute 'group_shape' is required [rule missing-attribute]",
+    ),
+    # --- per_group -------------------------------------------------------------------------
+    "group-shape-rank": Fail(
+        "group-shape-rank",
+        lambda: R.dynamic_dequantize(XU8, S1, qtype="per_group", group_shape=[1, 2], node="dd"),
+        "DynamicDequantize node 'dd': group_shape must have one entry per src dim (3); got 2 "
+        "[rule group-shape-rank]",
+    ),
+    "group-shape-value": Fail(
+        "group-shape-value",
+        lambda: R.dynamic_dequantize(
+            XU8, S1.reshape(1, 1, 1), qtype="per_group", group_shape=[1, 0, 2], node="dd"
+        ),
+        "DynamicDequantize node 'dd': group_shape[1] = 0 must be positive [rule group-shape-value]",
+    ),
+    "group-scales-rank": Fail(
+        "group-scales-rank",
+        lambda: R.dynamic_dequantize(XU8, S1, qtype="per_group", group_shape=[1, 2, 2], node="dd"),
+        "DynamicDequantize node 'dd': per_group needs scales of src's rank (3); got rank 1 "
+        "[rule group-scales-rank]",
+    ),
+    "group-divides": Fail(
+        "group-divides",
+        lambda: R.dynamic_dequantize(
+            XU8,
+            f32([1.0, 2.0]).reshape(1, 1, 2),
+            qtype="per_group",
+            group_shape=[1, 2, 2],
+            node="dd",
+        ),
+        "DynamicDequantize node 'dd': src dim 2 (2) must equal scales dim 2 (2) times "
+        "group_shape[2] (2) [rule group-divides]",
+    ),
+    "group-zps-shape": Fail(
+        "group-zps-shape",
+        lambda: R.dynamic_dequantize(
+            XU8,
+            S1.reshape(1, 1, 1),
+            u8([0, 0]),
+            qtype="per_group",
+            group_shape=[1, 2, 2],
+            node="dd",
+        ),
+        "DynamicDequantize node 'dd': zps must have the shape of scales [1, 1, 1]; got [2] "
+        "[rule group-zps-shape]",
     ),
     "qtype/check-function": Fail(
         "qtype",
@@ -257,7 +313,7 @@ FAILS: dict[str, Fail] = {
     "src-type/dynamic-dequantize-s32": Fail(
         "src-type",
         lambda: R.dynamic_dequantize(X.astype(np.int32), S1, node="dd"),
-        "DynamicDequantize node 'dd': src type s32 is not supported (allowed: s8, u8) "
+        "DynamicDequantize node 'dd': src type s32 is not supported (allowed: s8, u8, s4, u4) "
         "[rule src-type]",
     ),
     "src-type/dequantize-f32": Fail(
@@ -274,7 +330,7 @@ FAILS: dict[str, Fail] = {
     "src-type/dynamic-dequantize-f8": Fail(
         "src-type",
         lambda: R.dynamic_dequantize(X.astype(ml_dtypes.float8_e4m3fn), S1, node="dd"),
-        "DynamicDequantize node 'dd': src type f8_e4m3 is not supported (allowed: s8, u8) "
+        "DynamicDequantize node 'dd': src type f8_e4m3 is not supported (allowed: s8, u8, s4, u4) "
         "[rule src-type]",
     ),
     # --- dst-type --------------------------------------------------------------------------
@@ -432,6 +488,52 @@ def _declared_facts(declared: int) -> NodeFacts:
 
 
 PASSES: dict[str, Pass] = {
+    "group-shape-rank/per-group-2x2": Pass(
+        "group-shape-rank",
+        lambda: R.dynamic_dequantize(
+            XU8,
+            f32([1.0, 2.0]).reshape(1, 2, 1),
+            u8([0, 10]).reshape(1, 2, 1),
+            qtype="per_group",
+            group_shape=[1, 1, 2],
+        ),
+        f32([0, 10, 20, 40]).reshape(1, 2, 2),
+    ),
+    "group-shape-value/one-group": Pass(
+        "group-shape-value",
+        lambda: R.dynamic_dequantize(
+            XU8, f32([0.5]).reshape(1, 1, 1), qtype="per_group", group_shape=[1, 2, 2]
+        ),
+        f32([0, 5, 10, 15]).reshape(1, 2, 2),
+    ),
+    "group-scales-rank/f16-dst": Pass(
+        "group-scales-rank",
+        lambda: R.dynamic_dequantize(
+            XU8,
+            f32([0.5, 2.0]).astype(np.float16).reshape(1, 2, 1),
+            qtype="per_group",
+            group_shape=[1, 1, 2],
+        ),
+        np.array([0, 5, 40, 60], np.float16).reshape(1, 2, 2),
+    ),
+    "group-divides/along-the-last-axis": Pass(
+        "group-divides",
+        lambda: R.dynamic_dequantize(
+            XU8, f32([1.0, 2.0]).reshape(1, 2, 1), qtype="per_group", group_shape=[1, 1, 2]
+        ),
+        f32([0, 10, 40, 60]).reshape(1, 2, 2),
+    ),
+    "group-zps-shape/s4": Pass(
+        "group-zps-shape",
+        lambda: R.dynamic_dequantize(
+            np.array([1, -8, 7, 0], ml_dtypes.int4).reshape(2, 2),
+            f32([1.0, 1.0]).reshape(2, 1),
+            np.array([1, -1], ml_dtypes.int4).reshape(2, 1),
+            qtype="per_group",
+            group_shape=[1, 2],
+        ),
+        f32([0, -9, 8, 1]).reshape(2, 2),
+    ),
     "attribute-kind/numpy-int-axis": Pass(
         "attribute-kind",
         lambda: R.dynamic_quantize(X, S1, s8([1]), axis=np.int64(1)),
@@ -613,10 +715,11 @@ def test_every_type_row_is_accepted(op_name: str, row: Any, zps: dtypes.DType | 
             out = R.dequantize(src, scales=[1.0], zps=zp_list)
     else:
         zp = None if zps is None else np.zeros(1, zps.numpy)
+        scales = np.ones(1, row.scales.numpy if row.scales else F32)
         if op.is_quantize:
-            out = R.dynamic_quantize(src, np.ones(1, F32), zp, output_dtype=row.dst.onnx)
+            out = R.dynamic_quantize(src, scales, zp, output_dtype=row.dst.onnx)
         else:
-            out = R.dynamic_dequantize(src, np.ones(1, F32), zp)
+            out = R.dynamic_dequantize(src, scales, zp)
     assert out.dtype == row.dst.numpy
     np.testing.assert_array_equal(out.astype(F32), np.ones((2, 3), F32))
 
@@ -782,7 +885,7 @@ def test_reference_missing_scales_is_the_missing_input_rule(
         ),
         (
             lambda: R.dynamic_quantize(X, S1.astype(np.float16), node="q"),
-            "DynamicQuantize node 'q': scales type float16 is not supported (allowed: f32) "
+            "DynamicQuantize node 'q': scales type f16 is not supported (allowed: f32) "
             "[rule scales-type]",
         ),
         (
@@ -834,8 +937,25 @@ def test_type_tables_match_the_seeds() -> None:
             )
             for r in op.type_rows
         }
-        assert rows == SEED_TABLES[name], name
+        assert rows == SEED_TABLES[name] | V3_13_ROWS.get(name, set()), name
         assert len(op.type_rows) == len(rows), f"{name} has duplicate rows"
+
+
+# oneDNN v3.13's DynamicDequantize rows beyond the seeds (doc/graph/operations/
+# DynamicDequantize.md): 4-bit src, f16/bf16 scales and dst; plus u8 zps with u4 src, which its
+# op schema and gated_mlp_int4 example take.
+V3_13_ROWS = {
+    "DynamicDequantize": {
+        (src, dst, dst, frozenset(zps))
+        for src, zps in (
+            ("s8", {"s8", "u8", "s32"}),
+            ("u8", {"s8", "u8", "s32"}),
+            ("s4", {"s4", "s32"}),
+            ("u4", {"u4", "u8", "s32"}),
+        )
+        for dst in ("f32", "f16", "bf16")
+    }
+}
 
 
 def test_op_kinds_and_arguments() -> None:
@@ -861,7 +981,9 @@ def test_attribute_defaults() -> None:
     for op in OPS.values():
         qtype = op.attribute("qtype")
         assert (qtype.kind, qtype.required, qtype.default) == ("string", False, "per_tensor")
-        assert set(qtype.allowed) == {"per_tensor", "per_channel"}
+        groups = {"per_group"} if op is DYNAMIC_DEQUANTIZE else set()
+        assert set(qtype.allowed) == {"per_tensor", "per_channel", *groups}
+        assert op.has_attribute("group_shape") == bool(groups)
         axis = op.attribute("axis")
         assert (axis.kind, axis.required, axis.default) == ("int", False, 1)
     for op in (QUANTIZE, DEQUANTIZE):
@@ -908,6 +1030,10 @@ def test_dtype_table() -> None:
         "f32": (TensorProto.FLOAT, np.dtype(np.float32)),
         "f8_e4m3": (TensorProto.FLOAT8E4M3FN, np.dtype(ml_dtypes.float8_e4m3fn)),
         "f8_e5m2": (TensorProto.FLOAT8E5M2, np.dtype(ml_dtypes.float8_e5m2)),
+        "s4": (TensorProto.INT4, np.dtype(ml_dtypes.int4)),
+        "u4": (TensorProto.UINT4, np.dtype(ml_dtypes.uint4)),
+        "f16": (TensorProto.FLOAT16, np.dtype(np.float16)),
+        "bf16": (TensorProto.BFLOAT16, np.dtype(ml_dtypes.bfloat16)),
     }
     assert {d.name: (d.onnx, d.numpy) for d in dtypes.ALL} == expected
     for d in dtypes.ALL:

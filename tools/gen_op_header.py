@@ -7,13 +7,23 @@ committed header differs from what this prints.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 from onnx import TensorProto
 
 from quantgraph.spec import dtypes
 from quantgraph.spec.dtypes import DType
-from quantgraph.spec.ops import DOMAIN, OPS, OPSET_VERSION, PER_CHANNEL, PER_TENSOR
+from quantgraph.spec.ops import (
+    DEQUANTIZED,
+    DOMAIN,
+    OPS,
+    OPSET_VERSION,
+    PER_CHANNEL,
+    PER_GROUP,
+    PER_TENSOR,
+    QTYPES,
+)
 from quantgraph.spec.rules import DEFAULT_QUANTIZED, DST_FROM_ZPS, RULES, dst_type
 
 from .generated import write_or_print
@@ -54,8 +64,35 @@ def _attribute_kinds() -> dict[str, str]:
     return kinds
 
 
+def _string_list(items: Iterable[str]) -> str:
+    return "{" + ", ".join(_cxx_string(item) for item in items) + "}"
+
+
+def _dst_from_scales() -> tuple[DType, ...]:
+    """The scales types that are the dst of a dynamic dequantize op (quantgraph.spec.dst_type),
+    checked against the rule for every op and type: a static dequantize op, and a dynamic one
+    whose scales are of another type, write kDequantizedDst."""
+    default = {dst_type(op) for op in OPS.values() if not op.is_quantize}
+    if len(default) != 1:
+        raise ValueError(f"dequantize ops disagree on their dst type: {sorted(default)}")
+    fallback = default.pop()
+    chosen = tuple(DEQUANTIZED)
+    for op in OPS.values():
+        if op.is_quantize:
+            continue
+        for d in dtypes.ALL:
+            from_scales = not op.is_static and d in chosen
+            expected = d.onnx if from_scales else fallback
+            if dst_type(op, scales=d.onnx) != expected:
+                raise ValueError(f"the dst rule of {op.name} with {d.name} scales changed")
+    if dtypes.from_onnx(fallback) not in chosen:
+        raise ValueError("the default dequantized dst is not one of the scales-chosen ones")
+    return chosen
+
+
 def _ops_and_types() -> list[str]:
     """OpKind, the kOps table, the type constants and the dst rule's data."""
+    max_attributes = max(len(op.attributes) for op in OPS.values())
     lines = [
         "// Operator kinds in the spec's order (quantgraph.spec.OPS); kOps is indexed by them.",
         "enum class OpKind : int {",
@@ -65,19 +102,27 @@ def _ops_and_types() -> list[str]:
         "};",
         f"inline constexpr int kOpCount = {len(OPS)};",
         "",
-        "// input_count: the op's inputs (optional ones included).",
+        "// input_count: the op's inputs (optional ones included); qtypes: the values its qtype",
+        "// attribute takes (OpSpec.qtypes); attributes: the names of its attributes.",
+        f"inline constexpr int kMaxQtypes = {len(QTYPES)};",
+        f"inline constexpr int kMaxAttributes = {max_attributes};",
         "struct OpInfo {",
         "  const char* name;",
         "  bool is_quantize;",
         "  bool is_static;",
         "  int input_count;",
+        "  int qtype_count;",
+        "  const char* qtypes[kMaxQtypes];",
+        "  int attribute_count;",
+        "  const char* attributes[kMaxAttributes];",
         "};",
         "inline constexpr OpInfo kOps[kOpCount] = {",
     ]
     for op in OPS.values():
         lines.append(
             f"    {{{_cxx_string(op.name)}, {_bool(op.is_quantize)}, {_bool(op.is_static)}, "
-            f"{len(op.inputs)}}},"
+            f"{len(op.inputs)}, {len(op.qtypes)}, {_string_list(op.qtypes)}, "
+            f"{len(op.attributes)}, {_string_list(a.name for a in op.attributes)}}},"
         )
     lines += [
         "};",
@@ -101,12 +146,15 @@ def _ops_and_types() -> list[str]:
     if len(dequantized) != 1:
         raise ValueError(f"dequantize ops disagree on their dst type: {sorted(dequantized)}")
     zps_names = ", ".join(type_constant(d) for d in DST_FROM_ZPS)
+    scales_names = ", ".join(type_constant(d) for d in _dst_from_scales())
     lines += [
         "",
-        "// The dst rule (quantgraph.spec.dst_type): dequantize ops write kDequantizedDst;",
+        "// The dst rule (quantgraph.spec.dst_type): dynamic dequantize ops write the scales type",
+        "// when it is one of kDstFromScales, else (and static ones always) kDequantizedDst;",
         "// quantize ops output_dtype when it is set, else (dynamic ops) the zps type when it is",
         "// one of kDstFromZps, else kDefaultQuantizedDst.",
         f"inline constexpr int kDequantizedDst = {_type_of(dequantized.pop())};",
+        f"inline constexpr int kDstFromScales[] = {{{scales_names}}};",
         f"inline constexpr int kDstFromZps[] = {{{zps_names}}};",
         f"inline constexpr int kDefaultQuantizedDst = {type_constant(DEFAULT_QUANTIZED)};",
     ]
@@ -127,6 +175,7 @@ def render() -> str:
         f"inline constexpr int kOpsetVersion = {OPSET_VERSION};",
         f"inline constexpr const char* kPerTensor = {_cxx_string(PER_TENSOR)};",
         f"inline constexpr const char* kPerChannel = {_cxx_string(PER_CHANNEL)};",
+        f"inline constexpr const char* kPerGroup = {_cxx_string(PER_GROUP)};",
         "",
         "// Attribute defaults (the same for every op that has the attribute).",
     ]
@@ -143,6 +192,7 @@ def render() -> str:
     for name in OPS:
         lines.append(f"inline constexpr const char* k{name} = {_cxx_string(name)};")
     lines += ["", *_ops_and_types()]
+    max_zps = max(len(row.zps) for op in OPS.values() for row in op.type_rows)
     lines += [
         "",
         "// Rule wording: {field} placeholders are filled by qg::FormatRule.",
@@ -164,14 +214,14 @@ def render() -> str:
         "  int src;",
         "  int dst;",
         "  int scales;",
-        "  int zps[3];",
+        f"  int zps[{max_zps}];",
         "  int zps_count;",
         "};",
         "inline constexpr TypeRow kTypeRows[] = {",
     ]
     for op in OPS.values():
         for row in op.type_rows:
-            zps = [z.onnx for z in row.zps] + [0] * (3 - len(row.zps))
+            zps = [z.onnx for z in row.zps] + [0] * (max_zps - len(row.zps))
             scales = row.scales.onnx if row.scales else 0
             lines.append(
                 f"    {{{_cxx_string(op.name)}, {row.src.onnx}, {row.dst.onnx}, {scales}, "
@@ -181,11 +231,14 @@ def render() -> str:
     lines += [
         "};",
         "",
-        "// The spec's data types (names as in messages); qmin/qmax only for integer types,",
-        "// float8_max only for float8 types.",
+        "// The spec's data types (names as in messages); bits: storage bits of one element",
+        "// (4-bit types are packed two to a byte, the first element in the low nibble); qmin/qmax",
+        "// only for integer types, float8_max only for float8 types.",
         "struct DType {",
         "  int onnx;",
         "  const char* name;",
+        "  int bits;",
+        "  bool is_integer;",
         "  bool is_float8;",
         "  int64_t qmin;",
         "  int64_t qmax;",
@@ -194,12 +247,11 @@ def render() -> str:
         "inline constexpr DType kDTypes[] = {",
     ]
     for d in dtypes.ALL:
-        is_int = not d.is_float8 and d.numpy.kind in "iu"
-        qmin, qmax = d.int_range if is_int else (0, 0)
+        qmin, qmax = d.int_range if d.is_integer else (0, 0)
         f8max = f"{d.float8_max:.1f}f" if d.is_float8 else "0.0f"
         lines.append(
-            f"    {{{d.onnx}, {_cxx_string(d.name)}, {str(d.is_float8).lower()}, "
-            f"{qmin}LL, {qmax}LL, {f8max}}},"
+            f"    {{{d.onnx}, {_cxx_string(d.name)}, {d.bits}, {_bool(d.is_integer)}, "
+            f"{_bool(d.is_float8)}, {qmin}LL, {qmax}LL, {f8max}}},"
         )
     lines += [
         "};",

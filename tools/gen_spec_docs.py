@@ -227,12 +227,36 @@ per_tensor exactly one. Absent zero points mean zeros (symmetric quantization).
 
 ### 11. Scale and zero-point types
 
-Scales are f32 in every seed; the newest oneDNN DynamicDequantize also takes f16/bf16 scales
-(with a dst of the scales' type), and 4-bit types and `per_group` quantization, none of which the
-seeds have: quantgraph keeps the seeds' tables, and the converter leaves Q/DQ nodes with
-float16 scales, 4-bit/16-bit types or `block_size` as they are, saying why. Float8 takes no zero
-points (seed 001); an ONNX float8 node's zero point is accepted only when it is a constant zero,
-which the converter drops.
+Scales are f32 in every seed. The newest oneDNN DynamicDequantize (v3.7+, in force v3.13) also
+takes f16/bf16 scales, 4-bit src and `per_group` quantization, none of which the seeds have;
+quantgraph follows v3.13 there (see 12-14). Float8 takes no zero points (seed 001); an ONNX
+float8 node's zero point is accepted only when it is a constant zero, which the converter drops.
+
+### 12. DynamicDequantize's 4-bit, f16 and bf16 rows
+
+src s8/u8/s4/u4; dst f32/f16/bf16, always the scales' type ("the data types of scales and dst
+should be the same"); zps s8/u8/s32 for 8-bit src and s4/u4/s32 for 4-bit src, as v3.13's table
+says, plus u8 zps with u4 src, which oneDNN's op schema (`op_def.hpp`) and its
+`gated_mlp_int4` example take though the doc table does not list it. 4-bit tensors are packed
+two to a byte, first element in the low nibble, in ONNX and oneDNN alike. DynamicQuantize,
+Quantize and Dequantize keep their tables (no 4-bit, no f16/bf16, no per_group).
+
+### 13. f16 and bf16 results round once
+
+The spec leaves precision to the implementation. quantgraph computes `(src - zps) * scales` in
+f32 (exact for 4- and 8-bit operands and f16 scales) and rounds the product once to f16 or bf16,
+to nearest even. onnxruntime's DequantizeLinear with float16 scales gives exactly this (0
+differences on int4/uint4/int8/uint8 blocked cases); onnxruntime has no bfloat16
+DequantizeLinear on CPU, so bf16 is defined by this rule alone.
+
+### 14. per_group
+
+`qtype=per_group` needs `group_shape` (one entry per src dim); scales and zps have src's rank and
+`src.dims[d] == scales.dims[d] * group_shape[d]` for every d: groups tile src exactly. ONNX's
+blocked DequantizeLinear (`block_size` along one axis) is per_group with a group_shape of ones
+but the block size on that axis; ONNX also allows a short last block, which per_group cannot
+express, so the converter leaves such nodes (and every blocked QuantizeLinear) as they are,
+saying why.
 """
 
 

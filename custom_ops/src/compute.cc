@@ -1,9 +1,12 @@
 #include "compute.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
+
+#include "kernels/convert.h"
 
 namespace qg {
 namespace {
@@ -14,11 +17,15 @@ using kernels::QuantizeRow;
 using kernels::QuantizeVec;
 
 // The spec's element types (generated/op_spec.h).
+using spec::kBF16;
+using spec::kF16;
 using spec::kF32;
 using spec::kF8E4M3;
 using spec::kF8E5M2;
 using spec::kS32;
+using spec::kS4;
 using spec::kS8;
+using spec::kU4;
 using spec::kU8;
 
 // Work below kParallelMin elements runs on the calling thread; above it in tasks of
@@ -323,8 +330,207 @@ void Compute(const CallArgs& a, const ExecContext& ex) {
   const kernels::ZeroPointRange range(zp, zp != nullptr ? a.scale_count : 0);
   const kernels::KernelTable& table = range.FitsSimd() ? *ex.table : *kernels::ScalarTable();
   const bool stream = a.elements * sizeof(typename K::Dst) >= kStreamMinBytes;
-  Drive<K>(a, ex, a.scales, range.AllZero() ? nullptr : zp, range,
+  Drive<K>(a, ex, static_cast<const float*>(a.scales), range.AllZero() ? nullptr : zp, range,
            K::Select(table, QTypeIndex<kQuantized>()), stream, stream ? table.fence : nullptr);
+}
+
+// ---- dequantize with a parameter per group ----------------------------------------------
+//
+// DynamicDequantize's rows other than 8-bit -> f32 per tensor / channel: 4-bit sources,
+// f16/bf16 dst (and scales), per_group. Every qtype is a grouping: element (i_0, ..., i_r-1)
+// uses parameter (i_0 / g_0, ..., i_r-1 / g_r-1) of the scales' row-major layout, with
+// g = group_shape for per_group, g_d = dims[d] except g_axis = 1 for per_channel, g = dims for
+// per_tensor.
+
+// The call's dims and groups simplified: dims of 1 dropped, and neighbours merged where the
+// parameter index stays one row-major index (a group that spans its whole dim, or a group of 1
+// before the next dim). [K, N] by [1, 32] becomes [K * N] by [32]; per_channel becomes
+// [outer, channels * inner] by [outer, inner]; per_tensor [n] by [n].
+struct Grouping {
+  std::vector<size_t> dims;
+  std::vector<size_t> groups;
+};
+
+Grouping MakeGrouping(const CallArgs& a) {
+  Grouping g;
+  for (size_t d = 0; d < a.rank; ++d) {
+    const auto dim = static_cast<size_t>(a.dims[d]);
+    size_t group = dim;
+    if (a.group_shape != nullptr) {
+      group = static_cast<size_t>(a.group_shape[d]);
+    } else if (a.axis >= 0 && d == static_cast<size_t>(a.axis)) {
+      group = 1;
+    }
+    if (dim == 1) continue;
+    if (!g.dims.empty()) {
+      size_t& last_dim = g.dims.back();
+      size_t& last_group = g.groups.back();
+      if (group == dim) {  // the parameter does not change along this dim
+        last_group *= dim;
+        last_dim *= dim;
+        continue;
+      }
+      if (last_group == 1) {  // one parameter per index of the previous dim
+        last_group = group;
+        last_dim *= dim;
+        continue;
+      }
+    }
+    g.dims.push_back(dim);
+    g.groups.push_back(group);
+  }
+  if (g.dims.empty()) {
+    g.dims.push_back(1);
+    g.groups.push_back(1);
+  }
+  return g;
+}
+
+constexpr int GroupSrcIndex(int src) {
+  return src == kS8 ? kernels::kGroupS8
+         : src == kU8 ? kernels::kGroupU8
+         : src == kS4 ? kernels::kGroupS4
+                      : kernels::kGroupU4;
+}
+
+constexpr int GroupDstIndex(int dst) {
+  return dst == kF32 ? kernels::kGroupF32 : dst == kF16 ? kernels::kGroupF16 : kernels::kGroupBF16;
+}
+
+constexpr size_t DstSize(int dst) { return dst == kF32 ? 4 : 2; }
+
+// count scales from index first, as float32 (f16/bf16 exactly converted).
+void ScalesAsFloat(const void* scales, int type, size_t first, size_t count, float* out) {
+  if (type == kF16) {
+    const auto* h = static_cast<const uint16_t*>(scales) + first;
+    for (size_t i = 0; i < count; ++i) out[i] = kernels::HalfToFloat(h[i]);
+  } else {
+    const auto* b = static_cast<const uint16_t*>(scales) + first;
+    for (size_t i = 0; i < count; ++i) out[i] = kernels::BFloat16ToFloat(b[i]);
+  }
+}
+
+// count zero points from index first, as int32 (4-bit ones unpacked).
+void ZpsAsInt32(const void* zps, int type, size_t first, size_t count, int32_t* out) {
+  switch (type) {
+    case kS8:
+      for (size_t i = 0; i < count; ++i) out[i] = static_cast<const int8_t*>(zps)[first + i];
+      break;
+    case kU8:
+      for (size_t i = 0; i < count; ++i) out[i] = static_cast<const uint8_t*>(zps)[first + i];
+      break;
+    case kS4:
+    case kU4:
+      for (size_t i = 0; i < count; ++i) out[i] = kernels::Nibble(zps, first + i, type == kS4);
+      break;
+    default:
+      std::copy_n(static_cast<const int32_t*>(zps) + first, count, out);
+  }
+}
+
+// Parameters converted for one kernel call at most (f32 scales and s32 zero points are used in
+// place).
+constexpr size_t kParamBlock = 1024;
+
+void ComputeGroups(const CallArgs& a, const ExecContext& ex, int src, int dst, int zps_type) {
+  const Grouping grouping = MakeGrouping(a);
+  const size_t m = grouping.dims.size();
+  const size_t length = grouping.dims[m - 1];  // a row
+  const size_t group = grouping.groups[m - 1];
+  const size_t params_per_row = length / group;
+  const size_t rows = a.elements / length;
+  // Rows in aligned blocks of `share` use the same parameter row.
+  const size_t share = m >= 2 ? grouping.groups[m - 2] : 1;
+  // The parameter row of a row: its leading indices divided by their groups, row-major.
+  std::vector<size_t> param_stride(m, 1);
+  for (size_t k = m - 1; k-- > 0;) {
+    param_stride[k] =
+        k + 2 < m ? param_stride[k + 1] * (grouping.dims[k + 1] / grouping.groups[k + 1]) : 1;
+  }
+  auto param_row = [&](size_t row) {
+    size_t index = 0;
+    for (size_t k = m - 1; k-- > 0;) {
+      const size_t i = row % grouping.dims[k];
+      row /= grouping.dims[k];
+      index += i / grouping.groups[k] * param_stride[k];
+    }
+    return index;
+  };
+
+  // Large s32 zero points need the scalar table (one pass over them, s32 only: the others fit).
+  bool fits = true;
+  if (zps_type == kS32) {
+    fits = kernels::ZeroPointRange(static_cast<const int32_t*>(a.zps), a.scale_count).FitsFloat();
+  }
+  const kernels::KernelTable& table = fits ? *ex.table : *kernels::ScalarTable();
+  const bool stream = a.elements * DstSize(dst) >= kStreamMinBytes;
+  const kernels::DequantizeGroupFn kernel =
+      table.dequantize_group[GroupSrcIndex(src)][GroupDstIndex(dst)][stream];
+
+  const size_t chunk = ChunkFor(a.elements);
+  const size_t cols_per_task = length <= chunk ? length : chunk;
+  const size_t col_tasks = (length + cols_per_task - 1) / cols_per_task;
+  size_t rows_per_task = chunk / cols_per_task > 0 ? chunk / cols_per_task : 1;
+  if (rows_per_task > share) rows_per_task -= rows_per_task % share;  // whole blocks
+  const size_t row_tasks = (rows + rows_per_task - 1) / rows_per_task;
+  const bool direct_scales = a.scales_type == kF32;
+  const bool direct_zps = zps_type == kS32 || a.zps == nullptr;
+  auto* y = static_cast<char*>(a.dst);
+  ParallelTasks(ex, row_tasks * col_tasks, a.elements, stream ? table.fence : nullptr,
+                [&](size_t task) {
+                  alignas(64) float scale_buffer[kParamBlock];
+                  alignas(64) int32_t zp_buffer[kParamBlock];
+                  const size_t r0 = task / col_tasks * rows_per_task;
+                  const size_t r1 = std::min(r0 + rows_per_task, rows);
+                  const size_t c0 = task % col_tasks * cols_per_task;
+                  const size_t c1 = std::min(c0 + cols_per_task, length);
+                  for (size_t c = c0; c < c1;) {
+                    const size_t first = c / group;  // parameter of element c in its row
+                    const size_t c_end = std::min(c1, (first + kParamBlock) * group);
+                    const size_t count = (c_end - 1) / group - first + 1;
+                    for (size_t r = r0; r < r1;) {
+                      const size_t r_end = std::min(r1, (r / share + 1) * share);
+                      const size_t at = param_row(r) * params_per_row + first;
+                      const float* scale = static_cast<const float*>(a.scales) + at;
+                      if (!direct_scales) {
+                        ScalesAsFloat(a.scales, a.scales_type, at, count, scale_buffer);
+                        scale = scale_buffer;
+                      }
+                      const int32_t* zp = nullptr;
+                      if (a.zps != nullptr) {
+                        zp = static_cast<const int32_t*>(a.zps) + at;
+                        if (!direct_zps) {
+                          ZpsAsInt32(a.zps, zps_type, at, count, zp_buffer);
+                          zp = zp_buffer;
+                        }
+                      }
+                      const size_t offset = r * length + c;
+                      kernel(kernels::GroupArgs{a.src, offset, length, y + offset * DstSize(dst),
+                                                length, c_end - c, r_end - r, scale, zp, group,
+                                                c % group});
+                      r = r_end;
+                    }
+                    c = c_end;
+                  }
+                });
+}
+
+// DynamicDequantize (and the static op's rows, which are all 8-bit -> f32): the 8-bit -> f32
+// per tensor / channel calls keep the Compute path, everything else goes per group.
+template <int kSrc, int kDst, int kZps>
+void ComputeDequantize(const CallArgs& a, const ExecContext& ex) {
+  constexpr bool kClassic = (kSrc == kS8 || kSrc == kU8) && kDst == kF32;
+  if constexpr (kClassic) {
+    if (a.group_shape == nullptr && a.scales_type == kF32) {
+      using Zp = std::conditional_t<
+          kZps == 0, void,
+          std::conditional_t<kZps == kS8, int8_t,
+                             std::conditional_t<kZps == kU8, uint8_t, int32_t>>>;
+      Compute<DequantizeFamily, kSrc, Zp>(a, ex);
+      return;
+    }
+  }
+  ComputeGroups(a, ex, kSrc, kDst, kZps);
 }
 
 // ---- dispatch table ----------------------------------------------------------------------
@@ -341,6 +547,8 @@ struct DispatchEntry {
   DispatchEntry { OpKind::OP, kF32, DST, ZPS, &Compute<QuantizeFamily, DST, ZP_T> }
 #define QG_DEQUANTIZE(OP, SRC, ZPS, ZP_T) \
   DispatchEntry { OpKind::OP, SRC, kF32, ZPS, &Compute<DequantizeFamily, SRC, ZP_T> }
+#define QG_GROUPED(SRC, DST, ZPS) \
+  DispatchEntry { OpKind::kDynamicDequantize, SRC, DST, ZPS, &ComputeDequantize<SRC, DST, ZPS> }
 
 constexpr DispatchEntry kDispatch[] = {
     QG_QUANTIZE(kDynamicQuantize, kS8, 0, void),
@@ -351,14 +559,30 @@ constexpr DispatchEntry kDispatch[] = {
     QG_QUANTIZE(kDynamicQuantize, kU8, kS8, int8_t),
     QG_QUANTIZE(kDynamicQuantize, kU8, kU8, uint8_t),
     QG_QUANTIZE(kDynamicQuantize, kU8, kS32, int32_t),
-    QG_DEQUANTIZE(kDynamicDequantize, kS8, 0, void),
-    QG_DEQUANTIZE(kDynamicDequantize, kS8, kS8, int8_t),
-    QG_DEQUANTIZE(kDynamicDequantize, kS8, kU8, uint8_t),
-    QG_DEQUANTIZE(kDynamicDequantize, kS8, kS32, int32_t),
-    QG_DEQUANTIZE(kDynamicDequantize, kU8, 0, void),
-    QG_DEQUANTIZE(kDynamicDequantize, kU8, kS8, int8_t),
-    QG_DEQUANTIZE(kDynamicDequantize, kU8, kU8, uint8_t),
-    QG_DEQUANTIZE(kDynamicDequantize, kU8, kS32, int32_t),
+    // DynamicDequantize: every (src, dst, zps) of the spec's rows, each qtype.
+#define QG_DYNAMIC_DEQUANTIZE_8BIT(SRC, DST) \
+  QG_GROUPED(SRC, DST, 0), QG_GROUPED(SRC, DST, kS8), QG_GROUPED(SRC, DST, kU8), \
+      QG_GROUPED(SRC, DST, kS32)
+    QG_DYNAMIC_DEQUANTIZE_8BIT(kS8, kF32),
+    QG_DYNAMIC_DEQUANTIZE_8BIT(kS8, kF16),
+    QG_DYNAMIC_DEQUANTIZE_8BIT(kS8, kBF16),
+    QG_DYNAMIC_DEQUANTIZE_8BIT(kU8, kF32),
+    QG_DYNAMIC_DEQUANTIZE_8BIT(kU8, kF16),
+    QG_DYNAMIC_DEQUANTIZE_8BIT(kU8, kBF16),
+#undef QG_DYNAMIC_DEQUANTIZE_8BIT
+#define QG_DYNAMIC_DEQUANTIZE_S4(DST) \
+  QG_GROUPED(kS4, DST, 0), QG_GROUPED(kS4, DST, kS4), QG_GROUPED(kS4, DST, kS32)
+#define QG_DYNAMIC_DEQUANTIZE_U4(DST)                                             \
+  QG_GROUPED(kU4, DST, 0), QG_GROUPED(kU4, DST, kU4), QG_GROUPED(kU4, DST, kU8), \
+      QG_GROUPED(kU4, DST, kS32)
+    QG_DYNAMIC_DEQUANTIZE_S4(kF32),
+    QG_DYNAMIC_DEQUANTIZE_S4(kF16),
+    QG_DYNAMIC_DEQUANTIZE_S4(kBF16),
+    QG_DYNAMIC_DEQUANTIZE_U4(kF32),
+    QG_DYNAMIC_DEQUANTIZE_U4(kF16),
+    QG_DYNAMIC_DEQUANTIZE_U4(kBF16),
+#undef QG_DYNAMIC_DEQUANTIZE_S4
+#undef QG_DYNAMIC_DEQUANTIZE_U4
     // Static ops: the zps attribute (s64 list, bounded to s32) arrives as int32.
     QG_QUANTIZE(kQuantize, kS8, 0, void),
     QG_QUANTIZE(kQuantize, kS8, kS32, int32_t),
@@ -376,6 +600,7 @@ constexpr DispatchEntry kDispatch[] = {
 
 #undef QG_QUANTIZE
 #undef QG_DEQUANTIZE
+#undef QG_GROUPED
 
 // ---- the table must be exactly the spec's rows -------------------------------------------
 

@@ -18,10 +18,14 @@ struct CallArgs {
   const int64_t* dims;
   size_t rank;
   size_t elements;
-  int64_t axis;  // resolved per_channel axis, -1 for per_tensor
-  const float* scales;
+  int64_t axis;  // resolved per_channel axis, -1 for per_tensor and per_group
+  const void* scales;  // of scales_type (f32 for quantize ops and static ops)
+  int scales_type;
   size_t scale_count;
-  const void* zps;  // nullptr: no zero points; else of the dispatch key's zps type
+  const void* zps;  // nullptr: no zero points; else of the dispatch key's zps type (4-bit: packed)
+  // per_group: group_shape and the scales' (and zps') shape, `rank` entries each; else nullptr.
+  const int64_t* group_shape;
+  const int64_t* scales_dims;
 };
 
 struct ExecContext {

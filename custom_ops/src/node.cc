@@ -202,10 +202,58 @@ void CheckTypes(const NodeConfig& cfg) {
 
 bool HasZps(const NodeConfig& cfg) { return IsStatic(cfg.kind) ? cfg.has_zps_attr : cfg.zps != 0; }
 
+// _check_groups of the spec: group_shape (given: CheckNode) has one positive entry per src
+// dim, scales src's rank, src.dims[d] == scales.dims[d] * group_shape[d], zps scales' shape.
+void CheckGroups(const NodeConfig& cfg, Dims src, Dims scales, const Dims* zps) {
+  const auto rank = static_cast<int64_t>(src.rank);
+  const auto& groups = cfg.group_shape;
+  if (groups.size() != src.rank) {
+    ThrowRule(cfg.kind, cfg.node, "group-shape-rank",
+              {{"rank", PyInt(rank)}, {"count", PyInt(static_cast<int64_t>(groups.size()))}});
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (groups[i] < 1) {
+      ThrowRule(cfg.kind, cfg.node, "group-shape-value",
+                {{"index", PyInt(static_cast<int64_t>(i))}, {"value", PyInt(groups[i])}});
+    }
+  }
+  if (scales.rank != src.rank) {
+    ThrowRule(cfg.kind, cfg.node, "group-scales-rank",
+              {{"rank", PyInt(rank)}, {"got", PyInt(static_cast<int64_t>(scales.rank))}});
+  }
+  for (size_t d = 0; d < src.rank; ++d) {
+    int64_t product = 0;
+    const bool overflow = __builtin_mul_overflow(scales[d], groups[d], &product);
+    if (overflow || product != src[d]) {
+      ThrowRule(cfg.kind, cfg.node, "group-divides",
+                {{"dim", PyInt(static_cast<int64_t>(d))},
+                 {"src", PyInt(src[d])},
+                 {"scales", PyInt(scales[d])},
+                 {"group", PyInt(groups[d])}});
+    }
+  }
+  if (zps != nullptr) {
+    bool same = zps->rank == scales.rank;
+    for (size_t d = 0; same && d < scales.rank; ++d) same = (*zps)[d] == scales[d];
+    if (!same) {
+      ThrowRule(cfg.kind, cfg.node, "group-zps-shape",
+                {{"expected", PyIntList(scales.data, scales.rank)},
+                 {"got", PyIntList(zps->data, zps->rank)}});
+    }
+  }
+}
+
 }  // namespace
 
-int ResolveDst(OpKind kind, int64_t output_dtype, int zps_type) {
-  if (!IsQuantize(kind)) return spec::kDequantizedDst;
+int ResolveDst(OpKind kind, int64_t output_dtype, int zps_type, int scales_type) {
+  if (!IsQuantize(kind)) {
+    if (!IsStatic(kind)) {
+      for (int t : spec::kDstFromScales) {
+        if (scales_type == t) return scales_type;
+      }
+    }
+    return spec::kDequantizedDst;
+  }
   if (output_dtype != 0) return static_cast<int>(output_dtype);
   if (!IsStatic(kind)) {
     for (int t : spec::kDstFromZps) {
@@ -226,10 +274,17 @@ NodeConfig ReadNodeConfig(OpKind kind, const OrtApi& api, const OrtKernelInfo* i
     ThrowWrongKind(kind, cfg.node, "qtype");
   }
   cfg.per_channel = cfg.qtype == spec::kPerChannel;
+  cfg.per_group = cfg.qtype == spec::kPerGroup;
   if (auto axis = GetInt(api, info, "axis")) {
     cfg.axis = *axis;
   } else if (HasAttribute(api, info, "axis")) {
     ThrowWrongKind(kind, cfg.node, "axis");
+  }
+  if (OpHasAttribute(kind, "group_shape")) {
+    if (auto groups = ReadList<int64_t>(api, info, kind, cfg.node, "group_shape")) {
+      cfg.has_group_shape = true;
+      cfg.group_shape = std::move(*groups);
+    }
   }
   if (IsQuantize(kind)) {
     if (auto od = GetInt(api, info, "output_dtype")) {
@@ -256,7 +311,7 @@ NodeConfig ReadNodeConfig(OpKind kind, const OrtApi& api, const OrtKernelInfo* i
     cfg.scales = inputs > 1 ? InputElementType(api, info, 1) : 0;
     cfg.zps = inputs > 2 ? InputElementType(api, info, 2) : 0;
   }
-  cfg.dst = ResolveDst(kind, cfg.output_dtype, cfg.zps);
+  cfg.dst = ResolveDst(kind, cfg.output_dtype, cfg.zps, cfg.scales);
   return cfg;
 }
 
@@ -267,9 +322,14 @@ void CheckNode(const NodeConfig& cfg) {
     const int float8 = IsFloat8(cfg.dst) ? cfg.dst : cfg.src;
     if (IsFloat8(float8)) ThrowRule(cfg.kind, cfg.node, "f8-zps", {{"dtype", TypeName(float8)}});
   }
-  // check_shapes starts with qtype, which needs nothing else.
-  if (cfg.qtype != spec::kPerTensor && cfg.qtype != spec::kPerChannel) {
-    ThrowRule(cfg.kind, cfg.node, "qtype", {{"qtype", cfg.qtype}});
+  // check_shapes starts with qtype, which needs nothing else, and per_group's first rule
+  // (group_shape given) needs nothing else either.
+  if (!HasQtype(cfg.kind, cfg.qtype)) {
+    ThrowRule(cfg.kind, cfg.node, "qtype",
+              {{"allowed", JoinQtypes(cfg.kind)}, {"qtype", cfg.qtype}});
+  }
+  if (cfg.per_group && !cfg.has_group_shape) {
+    ThrowRule(cfg.kind, cfg.node, "missing-attribute", {{"name", "group_shape"}});
   }
   // A static per_tensor node has every remaining input of check_shapes and check_scale_values.
   if (IsStatic(cfg.kind) && !cfg.per_channel) {
@@ -284,6 +344,10 @@ void CheckNode(const NodeConfig& cfg) {
 
 int64_t CheckShapes(const NodeConfig& cfg, Dims src, Dims scales, const Dims* zps) {
   // qtype was checked by CheckNode (the node cannot change it).
+  if (cfg.per_group) {
+    CheckGroups(cfg, src, scales, zps);
+    return -1;
+  }
   if (scales.rank != 1) {
     ThrowRule(cfg.kind, cfg.node, "scales-rank",
               {{"rank", PyInt(static_cast<int64_t>(scales.rank))}});

@@ -17,7 +17,11 @@ struct NodeConfig {
   std::string node;  // node name, for messages
   std::string qtype = spec::kDefaultQtype;
   bool per_channel = false;
+  bool per_group = false;
   int64_t axis = spec::kDefaultAxis;
+  // per_group ops (DynamicDequantize): the group_shape attribute.
+  bool has_group_shape = false;
+  std::vector<int64_t> group_shape;
   int64_t output_dtype = spec::kDefaultOutputDtype;
   // Static ops: the scales / zps attributes.
   bool has_scales_attr = false;
@@ -32,10 +36,11 @@ struct NodeConfig {
 };
 
 // The dst type the spec gives a node (quantgraph.spec.dst_type without a declared type), from
-// the generated rule data: spec::kDequantizedDst for dequantize ops; for quantize ops
-// output_dtype, or when it is 0 the zps type if one of spec::kDstFromZps (dynamic ops), else
-// spec::kDefaultQuantizedDst.
-int ResolveDst(OpKind kind, int64_t output_dtype, int zps_type);
+// the generated rule data: for dynamic dequantize ops the scales type if one of
+// spec::kDstFromScales, else spec::kDequantizedDst (static dequantize ops always); for quantize
+// ops output_dtype, or when it is 0 the zps type if one of spec::kDstFromZps (dynamic ops),
+// else spec::kDefaultQuantizedDst.
+int ResolveDst(OpKind kind, int64_t output_dtype, int zps_type, int scales_type);
 
 // Reads attributes and input element types (throws SpecError / Ort::Exception).
 NodeConfig ReadNodeConfig(OpKind kind, const OrtApi& api, const OrtKernelInfo* info);
@@ -50,8 +55,8 @@ struct Dims {
   int64_t operator[](size_t i) const { return data[i]; }
 };
 
-// check_shapes of the spec for one call; returns the resolved axis, or -1 for per_tensor.
-// zps == nullptr: no zero points.
+// check_shapes of the spec for one call; returns the resolved axis, or -1 for per_tensor and
+// per_group. zps == nullptr: no zero points.
 int64_t CheckShapes(const NodeConfig& cfg, Dims src, Dims scales, const Dims* zps);
 
 // check_scale_values: quantize ops reject zero, infinite and NaN scales.

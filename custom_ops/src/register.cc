@@ -104,6 +104,8 @@ class Kernel {
     const Dims src_dims{dims.data(), dims.size()};
 
     CallArgs args{};
+    args.scales_type = spec::kF32;
+    std::vector<int64_t> group_dims;  // per_group: the scales' shape
     int64_t axis = -1;
     if (IsStatic(cfg_.kind)) {
       const Dims scales{&scales_count_, 1};
@@ -127,10 +129,18 @@ class Kernel {
       const Dims zps_dims{zps_shape.data(), zps_shape.size()};
       axis = CheckShapes(cfg_, src_dims, Dims{scales_shape.data(), scales_shape.size()},
                          zps != nullptr ? &zps_dims : nullptr);
-      args.scales = scales.GetTensorData<float>();
+      args.scales = scales.GetTensorRawData();  // of type cfg_.scales (checked by CheckNode)
+      args.scales_type = cfg_.scales;
       args.scale_count = scales_info.GetElementCount();
-      CheckScaleValues(cfg_, args.scales, args.scale_count);
+      if (IsQuantize(cfg_.kind)) {
+        CheckScaleValues(cfg_, static_cast<const float*>(args.scales), args.scale_count);
+      }
       args.zps = zps != nullptr ? zps.GetTensorRawData() : nullptr;
+      if (cfg_.per_group) {
+        group_dims.assign(scales_shape.begin(), scales_shape.end());
+        args.group_shape = cfg_.group_shape.data();
+        args.scales_dims = group_dims.data();
+      }
     }
 
     Ort::UnownedValue dst = ctx.GetOutput(0, dims.data(), dims.size());  // type: cfg_.dst
@@ -270,8 +280,12 @@ OrtStatusPtr InferOutput(const OpDef& op, OrtShapeInferContext* ctx) {
       const int zps = !IsStatic(op.kind) && inputs > 2 ? input_type(2) : 0;
       // Any numeric ONNX type, even one the spec rejects: it must agree with a declared output
       // type, and then the catch-all registration's kernel reports it with the spec's rule.
-      const int wanted = ResolveDst(op.kind, output_dtype, zps);
+      const int wanted = ResolveDst(op.kind, output_dtype, zps, 0);
       if (IsNumericOnnxType(wanted)) dst = wanted;
+    } else if (!IsStatic(op.kind)) {
+      // The scales type (f32, f16, bf16) is the dst type; any other is the dst of the default
+      // registration, and the kernel reports it with the scales-type rule.
+      dst = ResolveDst(op.kind, 0, 0, inputs > 1 ? input_type(1) : 0);
     }
 
     OrtTensorTypeAndShapeInfo* src_info = nullptr;
@@ -316,7 +330,7 @@ struct Registry {
           if (!seen) dsts.push_back(d);
         }
       }
-      const int fallback = ResolveDst(kind, 0, 0);
+      const int fallback = ResolveDst(kind, 0, 0, 0);
       int default_dst = dsts.front();
       for (int d : dsts) {
         if (d == fallback) default_dst = d;

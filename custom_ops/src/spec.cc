@@ -14,6 +14,32 @@ const char* AttributeKind(std::string_view name) {
   throw std::logic_error("quantgraph: unknown attribute " + std::string(name));
 }
 
+bool OpHasAttribute(OpKind kind, std::string_view name) {
+  const auto& info = Info(kind);
+  for (int i = 0; i < info.attribute_count; ++i) {
+    if (name == info.attributes[i]) return true;
+  }
+  return false;
+}
+
+bool HasQtype(OpKind kind, std::string_view qtype) {
+  const auto& info = Info(kind);
+  for (int i = 0; i < info.qtype_count; ++i) {
+    if (qtype == info.qtypes[i]) return true;
+  }
+  return false;
+}
+
+std::string JoinQtypes(OpKind kind) {
+  const auto& info = Info(kind);
+  std::string out;
+  for (int i = 0; i < info.qtype_count; ++i) {
+    if (i > 0) out += ", ";
+    out += info.qtypes[i];
+  }
+  return out;
+}
+
 std::string FormatRule(std::string_view rule_id, const RuleFields& fields) {
   const char* text = nullptr;
   for (const auto& rule : spec::kRules) {
@@ -138,6 +164,15 @@ std::vector<int> ZpsTypes(OpKind op, int src, int dst) {
 }
 
 std::string PyInt(int64_t v) { return std::to_string(v); }
+
+std::string PyIntList(const int64_t* values, size_t count) {
+  std::string out = "[";
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(values[i]);
+  }
+  return out + "]";
+}
 
 std::string PyFloat(float v) {
   // Python's repr of float(v): shortest round-trip digits, exponent form below 1e-4 and from

@@ -20,6 +20,9 @@ constexpr const spec::OpInfo& Info(OpKind kind) { return spec::kOps[static_cast<
 constexpr const char* OpName(OpKind kind) { return Info(kind).name; }
 constexpr bool IsQuantize(OpKind kind) { return Info(kind).is_quantize; }
 constexpr bool IsStatic(OpKind kind) { return Info(kind).is_static; }
+bool OpHasAttribute(OpKind kind, std::string_view name);  // the op defines the attribute
+bool HasQtype(OpKind kind, std::string_view qtype);      // one of the op's qtype values
+std::string JoinQtypes(OpKind kind);                     // "per_tensor, per_channel", ...
 
 // The spec's kind of an attribute of the ops ("int", "string", "floats", "ints"; throws
 // std::logic_error for a name the ops do not have).
@@ -56,8 +59,9 @@ std::vector<int> DstTypes(OpKind op, int src);              // dst of rows with 
 std::vector<int> ScalesTypes(OpKind op, int src, int dst);  // dynamic ops
 std::vector<int> ZpsTypes(OpKind op, int src, int dst);     // dynamic ops
 
-// Python's str() of an int and of a float (for rule fields).
+// Python's str() of an int, of a float and of a list of ints (for rule fields).
 std::string PyInt(int64_t v);
 std::string PyFloat(float v);
+std::string PyIntList(const int64_t* values, size_t count);
 
 }  // namespace qg

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import reference
-from ..spec import DType
+from ..spec import DType, dtypes
 
 _EXACT_F32 = 2**24  # integers up to this magnitude are exact in float32
 
@@ -55,10 +55,14 @@ def quantize(
 
 
 def dequantize(
-    src: np.ndarray, scales: np.ndarray, zps: np.ndarray | None, axis: int | None
+    src: np.ndarray,
+    scales: np.ndarray,
+    zps: np.ndarray | None,
+    axis: int | None,
+    dst: DType = dtypes.F32,
 ) -> np.ndarray:
-    if src.dtype.kind not in "iu":  # float8
-        return reference.dequantize_values(src, scales, zps, axis)
+    if src.dtype.kind not in "iu" or dst != dtypes.F32:  # float8, f16/bf16 dst
+        return reference.dequantize_values(src, scales, zps, axis, dst)
     scale = _broadcast(np.asarray(scales, np.float32), src.ndim, axis)
     if zps is None:
         values = src.astype(np.float32)

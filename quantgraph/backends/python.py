@@ -45,7 +45,7 @@ from ..errors import KernelError
 from ..passes.stamp_origin import MODEL_OP, NODE_NAME
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, DYNAMIC_QUANTIZE, OPS, SpecError, dtypes
 from . import numpy_kernels
-from .python_prepare import PREPARED_DOMAIN
+from .python_prepare import GROUP_SHAPE_TEXT, PREPARED_DOMAIN
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,7 @@ _DT = {
     dtypes.S32: PyCustomOpDef.dt_int32,
 }
 _ATTRS = {"qtype": PyCustomOpDef.dt_string, "axis": PyCustomOpDef.dt_int64}
+_DEQUANTIZE_ATTRS = {GROUP_SHAPE_TEXT: PyCustomOpDef.dt_string}
 # Prepared models move the nodes to PREPARED_DOMAIN, where kernels also read who they are.
 _ORIGIN_ATTRS = {MODEL_OP: PyCustomOpDef.dt_string, NODE_NAME: PyCustomOpDef.dt_string}
 _pending = threading.local()
@@ -96,13 +97,20 @@ def _guarded(op: str, dst: np.dtype) -> Callable[..., Any]:
     def kernel(*inputs: np.ndarray, **attributes: Any) -> np.ndarray:
         model_op = str(attributes.pop(MODEL_OP, "")) or op
         node = str(attributes.pop(NODE_NAME, "?"))
+        groups = str(attributes.pop(GROUP_SHAPE_TEXT, ""))
+        if groups:
+            attributes["group_shape"] = [int(g) for g in groups.split(",")]
         if "axis" in attributes:
             attributes["axis"] = int(attributes["axis"])  # extensions pass strings through
         try:
             call = reference.checked_call(OPS[op], inputs, attributes, node=node)
-            if call.dst is not None:
+            if call.op.is_quantize:
                 return numpy_kernels.quantize(call.src, call.scales, call.zps, call.axis, call.dst)
-            return numpy_kernels.dequantize(call.src, call.scales, call.zps, call.axis)
+            if call.group_shape is not None:
+                return reference.dequantize_values(
+                    call.src, call.scales, call.zps, None, call.dst, call.group_shape
+                )
+            return numpy_kernels.dequantize(call.src, call.scales, call.zps, call.axis, call.dst)
         except SpecError as error:
             _record(SpecError(model_op, error.node, error.rule, **error.fields), op)
         except BaseException as error:
@@ -115,7 +123,11 @@ def _guarded(op: str, dst: np.dtype) -> Callable[..., Any]:
 
 def _define(op: str, inputs: list[dtypes.DType], dst: dtypes.DType) -> None:
     # Plain onnxruntime sessions run the model's own nodes; prepared models the stamped ones.
-    for domain, attributes in ((DOMAIN, _ATTRS), (PREPARED_DOMAIN, {**_ATTRS, **_ORIGIN_ATTRS})):
+    own = dict(_ATTRS)
+    prepared = {**_ATTRS, **_ORIGIN_ATTRS}
+    if not OPS[op].is_quantize:
+        prepared.update(_DEQUANTIZE_ATTRS)
+    for domain, attributes in ((DOMAIN, own), (PREPARED_DOMAIN, prepared)):
         definition = _onnx_op(
             op_type=f"{domain}::{op}",
             inputs=[_DT[t] for t in inputs],
@@ -128,10 +140,16 @@ def _define(op: str, inputs: list[dtypes.DType], dst: dtypes.DType) -> None:
 def _define_all() -> None:
     """One overload per (src, zps) pair of the spec tables that extensions can express."""
     for row in DYNAMIC_QUANTIZE.type_rows:
+        if not {row.src, row.dst} <= _DT.keys():
+            continue
         # dst cannot be chosen by the model here, so it is the zps type.
         _define(DYNAMIC_QUANTIZE.name, [row.src, dtypes.F32, row.dst], row.dst)
     for row in DYNAMIC_DEQUANTIZE.type_rows:
+        if not {row.src, row.dst} <= _DT.keys() or row.dst != dtypes.F32:
+            continue  # 4-bit, f16 and bf16 rows: see the module doc
         for zps in row.zps:
+            if zps not in _DT:
+                continue
             _define(DYNAMIC_DEQUANTIZE.name, [row.src, dtypes.F32, zps], row.dst)
 
 

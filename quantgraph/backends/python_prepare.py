@@ -29,6 +29,47 @@ from ..passes.stamp_origin import MODEL_OP
 from ..spec import DOMAIN, DST_FROM_ZPS, dst_type, dtypes
 
 PREPARED_DOMAIN = f"{DOMAIN}.prepared"
+GROUP_SHAPE_TEXT = "group_shape_text"  # group_shape as "32,1": extensions read no int lists
+# Types onnxruntime-extensions' Python ops cannot carry (module doc of backends/python.py);
+# float8 ones are static ops', which StaticToDynamicPass reports.
+UNSUPPORTED = {
+    dtypes.S4: "onnxruntime-extensions has no 4-bit tensor type",
+    dtypes.U4: "onnxruntime-extensions has no 4-bit tensor type",
+    dtypes.F16: "onnxruntime-extensions' Python ops abort the process on float16 tensors",
+    dtypes.BF16: "onnxruntime-extensions' Python ops abort the process on bfloat16 tensors",
+}
+
+
+class UnsupportedTypesPass(ir.passes.InPlacePass):
+    """Raises :class:`BackendError` for a node with a type the Python kernels cannot take."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        for _, node, op in spec_nodes(model):
+            names = ("src", "scales", "zps")
+            for index, name in enumerate(names[: 1 if op.is_static else 3]):
+                raw = elem_type(optional_input(node, index))
+                found = dtypes.from_onnx(int(raw)) if raw is not None else None
+                if found in UNSUPPORTED:
+                    raise BackendError(
+                        f"python backend: {op.name} node '{node.name}' has {name} type {found}: "
+                        f"{UNSUPPORTED[found]}; use backend='native'"
+                    )
+        return ir.passes.PassResult(model, modified=False)
+
+
+class GroupShapeAsTextPass(ir.passes.InPlacePass):
+    """Writes every dynamic dequantize node's group_shape as a string attribute ("" if none)."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = False
+        for _, node, op in spec_nodes(model):
+            if op.is_quantize or op.is_static:
+                continue
+            groups = node.attributes.get_ints("group_shape")
+            text = ",".join(str(g) for g in groups) if groups is not None else ""
+            node.attributes[GROUP_SHAPE_TEXT] = ir.AttrString(GROUP_SHAPE_TEXT, text)
+            modified = True
+        return ir.passes.PassResult(model, modified)
 
 
 class PythonLimitsPass(ir.passes.InPlacePass):
@@ -73,10 +114,12 @@ def prepare_model(model: ir.Model) -> bool:
     manager = ir.passes.PassManager(
         [
             CheckSpecRulesPass(),
+            UnsupportedTypesPass(),
             StampOriginPass(),
             StaticToDynamicPass(),
             ExplicitFormPass(),
             PythonLimitsPass(),
+            GroupShapeAsTextPass(),
             MoveDomainPass(DOMAIN, PREPARED_DOMAIN),
         ],
         steps=1,

@@ -11,7 +11,7 @@ import numpy as np
 import onnx_ir as ir
 
 from .._ir import ConstantFactory, GraphLike, optional_input, spec_op, value_shape
-from ..spec import DEFAULT_QUANTIZED, PER_CHANNEL, dst_type, dtypes, resolve_axis
+from ..spec import DEFAULT_QUANTIZED, PER_CHANNEL, PER_GROUP, dst_type, dtypes, resolve_axis
 from .node_rewrite import NodeRewritePass
 
 
@@ -62,6 +62,18 @@ class ExplicitFormPass(NodeRewritePass):
             raise NoExplicitForm(f"{op.name} node '{node.name}': no zps type for {zp_type}")
         count = 1
         attributes = op.with_defaults({name: a.value for name, a in node.attributes.items()})
+        if attributes["qtype"] == PER_GROUP:  # zps of the scales' shape
+            scales = optional_input(node, 1)
+            shape = value_shape(scales) if scales is not None else None
+            if shape is None or any(d is None for d in shape):
+                raise NoExplicitForm(
+                    f"{op.name} node '{node.name}': the scales' shape is unknown, so an "
+                    "explicit zero zps cannot be made"
+                )
+            dims = tuple(int(d) for d in shape if d is not None)
+            zero = np.zeros(dims, zp_type.numpy)
+            name = f"quantgraph_zero_{zp_type.name}_{'x'.join(map(str, dims))}"
+            return factory.constant(name, zero, node)
         if attributes["qtype"] == PER_CHANNEL:
             scales = optional_input(node, 1)
             shape = value_shape(scales) if scales is not None else None

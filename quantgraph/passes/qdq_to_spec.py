@@ -37,9 +37,11 @@ from ..spec import (
     DYNAMIC_QUANTIZE,
     OPSET_VERSION,
     PER_CHANNEL,
+    PER_GROUP,
     PER_TENSOR,
     QUANTIZE,
     dtypes,
+    resolve_axis,
 )
 from .node_rewrite import NodeRewritePass, Progress
 from .report import RewriteReport, RewriteResult, Skip
@@ -49,6 +51,9 @@ CONTRIB_DOMAIN = "com.microsoft"
 MIN_OPSET, MAX_OPSET = 10, 25
 ONNX_DEFAULT_AXIS = 1  # QuantizeLinear/DequantizeLinear's (it happens to equal the spec's)
 _KNOWN_ATTRIBUTES = {"axis", "saturate", "block_size", "output_dtype", "precision"}
+# Quantized types the spec's ops take: dst of a quantize op, src of a dequantize op.
+_QUANTIZED = tuple(dict.fromkeys((*DYNAMIC_QUANTIZE.dst_types, *QUANTIZE.dst_types)))
+_DEQUANTIZABLE = tuple(dict.fromkeys((*DYNAMIC_DEQUANTIZE.src_types, *DEQUANTIZE.src_types)))
 
 
 @dataclass(frozen=True)
@@ -63,13 +68,28 @@ class _Plan:
     zero_point: ir.Value | None
     count: int | None  # number of scales, when known
     scale_shape: Shape  # declared or inferred; the zero point's too (ONNX ties them)
+    scale_type: dtypes.DType = dtypes.F32  # a dequantize op's dst type too
+    group_shape: tuple[int, ...] | None = None  # per_group (ONNX block_size)
     contrib: bool = False
 
     @property
     def detail(self) -> str:
-        where = f"axis {self.axis}" if self.qtype == PER_CHANNEL else "per_tensor"
-        return f"{self.quant_type.name}, {where}" + (
+        where = {
+            PER_CHANNEL: f"axis {self.axis}",
+            PER_GROUP: f"per_group {list(self.group_shape or ())}",
+        }.get(self.qtype, "per_tensor")
+        scales = "" if self.scale_type == dtypes.F32 else f", {self.scale_type.name} scales"
+        return f"{self.quant_type.name}, {where}{scales}" + (
             f", from {CONTRIB_DOMAIN}" if self.contrib else ""
+        )
+
+    @property
+    def static_form_exists(self) -> bool:
+        """Static Quantize/Dequantize have f32 scales, 8-bit and f8 types, no groups."""
+        static = QUANTIZE if self.quantize else DEQUANTIZE
+        types = static.dst_types if self.quantize else static.src_types
+        return (
+            self.quant_type in types and self.scale_type == dtypes.F32 and self.qtype != PER_GROUP
         )
 
 
@@ -129,28 +149,40 @@ class QdqToSpecPass(NodeRewritePass):
         unknown = set(node.attributes) - _KNOWN_ATTRIBUTES
         if unknown:
             raise Skip(f"unknown attributes {sorted(unknown)}")
-        if node.attributes.get_int("block_size", 0):
-            raise Skip("blocked quantization (block_size) has no spec equivalent")
+        block_size = node.attributes.get_int("block_size", 0)
+        if block_size and quantize:
+            raise Skip(
+                "blocked QuantizeLinear (block_size) has no spec equivalent: per_group is "
+                "DynamicDequantize's only"
+            )
         precision = node.attributes.get_int("precision", 0)
         if quantize and precision not in (0, ir.DataType.FLOAT):
             raise Skip(f"precision={_name(ir.DataType(precision))}: the spec divides in f32")
-        wanted = node.attributes.get_int("output_dtype", 0)
-        if not quantize and wanted not in (0, ir.DataType.FLOAT):
-            raise Skip(f"output_dtype={_name(ir.DataType(wanted))}: the spec's dst is f32")
         if len(node.inputs) < 2 or node.inputs[0] is None or node.inputs[1] is None:
             raise Skip("x and scale inputs are required")
         source, scale = node.inputs[0], node.inputs[1]
         zero_point = node.inputs[2] if len(node.inputs) > 2 else None
 
-        scale_type = self._type_of(model, scale)
-        if scale_type != ir.DataType.FLOAT:
-            raise Skip(f"scale type {_name(scale_type)} is not f32 (the spec's scales are f32)")
+        raw_scale_type = self._type_of(model, scale)
+        scale_type = dtypes.from_onnx(int(raw_scale_type)) if raw_scale_type else None
+        allowed_scales = (DYNAMIC_QUANTIZE if quantize else DYNAMIC_DEQUANTIZE).scales_types
+        if scale_type is None or scale_type not in allowed_scales:
+            names = ", ".join(t.name for t in allowed_scales)
+            raise Skip(f"scale type {_name(raw_scale_type)} is not one of the spec's ({names})")
+        wanted = node.attributes.get_int("output_dtype", 0)
+        if not quantize and wanted not in (0, scale_type.onnx):
+            raise Skip(
+                f"output_dtype={_name(ir.DataType(wanted))}: the spec's dst is the scales' type "
+                f"({scale_type.name})"
+            )
         source_type = self._type_of(model, source)
         if quantize and source_type not in (ir.DataType.FLOAT, None):
             raise Skip(f"input type {_name(source_type)} is not f32")
         quant_type = self._quantized_type(node, quantize, source_type, zero_point)
 
         if quant_type.is_float8:
+            if scale_type != dtypes.F32:
+                raise Skip(f"float8 with {scale_type.name} scales: the spec's f8 ops take f32")
             if node.attributes.get_int("saturate", 1) == 0:
                 raise Skip("saturate=0 keeps float8 overflow as inf/NaN; the spec saturates")
             zp_values = constant_array(zero_point)
@@ -163,11 +195,15 @@ class QdqToSpecPass(NodeRewritePass):
         shape = self._shape_of(model, scale)
         if shape is None:
             raise Skip("scale has an unknown shape (run shape inference first)")
-        if len(shape) > 1:
-            raise Skip(f"scale of rank {len(shape)} (blocked quantization) has no spec equivalent")
+        axis = node.attributes.get_int("axis", ONNX_DEFAULT_AXIS)
+        groups = None
+        if block_size:
+            groups = self._groups(model, source, shape, axis, block_size)
+        elif len(shape) > 1:
+            raise Skip(f"scale of rank {len(shape)} without block_size is not valid ONNX")
         if zero_point is not None:
             zp_shape = self._shape_of(model, zero_point)
-            if zp_shape is not None and zp_shape != shape:
+            if zp_shape is not None and zp_shape != shape and not _single(zp_shape, shape):
                 raise Skip(
                     f"zero point shape {list(zp_shape)} differs from scale shape {list(shape)}"
                 )
@@ -177,8 +213,7 @@ class QdqToSpecPass(NodeRewritePass):
                 "(rule scale-value)"
             )
         count = 1 if not shape else shape[0]
-        qtype = PER_TENSOR if count == 1 else PER_CHANNEL
-        axis = node.attributes.get_int("axis", ONNX_DEFAULT_AXIS)
+        qtype = PER_GROUP if groups else PER_TENSOR if count == 1 else PER_CHANNEL
         return _Plan(
             quantize,
             qtype,
@@ -186,10 +221,36 @@ class QdqToSpecPass(NodeRewritePass):
             quant_type,
             scale,
             zero_point,
-            count,
+            count if not groups else None,
             shape,
+            scale_type,
+            groups,
             contrib=not is_standard(node),
         )
+
+    def _groups(
+        self, model: ir.Model, source: ir.Value, scale_shape: Shape, axis: int, block: int
+    ) -> tuple[int, ...]:
+        """ONNX's block_size along ``axis`` as the spec's group_shape: groups must tile src
+        exactly (ONNX lets the last block be short; oneDNN's per_group does not)."""
+        src_shape = self._shape_of(model, source)
+        if src_shape is None or len(src_shape) != len(scale_shape):
+            raise Skip("blocked dequantization needs src and scale of one known rank")
+        resolved = resolve_axis(axis, len(src_shape))
+        if resolved is None:
+            raise Skip(f"axis {axis} is out of range for src of rank {len(src_shape)}")
+        extent, blocks = src_shape[resolved], scale_shape[resolved]
+        if extent is None or blocks is None:
+            raise Skip(
+                f"block_size {block} along axis {axis}: a symbolic dim cannot be checked to be "
+                "tiled exactly by the groups"
+            )
+        if extent != blocks * block:
+            raise Skip(
+                f"block_size {block} along axis {axis}: src dim {extent} is not {blocks} whole "
+                "blocks (the spec's groups tile src exactly)"
+            )
+        return tuple(block if d == resolved else 1 for d in range(len(src_shape)))
 
     def _is_bad_scale(self, scale: ir.Value) -> bool:
         known = self._bad_scale.get(id(scale))
@@ -232,19 +293,18 @@ class QdqToSpecPass(NodeRewritePass):
         if raw is None:
             raise Skip("the quantized type is unknown (no zero point and no type information)")
         if raw == ir.DataType.INT32 and not quantize:
-            raise Skip("int32 input (a bias): the spec dequantizes s8/u8/f8 only")
+            raise Skip("int32 input (a bias): the spec dequantizes 8-bit, 4-bit and f8 only")
         found = dtypes.from_onnx(int(raw))
-        if found is None or found in (dtypes.S32, dtypes.F32):
-            raise Skip(
-                f"quantized type {_name(raw)} has no spec equivalent "
-                "(the spec has s8, u8, f8_e4m3, f8_e5m2)"
-            )
+        spec_types = _QUANTIZED if quantize else _DEQUANTIZABLE
+        if found is None or found not in spec_types:
+            names = ", ".join(t.name for t in spec_types)
+            raise Skip(f"quantized type {_name(raw)} has no spec equivalent (the spec has {names})")
         return found
 
     # -- the replacement --------------------------------------------------------------------
 
     def _rewrite(self, node: ir.Node, plan: _Plan, factory: ConstantFactory) -> str:
-        static = self.static or plan.quant_type.is_float8
+        static = (self.static or plan.quant_type.is_float8) and plan.static_form_exists
         scales = constant_array(plan.scale)
         zps = constant_array(plan.zero_point)
         if static and (scales is None or (plan.zero_point is not None and zps is None)):
@@ -256,10 +316,11 @@ class QdqToSpecPass(NodeRewritePass):
             # Static Dequantize has no zps input: the quantized type lives only in src's type.
             # Record it (ONNX ties x's type to the zero point's), or lowering cannot tell it.
             source.type = ir.TensorType(ir.DataType(plan.quant_type.onnx))
-        attributes: list[ir.Attr] = [
-            ir.AttrString("qtype", plan.qtype),
-            ir.AttrInt64("axis", plan.axis),
-        ]
+        attributes: list[ir.Attr] = [ir.AttrString("qtype", plan.qtype)]
+        if plan.group_shape is not None:
+            attributes.append(ir.AttrInt64s("group_shape", list(plan.group_shape)))
+        else:
+            attributes.append(ir.AttrInt64("axis", plan.axis))
         if static:
             assert scales is not None
             op_type = QUANTIZE.name if plan.quantize else DEQUANTIZE.name
@@ -269,11 +330,15 @@ class QdqToSpecPass(NodeRewritePass):
             inputs: list[ir.Value | None] = [node.inputs[0]]
         else:
             op_type = DYNAMIC_QUANTIZE.name if plan.quantize else DYNAMIC_DEQUANTIZE.name
-            inputs = [
-                node.inputs[0],
-                self._as_1d(node, plan.scale, plan.scale_shape, ir.DataType.FLOAT, factory),
-                self._zero_point(node, plan, factory),
-            ]
+            scale_type = ir.DataType(plan.scale_type.onnx)
+            if plan.group_shape is not None:  # scales and zps keep src's rank
+                inputs = [node.inputs[0], plan.scale, plan.zero_point]
+            else:
+                inputs = [
+                    node.inputs[0],
+                    self._as_1d(node, plan.scale, plan.scale_shape, scale_type, factory),
+                    self._zero_point(node, plan, factory),
+                ]
             if inputs[2] is None:
                 inputs.pop()
         if plan.quantize and (static or len(inputs) < 3):
@@ -283,7 +348,7 @@ class QdqToSpecPass(NodeRewritePass):
             (DOMAIN, op_type, OPSET_VERSION),
             inputs,
             attributes,
-            ir.DataType(plan.quant_type.onnx if plan.quantize else dtypes.F32.onnx),
+            ir.DataType(plan.quant_type.onnx if plan.quantize else plan.scale_type.onnx),
         )
         return op_type
 
@@ -310,6 +375,11 @@ class QdqToSpecPass(NodeRewritePass):
             return None  # unknown channel count: leave zps out, output_dtype says the type
         zero = np.zeros(plan.count, dtype=plan.quant_type.numpy)
         return factory.constant(f"quantgraph_zero_{plan.quant_type.name}_{plan.count}", zero, node)
+
+
+def _single(*shapes: Shape) -> bool:
+    """Every shape holds exactly one element ([] and [1] both mean per tensor)."""
+    return all(all(d == 1 for d in shape) for shape in shapes)
 
 
 def _name(data_type: ir.DataType | None) -> str:

@@ -26,12 +26,14 @@ from .._ir import (
     replace_node,
     spec_op,
 )
-from ..spec import DOMAIN, PER_CHANNEL, PER_TENSOR, dst_type, dtypes
+from ..spec import DOMAIN, PER_CHANNEL, PER_GROUP, PER_TENSOR, dst_type, dtypes
 from .node_rewrite import NodeRewritePass
 from .report import RewriteReport, Skip
 
 FLOAT8_OPSET = 19  # ONNX Q/DQ learn float8 types in opset 19
+SCALE_TYPES_OPSET = 19  # ... float16/bfloat16 scales in 19
 PER_AXIS_OPSET = 13
+BLOCKED_OPSET = INT4_OPSET = 21  # block_size and int4/uint4 in 21
 
 
 class SpecToQdqPass(NodeRewritePass):
@@ -58,6 +60,9 @@ class SpecToQdqPass(NodeRewritePass):
             raise Skip(f"unknown quantgraph op {node.op_type}")
         attributes = op.with_defaults({name: a.value for name, a in node.attributes.items()})
         qtype, axis = str(attributes["qtype"]), int(attributes["axis"])  # type: ignore[call-overload]
+        block: int | None = None
+        if qtype == PER_GROUP:
+            axis, block = _blocks(attributes.get("group_shape"))
         source = node.inputs[0]
         if source is None:
             raise Skip("src is missing")
@@ -78,7 +83,9 @@ class SpecToQdqPass(NodeRewritePass):
             else:
                 known = source_type if source_type is not None else zp_type
                 quant = dtypes.from_onnx(int(known)) if known is not None else None
-            self._check_expressible(model, graph, quant, qtype)
+            scale_raw = elem_type(scale)
+            scale_type = int(scale_raw) if scale_raw is not None else dtypes.F32.onnx
+            self._check_expressible(model, graph, quant, qtype, scale_type)
             assert quant is not None
             zp_in = self._zero_point(node, zero_point, quant, qtype, scale, factory)
             scale_in = scale if qtype != PER_TENSOR else self._as_scalar(node, scale, factory)
@@ -92,7 +99,8 @@ class SpecToQdqPass(NodeRewritePass):
                 quant = dtypes.from_onnx(dst_type(op, output_dtype=output_dtype))
             else:
                 quant = dtypes.from_onnx(int(source_type)) if source_type is not None else None
-            self._check_expressible(model, graph, quant, qtype)
+            scale_type = dtypes.F32.onnx
+            self._check_expressible(model, graph, quant, qtype, scale_type)
             assert quant is not None
             zp_values = np.asarray(zps if zps is not None else np.zeros(len(scales)), np.int64)
             zp_array = self._fit(zp_values, quant, qtype)
@@ -104,26 +112,37 @@ class SpecToQdqPass(NodeRewritePass):
             zp_in = factory.constant(f"{base}_zero_point", zp_array, node)
 
         attrs: list[ir.Attr] = []
-        if qtype == PER_CHANNEL:
+        if qtype in (PER_CHANNEL, PER_GROUP):
             attrs.append(ir.AttrInt64("axis", axis))
+        if block is not None:
+            attrs.append(ir.AttrInt64("block_size", block))
         op_type = "QuantizeLinear" if op.is_quantize else "DequantizeLinear"
+        inputs: list[ir.Value | None] = [source, scale_in, zp_in]
         self.stale += replace_node(
             node,
             ("", op_type, None),
-            [source, scale_in, zp_in],
+            inputs if zp_in is not None else inputs[:2],
             attrs,
-            ir.DataType(dst_type(op, output_dtype=quant.onnx)),
+            ir.DataType(dst_type(op, output_dtype=quant.onnx, scales=scale_type)),
         )
-        detail = f"{quant.name}, " + (f"axis {axis}" if qtype == PER_CHANNEL else "per_tensor")
-        return op_type, detail
+        where = {PER_CHANNEL: f"axis {axis}", PER_GROUP: f"axis {axis}, block_size {block}"}
+        return op_type, f"{quant.name}, " + where.get(qtype, "per_tensor")
 
     @staticmethod
     def _check_expressible(
-        model: ir.Model, graph: GraphLike, quant: dtypes.DType | None, qtype: str
+        model: ir.Model, graph: GraphLike, quant: dtypes.DType | None, qtype: str, scales: int
     ) -> None:
         if quant is None:
             raise Skip("the quantized type is unknown")
         opset = opset_version(model, graph) or 0
+        needs = [
+            (quant.bits == 4, INT4_OPSET, "4-bit Q/DQ"),
+            (qtype == PER_GROUP, BLOCKED_OPSET, "blocked Q/DQ (block_size)"),
+            (scales != dtypes.F32.onnx, SCALE_TYPES_OPSET, f"{dtypes.onnx_name(scales)} scales"),
+        ]
+        for needed, version, what in needs:
+            if needed and opset < version:
+                raise Skip(f"{what} needs opset >= {version}; the model has {opset}")
         if quant.is_float8 and opset < FLOAT8_OPSET:
             raise Skip(f"float8 Q/DQ needs opset >= {FLOAT8_OPSET}; the model has {opset}")
         if qtype == PER_CHANNEL and opset < PER_AXIS_OPSET:
@@ -131,7 +150,9 @@ class SpecToQdqPass(NodeRewritePass):
 
     @staticmethod
     def _fit(values: np.ndarray, quant: dtypes.DType, qtype: str) -> np.ndarray:
-        shape: tuple[int, ...] = () if qtype == PER_TENSOR else (values.size,)
+        shape: tuple[int, ...] = (
+            values.shape if qtype == PER_GROUP else () if qtype == PER_TENSOR else (values.size,)
+        )
         if quant.is_float8:
             if np.any(values):
                 raise Skip("float8 zero points must be zero")
@@ -149,8 +170,10 @@ class SpecToQdqPass(NodeRewritePass):
         qtype: str,
         scale: ir.Value,
         factory: ConstantFactory,
-    ) -> ir.Value:
+    ) -> ir.Value | None:
         base = node.name or node.op_type
+        if zero_point is None and qtype == PER_GROUP:
+            return None  # ONNX's zero point is optional; blocked ones would need src's rank
         if zero_point is None:
             count = 1
             if qtype == PER_CHANNEL:
@@ -161,7 +184,7 @@ class SpecToQdqPass(NodeRewritePass):
             return factory.constant(
                 f"{base}_zero_point", self._fit(np.zeros(count, np.int64), quant, qtype), node
             )
-        if elem_type(zero_point) == quant.onnx and qtype == PER_CHANNEL:
+        if elem_type(zero_point) == quant.onnx and qtype in (PER_CHANNEL, PER_GROUP):
             return zero_point
         if elem_type(zero_point) == quant.onnx:
             return self._as_scalar(node, zero_point, factory)
@@ -181,3 +204,15 @@ class SpecToQdqPass(NodeRewritePass):
         if array is not None:
             return factory.constant(f"{value.name}_scalar", array.reshape(()), node)
         return factory.reshaped(value, [], node, "scalar")
+
+
+def _blocks(group_shape: object) -> tuple[int, int]:
+    """(axis, block_size) of a group_shape that groups along one axis, as ONNX's blocks do."""
+    groups = [int(g) for g in group_shape] if isinstance(group_shape, (list, tuple)) else []
+    if not groups:
+        raise Skip("per_group without group_shape")
+    grouped = [axis for axis, size in enumerate(groups) if size != 1]
+    if len(grouped) > 1:
+        raise Skip(f"group_shape {groups} groups along several axes; ONNX blocks along one")
+    axis = grouped[0] if grouped else 0
+    return axis, groups[axis]

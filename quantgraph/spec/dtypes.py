@@ -10,24 +10,44 @@ from onnx import TensorProto
 
 @dataclass(frozen=True)
 class DType:
-    """One tensor element type: its oneDNN name, ONNX enum and numpy dtype."""
+    """One tensor element type: its oneDNN name, ONNX enum and numpy dtype.
+
+    ``bits``: storage bits of one element; 4-bit types are packed two to a byte in ONNX and
+    oneDNN tensors (first element in the low nibble) and unpacked one to a numpy element.
+    """
 
     name: str
     onnx: int
     numpy_name: str
+    bits: int
     is_float8: bool = False
+    from_ml_dtypes: bool = False  # float8, bfloat16 and 4-bit numpy types live in ml_dtypes
 
     @property
     def numpy(self) -> np.dtype:
-        if self.is_float8:
-            import ml_dtypes  # float8 numpy types live here (onnx depends on it)
+        if self.from_ml_dtypes:
+            import ml_dtypes  # onnx depends on it
 
-            return np.dtype(getattr(ml_dtypes, self.numpy_name))  # type: ignore[no-any-return]
+            found: np.dtype = np.dtype(getattr(ml_dtypes, self.numpy_name))
+            return found
         return np.dtype(self.numpy_name)
+
+    @property
+    def is_integer(self) -> bool:
+        return self.numpy.kind in "iu" or self.numpy_name in ("int4", "uint4")
+
+    @property
+    def is_float(self) -> bool:
+        return not self.is_integer
 
     @property
     def int_range(self) -> tuple[int, int]:
         """Lowest and highest value of an integer type."""
+        if self.from_ml_dtypes:
+            import ml_dtypes
+
+            small = ml_dtypes.iinfo(self.numpy)  # type: ignore[no-untyped-call]
+            return int(small.min), int(small.max)
         info = np.iinfo(self.numpy_name)
         return int(info.min), int(info.max)
 
@@ -40,14 +60,23 @@ class DType:
         return self.name
 
 
-S8 = DType("s8", TensorProto.INT8, "int8")
-U8 = DType("u8", TensorProto.UINT8, "uint8")
-S32 = DType("s32", TensorProto.INT32, "int32")
-F32 = DType("f32", TensorProto.FLOAT, "float32")
-F8_E4M3 = DType("f8_e4m3", TensorProto.FLOAT8E4M3FN, "float8_e4m3fn", is_float8=True)
-F8_E5M2 = DType("f8_e5m2", TensorProto.FLOAT8E5M2, "float8_e5m2", is_float8=True)
+S8 = DType("s8", TensorProto.INT8, "int8", 8)
+U8 = DType("u8", TensorProto.UINT8, "uint8", 8)
+S32 = DType("s32", TensorProto.INT32, "int32", 32)
+F32 = DType("f32", TensorProto.FLOAT, "float32", 32)
+F8_E4M3 = DType(
+    "f8_e4m3", TensorProto.FLOAT8E4M3FN, "float8_e4m3fn", 8, is_float8=True, from_ml_dtypes=True
+)
+F8_E5M2 = DType(
+    "f8_e5m2", TensorProto.FLOAT8E5M2, "float8_e5m2", 8, is_float8=True, from_ml_dtypes=True
+)
+# oneDNN v3.7+ DynamicDequantize rows (int4 weights with f16/bf16 scales).
+S4 = DType("s4", TensorProto.INT4, "int4", 4, from_ml_dtypes=True)
+U4 = DType("u4", TensorProto.UINT4, "uint4", 4, from_ml_dtypes=True)
+F16 = DType("f16", TensorProto.FLOAT16, "float16", 16)
+BF16 = DType("bf16", TensorProto.BFLOAT16, "bfloat16", 16, from_ml_dtypes=True)
 
-ALL: tuple[DType, ...] = (S8, U8, S32, F32, F8_E4M3, F8_E5M2)
+ALL: tuple[DType, ...] = (S8, U8, S32, F32, F8_E4M3, F8_E5M2, S4, U4, F16, BF16)
 FLOAT8_MAX = {"f8_e4m3": 448.0, "f8_e5m2": 57344.0}
 
 BY_NAME = {d.name: d for d in ALL}

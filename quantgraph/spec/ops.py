@@ -19,7 +19,8 @@ OPSET_VERSION = 1
 
 PER_TENSOR = "per_tensor"
 PER_CHANNEL = "per_channel"
-QTYPES = (PER_TENSOR, PER_CHANNEL)
+PER_GROUP = "per_group"  # oneDNN v3.7+, DynamicDequantize only
+QTYPES = (PER_TENSOR, PER_CHANNEL, PER_GROUP)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,14 @@ class OpSpec:
         return {**self.defaults, **{k: v for k, v in given.items() if v is not None}}
 
     @property
+    def qtypes(self) -> tuple[str, ...]:
+        """The qtype values this op takes."""
+        return self.attribute("qtype").allowed
+
+    def has_attribute(self, name: str) -> bool:
+        return any(a.name == name for a in self.attributes)
+
+    @property
     def scales_types(self) -> tuple[DType, ...]:
         return _unique(row.scales for row in self.type_rows if row.scales is not None)
 
@@ -119,14 +128,14 @@ def _unique(items: object) -> tuple[DType, ...]:
     return tuple(seen)
 
 
-QTYPE = Attribute(
-    "qtype",
-    "string",
-    False,
-    PER_TENSOR,
-    "Which quantization type is used.",
-    allowed=QTYPES,
-)
+def _qtype(allowed: tuple[str, ...]) -> Attribute:
+    return Attribute(
+        "qtype", "string", False, PER_TENSOR, "Which quantization type is used.", allowed=allowed
+    )
+
+
+QTYPE = _qtype((PER_TENSOR, PER_CHANNEL))
+QTYPE_GROUPS = _qtype(QTYPES)
 AXIS = Attribute(
     "axis",
     "int",
@@ -149,6 +158,14 @@ ZPS = Attribute(
     None,
     "s64 zero points, as many as scales; omitted means zeros. Not allowed with f8 types.",
 )
+GROUP_SHAPE = Attribute(
+    "group_shape",
+    "ints",
+    False,
+    None,
+    "per_group only (required there): the group's extent along each src dim, one entry per "
+    "dim; src.dims[d] == scales.dims[d] * group_shape[d] for every d.",
+)
 # Extension: oneDNN takes the quantized type from the dst logical tensor, which an onnxruntime
 # kernel cannot see when it is built; ONNX QuantizeLinear-21 solves the same with output_dtype.
 OUTPUT_DTYPE = Attribute(
@@ -162,11 +179,19 @@ OUTPUT_DTYPE = Attribute(
 
 SRC = Argument("src", False, "Tensor to convert.")
 DST = Argument("dst", False, "Converted tensor, same shape as src.")
-SCALES_IN = Argument("scales", False, "f32 1-D tensor of scales (one element for per_tensor).")
-ZPS_IN = Argument("zps", True, "1-D tensor of zero points, as many as scales; absent means zeros.")
+SCALES_IN = Argument(
+    "scales",
+    False,
+    "1-D tensor of scales (one element for per_tensor); per_group: src's rank, one per group.",
+)
+ZPS_IN = Argument("zps", True, "Zero points, the shape of scales; absent means zeros.")
 
 QUANTIZED_8BIT = (dtypes.S8, dtypes.U8)
 ZP_TYPES = (dtypes.S8, dtypes.U8, dtypes.S32)
+DEQUANTIZED = (dtypes.F32, dtypes.F16, dtypes.BF16)  # dst, and the scales' type with it
+# zps of the 4-bit rows: the table's s4/u4/s32, and u8 with u4 src, which oneDNN's op schema
+# (op_def.hpp) and its gated_mlp_int4 example take though the doc table does not list it.
+ZP_TYPES_4BIT = {dtypes.S4: (dtypes.S4, dtypes.S32), dtypes.U4: (dtypes.U4, dtypes.U8, dtypes.S32)}
 
 DYNAMIC_QUANTIZE = OpSpec(
     name="DynamicQuantize",
@@ -182,14 +207,23 @@ DYNAMIC_QUANTIZE = OpSpec(
 
 DYNAMIC_DEQUANTIZE = OpSpec(
     name="DynamicDequantize",
-    summary="Converts an s8/u8 tensor to f32 with scales and zero points given as input tensors.",
+    summary="Converts an s8/u8/s4/u4 tensor to f32/f16/bf16 (the scales' type) with scales and "
+    "zero points given as input tensors, per tensor, channel or group.",
     formula="dst = (src - zps) * scales",
     is_quantize=False,
     is_static=False,
-    attributes=(QTYPE, AXIS),
+    attributes=(QTYPE_GROUPS, AXIS, GROUP_SHAPE),
     inputs=(SRC, SCALES_IN, ZPS_IN),
     outputs=(DST,),
-    type_rows=tuple(TypeRow(src, dtypes.F32, dtypes.F32, ZP_TYPES) for src in QUANTIZED_8BIT),
+    type_rows=(
+        *(TypeRow(src, dst, dst, ZP_TYPES) for src in QUANTIZED_8BIT for dst in DEQUANTIZED),
+        *(TypeRow(src, dst, dst, zps) for src, zps in ZP_TYPES_4BIT.items() for dst in DEQUANTIZED),
+    ),
+    notes=(
+        'dst has the scales\' type ("the data types of scales and dst should be the same"); '
+        "f16/bf16 results are computed in f32 and rounded to nearest even once, which is what "
+        "onnxruntime's DequantizeLinear gives for float16 (onnxruntime has no bfloat16 kernel).",
+    ),
 )
 
 QUANTIZE = OpSpec(

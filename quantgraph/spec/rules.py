@@ -13,10 +13,10 @@ import numpy as np
 
 from . import dtypes
 from .dtypes import DType
-from .ops import PER_CHANNEL, PER_TENSOR, QTYPES, OpSpec
+from .ops import DEQUANTIZED, PER_CHANNEL, PER_GROUP, PER_TENSOR, OpSpec
 
 RULES: dict[str, str] = {
-    "qtype": "qtype must be one of per_tensor, per_channel; got '{qtype}'",
+    "qtype": "qtype must be one of {allowed}; got '{qtype}'",
     "axis-range": "axis {axis} is out of range [{low}, {high}] for src of rank {rank}",
     "scales-rank": "scales must be a 1-D tensor; got rank {rank}",
     "zps-rank": "zps must be a 1-D tensor; got rank {rank}",
@@ -25,6 +25,14 @@ RULES: dict[str, str] = {
         "per_channel needs one scale per element of src along axis {axis} ({expected}); got {count}"
     ),
     "zps-count": "zps must have as many elements as scales ({expected}); got {count}",
+    "group-shape-rank": "group_shape must have one entry per src dim ({rank}); got {count}",
+    "group-shape-value": "group_shape[{index}] = {value} must be positive",
+    "group-scales-rank": "per_group needs scales of src's rank ({rank}); got rank {got}",
+    "group-divides": (
+        "src dim {dim} ({src}) must equal scales dim {dim} ({scales}) times group_shape[{dim}] "
+        "({group})"
+    ),
+    "group-zps-shape": "zps must have the shape of scales {expected}; got {got}",
     "f8-zps": "zps are not allowed with {dtype}",
     "scale-value": (
         "scales[{index}] = {value}: quantize divides by the scale, "
@@ -70,17 +78,25 @@ DST_FROM_ZPS = (dtypes.S8, dtypes.U8)  # zps types that decide a dynamic quantiz
 
 
 def dst_type(
-    op: OpSpec, *, output_dtype: int = 0, zps: int | None = None, declared: int | None = None
+    op: OpSpec,
+    *,
+    output_dtype: int = 0,
+    zps: int | None = None,
+    declared: int | None = None,
+    scales: int | None = None,
 ) -> int:
     """The ONNX element type of ``op``'s dst: the one rule every component asks.
 
-    Dequantize ops: f32. Quantize ops: ``output_dtype`` when set (quantgraph's extension, as
-    ONNX QuantizeLinear-21); else the zps input's type when it is s8/u8 (dynamic ops); else the
-    ``declared`` type of the output where the caller knows it (the seed: "the target quantized
-    data type is specified via the data type of output logical tensor"); else u8.
+    Dequantize ops: the type of the ``scales`` input where it is one of the dst types (f32,
+    f16, bf16: "the data types of scales and dst should be the same"), else f32. Quantize ops:
+    ``output_dtype`` when set (quantgraph's extension, as ONNX QuantizeLinear-21); else the zps
+    input's type when it is s8/u8 (dynamic ops); else the ``declared`` type of the output where
+    the caller knows it (the seed: "the target quantized data type is specified via the data
+    type of output logical tensor"); else u8.
     """
     if not op.is_quantize:
-        return dtypes.F32.onnx
+        chosen = dtypes.from_onnx(scales) if scales else None
+        return chosen.onnx if chosen in DEQUANTIZED and not op.is_static else dtypes.F32.onnx
     if output_dtype:
         return int(output_dtype)
     if not op.is_static and zps is not None and zps in (d.onnx for d in DST_FROM_ZPS):
@@ -126,8 +142,8 @@ def _names(types: Sequence[DType]) -> str:
 
 
 def check_qtype(op: OpSpec, node: str, qtype: str) -> None:
-    if qtype not in QTYPES:
-        raise SpecError(op.name, node, "qtype", qtype=qtype)
+    if qtype not in op.qtypes:
+        raise SpecError(op.name, node, "qtype", qtype=qtype, allowed=", ".join(op.qtypes))
 
 
 def check_types(
@@ -172,12 +188,16 @@ def check_shapes(
     src_shape: Sequence[int | None],
     scales_shape: Sequence[int | None],
     zps_shape: Sequence[int | None] | None,
+    group_shape: Sequence[int] | None = None,
 ) -> int | None:
     """Check scale/zero-point counts against src; returns the resolved axis for per_channel.
 
     Unknown dims (None) pass: the kernel checks them again at run time.
     """
     check_qtype(op, node, qtype)
+    if qtype == PER_GROUP:
+        _check_groups(op, node, src_shape, scales_shape, zps_shape, group_shape)
+        return None
     if len(scales_shape) != 1:
         raise SpecError(op.name, node, "scales-rank", rank=len(scales_shape))
     if zps_shape is not None and len(zps_shape) != 1:
@@ -204,6 +224,40 @@ def check_shapes(
         if count is not None and zcount is not None and zcount != count:
             raise SpecError(op.name, node, "zps-count", expected=count, count=zcount)
     return resolved
+
+
+def _check_groups(
+    op: OpSpec,
+    node: str,
+    src_shape: Sequence[int | None],
+    scales_shape: Sequence[int | None],
+    zps_shape: Sequence[int | None] | None,
+    group_shape: Sequence[int] | None,
+) -> None:
+    """per_group: scales (and zps) of src's rank, each src dim = scales dim x group dim."""
+    if group_shape is None:
+        raise SpecError(op.name, node, "missing-attribute", name="group_shape")
+    rank = len(src_shape)
+    if len(group_shape) != rank:
+        raise SpecError(op.name, node, "group-shape-rank", rank=rank, count=len(group_shape))
+    for index, value in enumerate(group_shape):
+        if int(value) < 1:
+            raise SpecError(op.name, node, "group-shape-value", index=index, value=int(value))
+    if len(scales_shape) != rank:
+        raise SpecError(op.name, node, "group-scales-rank", rank=rank, got=len(scales_shape))
+    for dim, (src, scales, group) in enumerate(
+        zip(src_shape, scales_shape, group_shape, strict=True)
+    ):
+        if src is not None and scales is not None and src != scales * int(group):
+            raise SpecError(
+                op.name, node, "group-divides", dim=dim, src=src, scales=scales, group=int(group)
+            )
+    if zps_shape is not None:
+        known = all(d is not None for d in (*zps_shape, *scales_shape))
+        if len(zps_shape) != rank or (known and list(zps_shape) != list(scales_shape)):
+            raise SpecError(
+                op.name, node, "group-zps-shape", expected=list(scales_shape), got=list(zps_shape)
+            )
 
 
 def check_scale_values(op: OpSpec, node: str, scales: np.ndarray) -> None:
@@ -245,7 +299,14 @@ def check_node(op: OpSpec, node: str, facts: NodeFacts) -> CheckedNode:
     qtype = _text(attributes["qtype"])
     axis = int(attributes["axis"])  # type: ignore[call-overload]
     output_dtype = int(attributes.get("output_dtype", 0))  # type: ignore[call-overload]
-    dst = dst_type(op, output_dtype=output_dtype, zps=facts.zps, declared=facts.declared_dst)
+    dst = dst_type(
+        op,
+        output_dtype=output_dtype,
+        zps=facts.zps,
+        declared=facts.declared_dst,
+        scales=facts.scales,
+    )
+    group_shape = attributes.get("group_shape")
     scales_shape, zps_shape = facts.scales_shape, facts.zps_shape
     scale_values = facts.scale_values
     has_zps = facts.has_zps
@@ -279,6 +340,7 @@ def check_node(op: OpSpec, node: str, facts: NodeFacts) -> CheckedNode:
             src_shape=facts.src_shape or (),
             scales_shape=scales_shape,
             zps_shape=zps_shape,
+            group_shape=list(group_shape) if group_shape is not None else None,  # type: ignore[call-overload]
         )
     if scale_values is not None:
         check_scale_values(op, node, scale_values)

@@ -35,6 +35,8 @@ _NUMPY_OF_DATA_TYPE = {
     "tensor(int32)": np.dtype(np.int32),
     "tensor(float8e4m3fn)": dtypes.F8_E4M3.numpy,
     "tensor(float8e5m2)": dtypes.F8_E5M2.numpy,
+    "tensor(float16)": np.dtype(np.float16),
+    "tensor(bfloat16)": dtypes.BF16.numpy,
 }
 OPSET_IMPORTS = [helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)]
 
@@ -46,12 +48,31 @@ def onnx_type(array: np.ndarray) -> int:
     return int(helper.np_dtype_to_tensor_dtype(array.dtype))
 
 
+def pack4(array: np.ndarray) -> np.ndarray:
+    """A 4-bit tensor's bytes as ONNX and onnxruntime store them: two elements a byte, the
+    first in the low nibble; an odd count leaves the last high nibble zero."""
+    nibbles = np.ascontiguousarray(array).reshape(-1).view(np.uint8) & 0xF
+    if nibbles.size % 2:
+        nibbles = np.append(nibbles, np.uint8(0))
+    packed: np.ndarray = (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
+    return packed
+
+
 def to_ort_value(array: np.ndarray) -> ort.OrtValue:
     # ortvalue_from_numpy turns a 0-d array into shape [1]; the _with_onnx_type one keeps it.
     array = np.array(array, copy=True, order="C")  # (ascontiguousarray makes 0-d 1-d)
     found = dtypes.from_numpy(array.dtype)
-    if found is not None and found.is_float8:
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(np.uint8), found.onnx)
+    if found is not None and found.bits == 4:
+        # numpy holds one element a byte; onnxruntime's tensor is packed: allocate it with the
+        # logical shape and copy the packed bytes in.
+        value = ort.OrtValue.ortvalue_from_shape_and_type(list(array.shape), found.onnx)
+        packed = pack4(array)
+        if packed.size:
+            ctypes.memmove(value.data_ptr(), packed.ctypes.data, packed.size)
+        return value
+    if found is not None and found.from_ml_dtypes:  # float8, bfloat16: the raw bits
+        width = np.uint8 if found.bits == 8 else np.uint16
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(width), found.onnx)
     return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, onnx_type(array))
 
 
@@ -81,25 +102,31 @@ def spec_model(
     out_shape: Sequence[int | str] | None = None,
     node_name: str = "node",
     extra_inputs: Sequence[str] = (),
+    params_rank: int = 1,
     **attributes: Any,
 ) -> onnx.ModelProto:
-    """One spec op over inputs of symbolic shape (so a session serves every shape of a rank).
+    """One spec op over inputs of symbolic shape (so a session serves every shape of a rank);
+    scales and zps of rank ``params_rank`` (per_group: src's rank).
 
     ``out_type`` None leaves dst untyped: the library's shape inference decides its type.
     """
     inputs = ["src"]
     value_infos = [helper.make_tensor_value_info("src", src_type, symbolic_shape(rank))]
+    params = ["c"] if params_rank == 1 else symbolic_shape(params_rank, "c")
     if scales_type is not None:
         inputs.append("scales")
-        value_infos.append(helper.make_tensor_value_info("scales", scales_type, ["c"]))
+        value_infos.append(helper.make_tensor_value_info("scales", scales_type, params))
     if zps_type is not None:
         if scales_type is None:
             inputs.append("")
         inputs.append("zps")
-        value_infos.append(helper.make_tensor_value_info("zps", zps_type, ["c"]))
+        value_infos.append(helper.make_tensor_value_info("zps", zps_type, params))
     inputs.extend(extra_inputs)
     typed = {"scales": onnx.AttributeProto.FLOATS, "zps": onnx.AttributeProto.INTS}
     lists = {k: attributes.pop(k) for k in typed if isinstance(attributes.get(k), list)}
+    if attributes.get("group_shape") == []:  # per_group on a 0-d src
+        lists["group_shape"] = attributes.pop("group_shape")
+        typed["group_shape"] = onnx.AttributeProto.INTS
     node = helper.make_node(op, inputs, ["dst"], domain=DOMAIN, name=node_name, **attributes)
     for key, value in lists.items():  # typed explicitly: an empty list has no inferable type
         node.attribute.append(helper.make_attribute(key, value, attr_type=typed[key]))
@@ -173,6 +200,7 @@ def run_native(
         src.ndim,
         scales_type=None if scales is None else onnx_type(scales),
         zps_type=None if zps is None else onnx_type(zps),
+        params_rank=1 if scales is None else scales.ndim,
         **attributes,
     )
     session = _cached_session(model.SerializeToString(), threads, isa)
@@ -246,6 +274,64 @@ def run_ort_qdq(
     feeds = {"x": x, "scale": scales if per_axis else scales.reshape(())}
     if zps is not None:
         feeds["zp"] = zps if per_axis else zps.reshape(())
+    return run_session(session, feeds)
+
+
+@functools.lru_cache(maxsize=64)
+def _ort_dequantize_session(
+    src_type: int,
+    rank: int,
+    scale_type: int,
+    scale_rank: int,
+    zp_type: int,
+    attrs: tuple[tuple[str, int], ...],
+) -> ort.InferenceSession:
+    inputs = ["x", "scale"] + (["zp"] if zp_type else [])
+    params = symbolic_shape(scale_rank, "c")
+    value_infos = [
+        helper.make_tensor_value_info("x", src_type, symbolic_shape(rank)),
+        helper.make_tensor_value_info("scale", scale_type, params),
+    ]
+    if zp_type:
+        value_infos.append(helper.make_tensor_value_info("zp", zp_type, params))
+    node = helper.make_node("DequantizeLinear", inputs, ["y"], **dict(attrs))
+    graph = helper.make_graph(
+        [node], "dq", value_infos, [helper.make_tensor_value_info("y", scale_type, None)]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    return ort.InferenceSession(
+        model.SerializeToString(), options(), providers=["CPUExecutionProvider"]
+    )
+
+
+def run_ort_dequantize(
+    x: np.ndarray,
+    scales: np.ndarray,
+    zps: np.ndarray | None,
+    *,
+    axis: int | None = None,
+    block_size: int = 0,
+) -> np.ndarray:
+    """onnxruntime's DequantizeLinear-21, any src type (int4 too) and float32/float16 scales:
+    per tensor (axis None: scalar scale), per axis (1-D scales) or blocked (block_size, scales
+    of x's rank)."""
+    per_tensor = axis is None
+    scale = scales.reshape(()) if per_tensor else scales
+    zp = None if zps is None else (zps.reshape(()) if per_tensor else zps)
+    attrs: dict[str, int] = {} if axis is None else {"axis": axis}
+    if block_size:
+        attrs["block_size"] = block_size
+    session = _ort_dequantize_session(
+        onnx_type(x),
+        x.ndim,
+        onnx_type(scale),
+        scale.ndim,
+        0 if zp is None else onnx_type(zp),
+        tuple(sorted(attrs.items())),
+    )
+    feeds = {"x": x, "scale": scale}
+    if zp is not None:
+        feeds["zp"] = zp
     return run_session(session, feeds)
 
 

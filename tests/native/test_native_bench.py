@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pytest
 from native_support import requires_native
 
 from quantgraph import bench
@@ -11,11 +13,25 @@ from quantgraph import bench
 pytestmark = requires_native
 
 
+WEIGHTS = ((64, 96),)  # small 4-bit weights: K and N multiples of 32
+
+
 def test_bench_rows_and_table() -> None:
     lines: list[str] = []
-    rows = bench.run(sizes=(1000,), repeat=3, progress=lines.append)
+    rows = bench.run(sizes=(1000,), repeat=3, progress=lines.append, weights=WEIGHTS)
     layouts = bench.DEFAULT_LAYOUTS
-    assert len(rows) == len(bench.DIRECTIONS) * len(layouts) == len(lines)
+    weight_rows = [r for r in rows if r.op == bench.WEIGHT_OP]
+    rows = [r for r in rows if r.op != bench.WEIGHT_OP]
+    assert len(rows) == len(bench.DIRECTIONS) * len(layouts)
+    assert len(rows) + len(weight_rows) == len(lines)
+    assert [r.layout for r in weight_rows] == list(bench.WEIGHT_LAYOUTS)
+    for row in weight_rows:
+        assert row.shape == (64, 96)
+        for impl in bench.WEIGHT_IMPLEMENTATIONS:
+            seconds = row.seconds[impl]
+            assert seconds is not None and seconds > 0
+        assert row.seconds["python"] is None and "python" in row.notes
+        json.dumps(row.to_dict())
     for row in rows:
         narrow = row.layout.startswith(bench.NARROW_PREFIX)
         columns = int(row.layout.removeprefix(bench.NARROW_PREFIX)) if narrow else None
@@ -38,7 +54,8 @@ def test_bench_rows_and_table() -> None:
         "per_channel_inner_c64": (15, 64),
         "per_channel_inner_c384": (2, 384),
     }
-    table = bench.format_table(rows)
+    table = bench.format_table(rows + weight_rows)
+    assert "| dequantize_4bit | u4_block32_axis0 | 64x96 |" in table
     assert "| quantize | per_channel_inner | 125x8 |" in table
     assert "native ISA" in table.splitlines()[0]
 
@@ -51,3 +68,17 @@ def test_channels_for() -> None:
         4096,
         1,
     ]
+
+
+@pytest.mark.parametrize("layout", list(bench.WEIGHT_LAYOUTS))
+def test_weight_models_agree(layout: str) -> None:
+    """The native and onnxruntime models of a 4-bit weight row compute the same bits."""
+    notes: dict[str, str] = {}
+    calls = bench._weight_runners(layout, (64, 96), ("native", "onnxruntime"), notes)
+    assert not notes
+    outputs = []
+    for impl in ("native", "onnxruntime"):
+        calls[impl]()
+        outputs.append(calls[impl].args[0].copy_outputs_to_cpu()[0].copy())  # type: ignore[attr-defined]
+    assert outputs[0].shape == (64, 96) and np.isfinite(outputs[0]).all()
+    assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))

@@ -22,7 +22,7 @@ from native_support import (
 from onnx import TensorProto
 
 from quantgraph import reference
-from quantgraph.spec import OPS, RULES, SpecError
+from quantgraph.spec import OPS, RULES, SpecError, dtypes
 
 pytestmark = requires_native
 
@@ -30,6 +30,11 @@ F32 = np.float32
 X23 = np.arange(6, dtype=F32).reshape(2, 3)
 Q23 = np.arange(6, dtype=np.int8).reshape(2, 3)
 S1 = np.array([0.5], F32)
+H1 = np.array([0.5], np.float16)
+B1 = np.array([0.5], dtypes.BF16.numpy)
+H13 = np.ones((1, 3), np.float16)
+S4_23 = np.array([[-8, 7, 1], [0, -1, 3]], dtypes.S4.numpy)
+U4_23 = np.array([[0, 15, 1], [7, 8, 3]], dtypes.U4.numpy)
 
 
 @dataclass
@@ -103,15 +108,118 @@ CASES = [
     dynamic("scales-type", "DynamicDequantize", Q23, np.array([1], np.uint8)),
     dynamic("zps-type", "DynamicQuantize", X23, S1, np.array([1], F32), output_dtype=2),
     dynamic("zps-type", "DynamicDequantize", Q23, S1, np.array([1], F32)),
-    # Types outside the spec: the reference's numpy entry points cannot name them (they say
-    # "type -1"); the message is the rule's wording with the ONNX type's name.
+    # A type outside the spec: the message is the rule's wording with the ONNX type's name.
     Case(
         "src-type",
         "DynamicQuantize",
-        X23.astype(np.float16),
+        X23.astype(np.float64),
         S1,
         expected=lambda: SpecError(
-            "DynamicQuantize", "node", "src-type", got="float16", allowed="f32"
+            "DynamicQuantize", "node", "src-type", got="double", allowed="f32"
+        ),
+    ),
+    # The v3.13 DynamicDequantize rows: 4-bit and f16/bf16 types, per_group.
+    dynamic("src-type", "DynamicQuantize", X23.astype(np.float16), S1),
+    dynamic("src-type", "DynamicDequantize", X23.astype(np.float16), S1.astype(np.float16)),
+    dynamic("scales-type", "DynamicDequantize", S4_23, np.array([1], np.int32)),
+    dynamic("scales-type", "DynamicDequantize", Q23, np.array([1], np.float64)),
+    dynamic("zps-type", "DynamicDequantize", U4_23, S1, np.array([1], np.int8)),
+    dynamic("zps-type", "DynamicDequantize", S4_23, H1, np.array([1], dtypes.U4.numpy)),
+    dynamic("zps-type", "DynamicDequantize", Q23, B1, np.array([1], dtypes.S4.numpy)),
+    dynamic("qtype", "DynamicDequantize", S4_23, H1, qtype="per_block"),
+    static("qtype", "Dequantize", Q23, scales=[1.0], qtype="per_group"),
+    dynamic("qtype", "DynamicQuantize", X23, S1, qtype="per_group", group_shape=[1, 3]),
+    dynamic("missing-attribute", "DynamicDequantize", S4_23, H13, qtype="per_group"),
+    dynamic(
+        "group-shape-rank", "DynamicDequantize", S4_23, H13, qtype="per_group", group_shape=[2]
+    ),
+    dynamic(
+        "group-shape-rank",
+        "DynamicDequantize",
+        Q23,
+        np.ones((1, 3, 1), F32),
+        qtype="per_group",
+        group_shape=[2, 1, 1],
+    ),
+    dynamic(
+        "group-shape-value",
+        "DynamicDequantize",
+        U4_23,
+        H13,
+        qtype="per_group",
+        group_shape=[2, 0],
+    ),
+    dynamic(
+        "group-shape-value",
+        "DynamicDequantize",
+        Q23,
+        S1,
+        qtype="per_group",
+        group_shape=[-2, 1],
+    ),
+    dynamic(
+        "group-scales-rank",
+        "DynamicDequantize",
+        S4_23,
+        np.ones(3, np.float16),
+        qtype="per_group",
+        group_shape=[2, 1],
+    ),
+    dynamic(
+        "group-divides",
+        "DynamicDequantize",
+        Q23,
+        np.ones((1, 2), F32),
+        qtype="per_group",
+        group_shape=[2, 1],
+    ),
+    dynamic(
+        "group-divides",
+        "DynamicDequantize",
+        U4_23,
+        np.ones((2, 1), dtypes.BF16.numpy),
+        qtype="per_group",
+        group_shape=[2, 3],
+    ),
+    dynamic(
+        "group-zps-shape",
+        "DynamicDequantize",
+        S4_23,
+        H13,
+        np.zeros((1, 1), dtypes.S4.numpy),
+        qtype="per_group",
+        group_shape=[2, 1],
+    ),
+    dynamic(
+        "group-zps-shape",
+        "DynamicDequantize",
+        Q23,
+        np.ones((1, 3), F32),
+        np.zeros(3, np.int8),
+        qtype="per_group",
+        group_shape=[2, 1],
+    ),
+    dynamic(
+        "attribute-kind",
+        "DynamicDequantize",
+        S4_23,
+        H13,
+        qtype="per_group",
+        group_shape=[2.0, 1.0],
+    ),
+    # f16 scales make the dst f16; a graph declaring f32 is rejected by onnxruntime itself.
+    Case(
+        "output-type",
+        "DynamicDequantize",
+        S4_23,
+        H1,
+        out_type=TensorProto.FLOAT,
+        expected=lambda: SpecError(
+            "DynamicDequantize", "node", "output-type", got="f32", dst="f16"
+        ),
+        ort_rejects=(
+            r"Type Error: Type \(tensor\(float\)\) of output arg \(dst\) of node \(node\) "
+            r"does not match expected type \(tensor\(float16\)\)"
         ),
     ),
     Case(

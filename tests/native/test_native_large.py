@@ -22,6 +22,7 @@ from native_support import (
     zp_values,
 )
 
+from quantgraph.compare import compare
 from quantgraph.spec import dtypes
 
 pytestmark = requires_native
@@ -72,3 +73,47 @@ def test_millions_of_elements(isa: str, case: tuple[Any, ...]) -> None:
     want = run_reference(op, src, scales, zps, **attrs)
     got = run_native(op, src, scales, zps, isa=isa, **attrs)
     assert mismatches(got, want) == 0, describe_mismatch(src, got, want)
+
+
+# DynamicDequantize's newer rows: (src, dst, shape, per_group group_shape / per_channel axis /
+# None for per_tensor, zps type or None).
+GROUP_CASES = [
+    ("u4", "f32", (4096, 4096), [32, 1], "u4"),  # the benchmark's weights: 64 MiB out
+    ("s4", "f16", (1024, 4096), [1, 32], "s4"),  # blocks along the rows: 8 MiB out
+    ("u4", "bf16", (1001, 3003), [7, 1], "u8"),  # odd rows: their nibble phases alternate
+    ("s4", "f32", (8, 128, 4099), [1, 128, 1], None),
+    ("s8", "f16", (3, 1_000_003), 0, "s8"),
+    ("u8", "bf16", (4_194_305,), None, "s32"),
+    ("u4", "f16", (2, 2_100_001), 1, "u4"),
+]
+
+
+@pytest.mark.parametrize(
+    "case", GROUP_CASES, ids=lambda c: f"{c[0]}-{c[1]}-{'x'.join(map(str, c[2]))}-{c[3]}"
+)
+def test_millions_of_elements_per_group(isa: str, case: tuple[Any, ...]) -> None:
+    src_name, dst_name, shape, layout, zps_name = case
+    rng = np.random.default_rng(sum(shape))
+    src_type, dst_type = dtypes.BY_NAME[src_name], dtypes.BY_NAME[dst_name]
+    attrs: dict[str, Any] = {}
+    params: tuple[int, ...] = (1,)
+    if isinstance(layout, list):
+        attrs = {"qtype": "per_group", "group_shape": layout}
+        params = tuple(d // g for d, g in zip(shape, layout, strict=True))
+    elif layout is not None:
+        attrs = {"qtype": "per_channel", "axis": layout}
+        params = (shape[layout],)
+    low, high = src_type.int_range
+    src = rng.integers(low, high + 1, shape, dtype=np.int16).astype(src_type.numpy)
+    scales = scale_values(rng, int(np.prod(params)), allow_zero=True)
+    with np.errstate(over="ignore"):  # f16: huge scales become inf
+        scales = scales.astype(dst_type.numpy).reshape(params)
+    zps = None
+    if zps_name is not None:
+        z = dtypes.BY_NAME[zps_name]
+        zlow, zhigh = (-500, 500) if z == dtypes.S32 else z.int_range
+        zps = rng.integers(zlow, zhigh + 1, params).astype(z.numpy)
+    want = run_reference("DynamicDequantize", src, scales, zps, **attrs)
+    got = run_native("DynamicDequantize", src, scales, zps, isa=isa, **attrs)
+    result = compare("dst", want, got)
+    assert result.agree, f"{result.mismatches} mismatches, first at {result.first_mismatch}"

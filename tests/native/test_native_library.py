@@ -27,6 +27,8 @@ ORT_TYPE_NAMES = {
     TensorProto.FLOAT: "tensor(float)",
     TensorProto.FLOAT8E4M3FN: "tensor(float8e4m3fn)",
     TensorProto.FLOAT8E5M2: "tensor(float8e5m2)",
+    TensorProto.FLOAT16: "tensor(float16)",
+    TensorProto.BFLOAT16: "tensor(bfloat16)",
 }
 X = np.linspace(-3, 3, 24, dtype=F32).reshape(2, 3, 4)
 
@@ -123,6 +125,37 @@ def test_output_type_inference(
     out = run_session(session, feeds)
     assert out.shape == src.shape
     assert dtypes.from_numpy(out.dtype) == dtypes.from_onnx(expected)
+
+
+@pytest.mark.parametrize(
+    ("src", "scales", "expected"),
+    [
+        (TensorProto.INT8, TensorProto.FLOAT, "tensor(float)"),
+        (TensorProto.UINT8, TensorProto.FLOAT16, "tensor(float16)"),
+        (TensorProto.INT4, TensorProto.BFLOAT16, "tensor(bfloat16)"),
+        (TensorProto.UINT4, TensorProto.FLOAT16, "tensor(float16)"),
+        (TensorProto.INT4, TensorProto.FLOAT, "tensor(float)"),
+        # Not a dst type: the default registration (f32), whose kernel reports scales-type.
+        (TensorProto.INT8, TensorProto.DOUBLE, "tensor(float)"),
+    ],
+)
+def test_dequantize_dst_is_the_scales_type(src: int, scales: int, expected: str) -> None:
+    """DynamicDequantize's untyped dst gets the scales' type (f32, f16, bf16), 2 bytes an
+    element for the 16-bit ones."""
+    model = spec_model("DynamicDequantize", src, 3, scales_type=scales)
+    if scales == TensorProto.DOUBLE:
+        with pytest.raises(Exception, match=r"\[rule scales-type\]"):
+            native_session(model)
+        return
+    session = native_session(model)
+    assert session.get_outputs()[0].type == expected
+    q = dtypes.from_onnx(src)
+    s = dtypes.from_onnx(scales)
+    assert q is not None and s is not None
+    values = np.arange(24).reshape(2, 3, 4) % 8
+    out = run_session(session, {"src": values.astype(q.numpy), "scales": np.array([0.5], s.numpy)})
+    assert out.dtype == s.numpy and out.shape == (2, 3, 4)
+    assert out.astype(np.float32).tolist() == (values * 0.5).tolist()
 
 
 def test_declared_unsupported_output_type_is_the_dst_type_rule() -> None:

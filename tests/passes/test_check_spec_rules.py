@@ -100,7 +100,7 @@ BROKEN: dict[str, tuple[onnx.ModelProto, str]] = {
         "zps-type",
     ),
     "qtype": (
-        spec_op_model("DynamicDequantize", (U8, [4]), (F, [1]), dst_type=F, qtype="per_group"),
+        spec_op_model("DynamicDequantize", (U8, [4]), (F, [1]), dst_type=F, qtype="per_block"),
         "qtype",
     ),
     "axis-range": (

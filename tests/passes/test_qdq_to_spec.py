@@ -768,25 +768,74 @@ def _q_only(elem: int, *, opset: int = 21, **attrs: int) -> onnx.ModelProto:
 
 UNSUPPORTED = {
     "int32-bias": (lambda: _dq_only(TensorProto.INT32, zero_point=False), "int32"),
-    "int4": (lambda: _dq_only(TensorProto.INT4), "int4"),
-    "uint4": (lambda: _dq_only(TensorProto.UINT4), "uint4"),
     "int16": (lambda: _dq_only(TensorProto.INT16), "int16"),
     "uint16": (lambda: _dq_only(TensorProto.UINT16), "uint16"),
+    "int2": (lambda: _dq_only(TensorProto.INT2, opset=25), "int2"),
     "q-int16": (lambda: _q_only(TensorProto.INT16), "int16"),
-    "q-uint4": (lambda: _q_only(TensorProto.UINT4), "uint4"),
+    "q-uint4": (lambda: _q_only(TensorProto.UINT4), "quantized type u4"),
+    "blocked-quantize": (
+        lambda: quantize_linear_model(
+            (TensorProto.FLOAT, [4, 6]),
+            np.full((2, 6), 0.5, np.float32),
+            helper.make_tensor("z", TensorProto.UINT8, [2, 6], [0] * 12),
+            axis=0,
+            block_size=2,
+        ),
+        "blocked QuantizeLinear",
+    ),
+    # ONNX lets the last block be short (4 rows in blocks of 3); oneDNN's groups tile exactly.
+    "blocked-partial-last-block": (
+        lambda: _dq_only(
+            TensorProto.INT8, scale=np.full((2, 6), 0.5, np.float32), axis=0, block_size=3
+        ),
+        "is not 2 whole blocks",
+    ),
+    "float16-scale-quantize": (
+        lambda: quantize_linear_model(
+            (TensorProto.FLOAT16, [4, 6]),
+            np.array(0.5, np.float16),
+            helper.make_tensor("z", TensorProto.UINT8, [], [0]),
+        ),
+        "scale type f16 is not one of the spec's (f32)",
+    ),
+}
+
+
+# Converted since the spec took oneDNN v3.13's DynamicDequantize rows (4-bit, per_group, f16).
+NEWLY_CONVERTED = {
+    "int4": (lambda: _dq_only(TensorProto.INT4), "s4, per_tensor"),
+    "uint4": (lambda: _dq_only(TensorProto.UINT4), "u4, per_tensor"),
     "blocked": (
         lambda: _dq_only(
             TensorProto.INT8, scale=np.full((2, 6), 0.5, np.float32), axis=0, block_size=2
         ),
-        "block",
+        "s8, per_group [2, 1]",
     ),
     "float16-scale": (
         lambda: _dq_only(
             TensorProto.INT8, scale=np.array(0.5, np.float16), out_type=TensorProto.FLOAT16
         ),
-        "float16",
+        "s8, per_tensor, f16 scales",
     ),
 }
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
+@pytest.mark.parametrize("name", sorted(NEWLY_CONVERTED))
+def test_oneDNN_v3_13_rows_convert_and_run_on_the_reference(name: str, static: bool) -> None:
+    from onnx.reference import ReferenceEvaluator
+
+    from quantgraph.evaluator import REFERENCE_OPS
+
+    build, detail = NEWLY_CONVERTED[name]
+    model = build()
+    result = quantgraph.convert(model, static=static)
+    assert result.report.skipped == []
+    (converted,) = result.report.converted_nodes
+    assert (converted.new_op_type, converted.detail) == ("DynamicDequantize", detail)
+    want = ort_session(model).run(None, {})
+    got = ReferenceEvaluator(result.proto, new_ops=REFERENCE_OPS).run(None, {})
+    assert compare("y", np.asarray(want[0]), np.asarray(got[0])).agree
 
 
 @pytest.mark.parametrize("name", sorted(UNSUPPORTED))
@@ -1292,7 +1341,7 @@ def test_the_pass_rewrites_in_place_and_imports_the_domain() -> None:
 
 
 def test_a_model_with_nothing_converted_gets_no_domain_import() -> None:
-    model = ir.from_proto(_dq_only(TensorProto.INT4))
+    model = ir.from_proto(_dq_only(TensorProto.INT16))
     result = QdqToSpecPass()(model)
     assert isinstance(result, RewriteResult)
     assert not result.modified

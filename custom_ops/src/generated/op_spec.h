@@ -10,6 +10,7 @@ inline constexpr const char* kDomain = "com.quantgraph";
 inline constexpr int kOpsetVersion = 1;
 inline constexpr const char* kPerTensor = "per_tensor";
 inline constexpr const char* kPerChannel = "per_channel";
+inline constexpr const char* kPerGroup = "per_group";
 
 // Attribute defaults (the same for every op that has the attribute).
 inline constexpr const char* kDefaultQtype = "per_tensor";
@@ -31,18 +32,25 @@ enum class OpKind : int {
 };
 inline constexpr int kOpCount = 4;
 
-// input_count: the op's inputs (optional ones included).
+// input_count: the op's inputs (optional ones included); qtypes: the values its qtype
+// attribute takes (OpSpec.qtypes); attributes: the names of its attributes.
+inline constexpr int kMaxQtypes = 3;
+inline constexpr int kMaxAttributes = 5;
 struct OpInfo {
   const char* name;
   bool is_quantize;
   bool is_static;
   int input_count;
+  int qtype_count;
+  const char* qtypes[kMaxQtypes];
+  int attribute_count;
+  const char* attributes[kMaxAttributes];
 };
 inline constexpr OpInfo kOps[kOpCount] = {
-    {"DynamicQuantize", true, false, 3},
-    {"DynamicDequantize", false, false, 3},
-    {"Quantize", true, true, 1},
-    {"Dequantize", false, true, 1},
+    {"DynamicQuantize", true, false, 3, 2, {"per_tensor", "per_channel"}, 3, {"qtype", "axis", "output_dtype"}},
+    {"DynamicDequantize", false, false, 3, 3, {"per_tensor", "per_channel", "per_group"}, 3, {"qtype", "axis", "group_shape"}},
+    {"Quantize", true, true, 1, 2, {"per_tensor", "per_channel"}, 5, {"qtype", "axis", "scales", "zps", "output_dtype"}},
+    {"Dequantize", false, true, 1, 2, {"per_tensor", "per_channel"}, 4, {"qtype", "axis", "scales", "zps"}},
 };
 
 // Attribute kinds (ONNX attribute types as the spec names them), by attribute name.
@@ -54,6 +62,7 @@ inline constexpr AttributeInfo kAttributes[] = {
     {"qtype", "string"},
     {"axis", "int"},
     {"output_dtype", "int"},
+    {"group_shape", "ints"},
     {"scales", "floats"},
     {"zps", "ints"},
 };
@@ -65,11 +74,17 @@ inline constexpr int kS32 = 6;
 inline constexpr int kF32 = 1;
 inline constexpr int kF8E4M3 = 17;
 inline constexpr int kF8E5M2 = 19;
+inline constexpr int kS4 = 22;
+inline constexpr int kU4 = 21;
+inline constexpr int kF16 = 10;
+inline constexpr int kBF16 = 16;
 
-// The dst rule (quantgraph.spec.dst_type): dequantize ops write kDequantizedDst;
+// The dst rule (quantgraph.spec.dst_type): dynamic dequantize ops write the scales type
+// when it is one of kDstFromScales, else (and static ones always) kDequantizedDst;
 // quantize ops output_dtype when it is set, else (dynamic ops) the zps type when it is
 // one of kDstFromZps, else kDefaultQuantizedDst.
 inline constexpr int kDequantizedDst = kF32;
+inline constexpr int kDstFromScales[] = {kF32, kF16, kBF16};
 inline constexpr int kDstFromZps[] = {kS8, kU8};
 inline constexpr int kDefaultQuantizedDst = kU8;
 
@@ -79,13 +94,18 @@ struct RuleText {
   const char* text;
 };
 inline constexpr RuleText kRules[] = {
-    {"qtype", "qtype must be one of per_tensor, per_channel; got '{qtype}'"},
+    {"qtype", "qtype must be one of {allowed}; got '{qtype}'"},
     {"axis-range", "axis {axis} is out of range [{low}, {high}] for src of rank {rank}"},
     {"scales-rank", "scales must be a 1-D tensor; got rank {rank}"},
     {"zps-rank", "zps must be a 1-D tensor; got rank {rank}"},
     {"per-tensor-scale-count", "per_tensor needs exactly one scale; got {count}"},
     {"per-channel-scale-count", "per_channel needs one scale per element of src along axis {axis} ({expected}); got {count}"},
     {"zps-count", "zps must have as many elements as scales ({expected}); got {count}"},
+    {"group-shape-rank", "group_shape must have one entry per src dim ({rank}); got {count}"},
+    {"group-shape-value", "group_shape[{index}] = {value} must be positive"},
+    {"group-scales-rank", "per_group needs scales of src's rank ({rank}); got rank {got}"},
+    {"group-divides", "src dim {dim} ({src}) must equal scales dim {dim} ({scales}) times group_shape[{dim}] ({group})"},
+    {"group-zps-shape", "zps must have the shape of scales {expected}; got {got}"},
     {"f8-zps", "zps are not allowed with {dtype}"},
     {"scale-value", "scales[{index}] = {value}: quantize divides by the scale, so it must be finite and non-zero"},
     {"zps-value", "zps[{index}] = {value} does not fit in s32"},
@@ -113,7 +133,17 @@ inline constexpr TypeRow kTypeRows[] = {
     {"DynamicQuantize", 1, 3, 1, {3, 2, 6}, 3},  // f32 -> s8
     {"DynamicQuantize", 1, 2, 1, {3, 2, 6}, 3},  // f32 -> u8
     {"DynamicDequantize", 3, 1, 1, {3, 2, 6}, 3},  // s8 -> f32
+    {"DynamicDequantize", 3, 10, 10, {3, 2, 6}, 3},  // s8 -> f16
+    {"DynamicDequantize", 3, 16, 16, {3, 2, 6}, 3},  // s8 -> bf16
     {"DynamicDequantize", 2, 1, 1, {3, 2, 6}, 3},  // u8 -> f32
+    {"DynamicDequantize", 2, 10, 10, {3, 2, 6}, 3},  // u8 -> f16
+    {"DynamicDequantize", 2, 16, 16, {3, 2, 6}, 3},  // u8 -> bf16
+    {"DynamicDequantize", 22, 1, 1, {22, 6, 0}, 2},  // s4 -> f32
+    {"DynamicDequantize", 22, 10, 10, {22, 6, 0}, 2},  // s4 -> f16
+    {"DynamicDequantize", 22, 16, 16, {22, 6, 0}, 2},  // s4 -> bf16
+    {"DynamicDequantize", 21, 1, 1, {21, 2, 6}, 3},  // u4 -> f32
+    {"DynamicDequantize", 21, 10, 10, {21, 2, 6}, 3},  // u4 -> f16
+    {"DynamicDequantize", 21, 16, 16, {21, 2, 6}, 3},  // u4 -> bf16
     {"Quantize", 1, 3, 0, {0, 0, 0}, 0},  // f32 -> s8
     {"Quantize", 1, 2, 0, {0, 0, 0}, 0},  // f32 -> u8
     {"Quantize", 1, 17, 0, {0, 0, 0}, 0},  // f32 -> f8_e4m3
@@ -124,23 +154,30 @@ inline constexpr TypeRow kTypeRows[] = {
     {"Dequantize", 19, 1, 0, {0, 0, 0}, 0},  // f8_e5m2 -> f32
 };
 
-// The spec's data types (names as in messages); qmin/qmax only for integer types,
-// float8_max only for float8 types.
+// The spec's data types (names as in messages); bits: storage bits of one element
+// (4-bit types are packed two to a byte, the first element in the low nibble); qmin/qmax
+// only for integer types, float8_max only for float8 types.
 struct DType {
   int onnx;
   const char* name;
+  int bits;
+  bool is_integer;
   bool is_float8;
   int64_t qmin;
   int64_t qmax;
   float float8_max;
 };
 inline constexpr DType kDTypes[] = {
-    {3, "s8", false, -128LL, 127LL, 0.0f},
-    {2, "u8", false, 0LL, 255LL, 0.0f},
-    {6, "s32", false, -2147483648LL, 2147483647LL, 0.0f},
-    {1, "f32", false, 0LL, 0LL, 0.0f},
-    {17, "f8_e4m3", true, 0LL, 0LL, 448.0f},
-    {19, "f8_e5m2", true, 0LL, 0LL, 57344.0f},
+    {3, "s8", 8, true, false, -128LL, 127LL, 0.0f},
+    {2, "u8", 8, true, false, 0LL, 255LL, 0.0f},
+    {6, "s32", 32, true, false, -2147483648LL, 2147483647LL, 0.0f},
+    {1, "f32", 32, false, false, 0LL, 0LL, 0.0f},
+    {17, "f8_e4m3", 8, false, true, 0LL, 0LL, 448.0f},
+    {19, "f8_e5m2", 8, false, true, 0LL, 0LL, 57344.0f},
+    {22, "s4", 4, true, false, -8LL, 7LL, 0.0f},
+    {21, "u4", 4, true, false, 0LL, 15LL, 0.0f},
+    {10, "f16", 16, false, false, 0LL, 0LL, 0.0f},
+    {16, "bf16", 16, false, false, 0LL, 0LL, 0.0f},
 };
 
 // Names of every ONNX element type, for messages about types outside the spec
@@ -161,19 +198,19 @@ inline constexpr OnnxTypeName kOnnxTypeNames[] = {
     {7, "int64"},
     {8, "string"},
     {9, "bool"},
-    {10, "float16"},
+    {10, "f16"},
     {11, "double"},
     {12, "uint32"},
     {13, "uint64"},
     {14, "complex64"},
     {15, "complex128"},
-    {16, "bfloat16"},
+    {16, "bf16"},
     {17, "f8_e4m3"},
     {18, "float8e4m3fnuz"},
     {19, "f8_e5m2"},
     {20, "float8e5m2fnuz"},
-    {21, "uint4"},
-    {22, "int4"},
+    {21, "u4"},
+    {22, "s4"},
     {23, "float4e2m1"},
     {24, "float8e8m0"},
     {25, "uint2"},

@@ -1,4 +1,4 @@
-// AVX2 kernels. Compiled with -mavx2; only called after DetectIsa() saw AVX2.
+// AVX2 kernels. Compiled with -mavx2 -mf16c; only called after DetectIsa() saw AVX2 and F16C.
 #include "simd_avx2.h"
 #include "simd_kernels.h"
 

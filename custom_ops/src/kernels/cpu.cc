@@ -21,7 +21,9 @@ Isa DetectIsa() {
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
     return Isa::kAvx512;
   }
-  if (Avx2Table() != nullptr && __builtin_cpu_supports("avx2")) return Isa::kAvx2;
+  if (Avx2Table() != nullptr && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) {
+    return Isa::kAvx2;
+  }
 #endif
   return Isa::kScalar;
 }

@@ -88,6 +88,37 @@ struct DequantizeKernels {
   DequantizeVec16Fn vec16[2];
 };
 
+// ---- dequantize with a parameter per group of elements -------------------------------------
+//
+// DynamicDequantize's rows beyond 8-bit -> f32 per tensor / channel: src s8, u8, s4, u4 (4-bit
+// packed two to a byte, element 2k in the low nibble of byte k), dst f32, f16, bf16:
+//
+//   y = round_to_dst(float(x - zp) * scale)   (f16/bf16: once, to nearest even)
+//
+// over `rows` rows of n elements that share their parameters: row r starts at src element
+// x_offset + r * x_stride and at dst element r * y_stride of y. Element j of a row uses
+// parameter (phase + j) / group (group >= 1: 1 is a parameter per element, n a single one).
+// SIMD tables need every zero point within +-kFloatMaxZp (ZeroPointRange::FitsFloat): they
+// compute float(x) - float(zp), exact there.
+enum GroupSrc : int { kGroupS8 = 0, kGroupU8 = 1, kGroupS4 = 2, kGroupU4 = 3, kNumGroupSrc = 4 };
+enum GroupDst : int { kGroupF32 = 0, kGroupF16 = 1, kGroupBF16 = 2, kNumGroupDst = 3 };
+
+struct GroupArgs {
+  const void* x;
+  size_t x_offset;  // in elements (4-bit: may be odd)
+  size_t x_stride;  // elements
+  void* y;          // dst element of row 0, element 0
+  size_t y_stride;  // elements
+  size_t n;
+  size_t rows;
+  const float* scale;  // parameter 0 is the one of row element 0
+  const int32_t* zp;   // nullptr: no zero points
+  size_t group;
+  size_t phase;  // < group
+};
+using DequantizeGroupFn = void (*)(const GroupArgs& a);
+inline constexpr int32_t kFloatMaxZp = (int32_t{1} << 24) - 256;
+
 enum class Isa : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 struct KernelTable {
@@ -96,6 +127,8 @@ struct KernelTable {
   void (*fence)();  // orders streaming stores before what follows; nullptr: none needed
   QuantizeKernels quantize[kNumQTypes];      // indexed by dst QType
   DequantizeKernels dequantize[kNumQTypes];  // indexed by src QType
+  // [src][dst][streaming stores]
+  DequantizeGroupFn dequantize_group[kNumGroupSrc][kNumGroupDst][2];
 };
 
 // The best instruction set this CPU (and OS) supports, and the one to use: the best, capped by
@@ -126,6 +159,7 @@ struct ZeroPointRange {
   bool AllZero() const { return lo == 0 && hi == 0; }
   bool FitsSimd() const { return lo >= -kSimdMaxZp && hi <= kSimdMaxZp; }  // else scalar table
   bool FitsInt16() const { return lo >= INT16_MIN && hi <= INT16_MAX; }    // vec16 kernels
+  bool FitsFloat() const { return lo >= -kFloatMaxZp && hi <= kFloatMaxZp; }  // group kernels
 };
 
 // Per-ISA table getters; nullptr when the build did not compile that ISA.

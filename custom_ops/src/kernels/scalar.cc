@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "convert.h"
 #include "kernels.h"
 
 namespace qg::kernels {
@@ -171,6 +172,42 @@ void DequantizeVecF8(const void* x, float* y, size_t n, const DequantizeVecOf<Zp
   }
 }
 
+// ---- per-group dequantize ----------------------------------------------------------------
+
+template <int kSrc>
+inline int64_t GroupElement(const void* x, size_t i) {
+  if constexpr (kSrc == kGroupS8) return static_cast<const int8_t*>(x)[i];
+  if constexpr (kSrc == kGroupU8) return static_cast<const uint8_t*>(x)[i];
+  if constexpr (kSrc == kGroupS4) return Nibble(x, i, true);
+  if constexpr (kSrc == kGroupU4) return Nibble(x, i, false);
+}
+
+template <int kDst>
+inline void GroupStore(void* y, size_t i, float v) {
+  if constexpr (kDst == kGroupF32) static_cast<float*>(y)[i] = v;
+  if constexpr (kDst == kGroupF16) static_cast<uint16_t*>(y)[i] = FloatToHalf(v);
+  if constexpr (kDst == kGroupBF16) static_cast<uint16_t*>(y)[i] = FloatToBFloat16(v);
+}
+
+// Exact for every s32 zero point (int64 difference, one rounding to float32).
+template <int kSrc, int kDst>
+void DequantizeGroup(const GroupArgs& a) {
+  for (size_t r = 0; r < a.rows; ++r) {
+    const size_t x0 = a.x_offset + r * a.x_stride;
+    const size_t y0 = r * a.y_stride;
+    size_t p = 0, in_group = a.phase;
+    for (size_t j = 0; j < a.n; ++j) {
+      const int64_t zp = a.zp != nullptr ? a.zp[p] : 0;
+      const float v = static_cast<float>(GroupElement<kSrc>(a.x, x0 + j) - zp) * a.scale[p];
+      GroupStore<kDst>(a.y, y0 + j, v);
+      if (++in_group == a.group) {
+        in_group = 0;
+        ++p;
+      }
+    }
+  }
+}
+
 template <QuantizeRunFn kRun, QuantizeVecFn kVec, QuantizeVec16Fn kVec16>
 constexpr QuantizeKernels Quantize() {
   return {{{kRun, kRun}, {kRun, kRun}}, {{kVec, kVec}, {kVec, kVec}}, {kVec16, kVec16}};
@@ -205,6 +242,19 @@ constexpr KernelTable kScalarTable = {
                    DequantizeVecF8<DecodeE4M3, int16_t>>(),
         Dequantize<DequantizeRunF8<DecodeE5M2>, DequantizeVecF8<DecodeE5M2, int32_t>,
                    DequantizeVecF8<DecodeE5M2, int16_t>>(),
+    },
+    {
+#define QG_GROUP_ROW(SRC)                                                              \
+  {                                                                                    \
+    {DequantizeGroup<SRC, kGroupF32>, DequantizeGroup<SRC, kGroupF32>},                \
+        {DequantizeGroup<SRC, kGroupF16>, DequantizeGroup<SRC, kGroupF16>},            \
+        {DequantizeGroup<SRC, kGroupBF16>, DequantizeGroup<SRC, kGroupBF16>},          \
+  }
+        QG_GROUP_ROW(kGroupS8),
+        QG_GROUP_ROW(kGroupU8),
+        QG_GROUP_ROW(kGroupS4),
+        QG_GROUP_ROW(kGroupU4),
+#undef QG_GROUP_ROW
     },
 };
 

@@ -1,4 +1,5 @@
-// 256-bit vector operations for simd_kernels.h. Only include from a TU compiled with -mavx2.
+// 256-bit vector operations for simd_kernels.h. Only include from a TU compiled with -mavx2
+// -mf16c.
 #pragma once
 
 #include <immintrin.h>
@@ -49,6 +50,7 @@ struct Avx2 {
   }
   static void StorePartial(float* p, F v, size_t n) { _mm256_maskstore_ps(p, TailMask(n), v); }
 
+  static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static F Div(F a, F b) { return _mm256_div_ps(a, b); }
   static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F Max(F a, F b) { return _mm256_max_ps(a, b); }  // a NaN -> b
@@ -90,6 +92,78 @@ struct Avx2 {
     alignas(16) T buf[16] = {};
     __builtin_memcpy(buf, p, n);
     return Widen<T>(buf);
+  }
+
+  // ---- per-group dequantize ------------------------------------------------------------
+
+  // kWidth 4-bit elements from kWidth / 2 bytes at p (element 2k in the low nibble of p[k]),
+  // as float values.
+  template <bool kSigned>
+  static F Nibbles(const uint8_t* p) {
+    int32_t word;
+    __builtin_memcpy(&word, p, sizeof word);
+    return NibbleValues<kSigned>(_mm256_cvtepu8_epi64(_mm_cvtsi32_si128(word)));
+  }
+  template <bool kSigned>
+  static F NibblesPartial(const uint8_t* p, size_t n) {  // n < kWidth elements
+    int32_t word = 0;
+    __builtin_memcpy(&word, p, (n + 1) / 2);
+    return NibbleValues<kSigned>(_mm256_cvtepu8_epi64(_mm_cvtsi32_si128(word)));
+  }
+  // bytes64: byte k in 64-bit lane k; shifting the lane left by 28 puts its high nibble at the
+  // bottom of the upper dword.
+  template <bool kSigned>
+  static F NibbleValues(__m256i bytes64) {
+    __m256i v = _mm256_or_si256(bytes64, _mm256_slli_epi64(bytes64, 28));
+    v = _mm256_and_si256(v, _mm256_set1_epi32(0xF));
+    if constexpr (kSigned) {
+      v = _mm256_sub_epi32(_mm256_xor_si256(v, _mm256_set1_epi32(8)), _mm256_set1_epi32(8));
+    }
+    return _mm256_cvtepi32_ps(v);
+  }
+  // Lane l of the result is lane index[l] of v (index lanes < kWidth).
+  static F PermuteF(F v, I index) { return _mm256_permutevar8x32_ps(v, index); }
+  static I PermuteI(I v, I index) { return _mm256_permutevar8x32_epi32(v, index); }
+  // float32 -> float16, round to nearest even (F16C: NaN stays a quiet NaN).
+  static __m128i ToF16(F v) {
+    return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static void StoreF16(uint16_t* p, F v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), ToF16(v));
+  }
+  static void StoreF16Partial(uint16_t* p, F v, size_t n) {
+    alignas(16) uint16_t lanes[kWidth];
+    _mm_store_si128(reinterpret_cast<__m128i*>(lanes), ToF16(v));
+    __builtin_memcpy(p, lanes, n * sizeof(uint16_t));
+  }
+  // int32 lanes holding values < 2^16 -> uint16.
+  static __m128i NarrowU16(I v) {
+    const __m256i packed = _mm256_packus_epi32(v, v);  // per 128-bit lane: v0..3 v0..3 | v4..7
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
+  }
+  static void StoreU16(uint16_t* p, I v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), NarrowU16(v));
+  }
+  static void StoreU16Partial(uint16_t* p, I v, size_t n) {
+    alignas(16) uint16_t lanes[kWidth];
+    _mm_store_si128(reinterpret_cast<__m128i*>(lanes), NarrowU16(v));
+    __builtin_memcpy(p, lanes, n * sizeof(uint16_t));
+  }
+  // memcpy with non-temporal stores for the 32-byte aligned body of dst.
+  static void StreamCopy(void* dst, const void* src, size_t bytes) {
+    auto* d = static_cast<unsigned char*>(dst);
+    const auto* s = static_cast<const unsigned char*>(src);
+    size_t head = (32 - reinterpret_cast<uintptr_t>(d) % 32) % 32;
+    head = head < bytes ? head : bytes;
+    __builtin_memcpy(d, s, head);
+    d += head;
+    s += head;
+    bytes -= head;
+    for (; bytes >= 32; bytes -= 32, d += 32, s += 32) {
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(d),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+    }
+    __builtin_memcpy(d, s, bytes);
   }
 
   // int32 lanes -> bytes with saturation to T's range.

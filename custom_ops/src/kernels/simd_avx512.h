@@ -43,6 +43,7 @@ struct Avx512 {
   }
   static void StorePartial(float* p, F v, size_t n) { _mm512_mask_storeu_ps(p, TailMask(n), v); }
 
+  static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F Div(F a, F b) { return _mm512_div_ps(a, b); }
   static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F Max(F a, F b) { return _mm512_max_ps(a, b); }  // a NaN -> b
@@ -86,6 +87,67 @@ struct Avx512 {
     } else {
       return _mm512_cvtepu8_epi32(b);
     }
+  }
+
+  // ---- per-group dequantize ------------------------------------------------------------
+
+  // kWidth 4-bit elements from kWidth / 2 bytes at p (element 2k in the low nibble of p[k]),
+  // as float values: a 16-entry table lookup.
+  template <bool kSigned>
+  static F Nibbles(const uint8_t* p) {
+    return NibbleValues<kSigned>(
+        _mm512_cvtepu8_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  template <bool kSigned>
+  static F NibblesPartial(const uint8_t* p, size_t n) {  // n < kWidth elements
+    const auto bytes = static_cast<__mmask16>((1u << ((n + 1) / 2)) - 1u);
+    return NibbleValues<kSigned>(_mm512_cvtepu8_epi64(_mm_maskz_loadu_epi8(bytes, p)));
+  }
+  // bytes64: byte k in 64-bit lane k. Or-ing in the lane shifted left by 28 puts the byte's
+  // high nibble at the bottom of the lane's upper dword; vpermps reads only the low 4 bits of
+  // each dword index: dword 2k selects byte k & 15, dword 2k + 1 byte k >> 4.
+  template <bool kSigned>
+  static F NibbleValues(__m512i bytes64) {
+    const __m512i index = _mm512_or_si512(bytes64, _mm512_slli_epi64(bytes64, 28));
+    const __m512 table = kSigned ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4,
+                                                  -3, -2, -1)
+                                 : _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
+                                                  14, 15);
+    return _mm512_permutexvar_ps(index, table);
+  }
+  // Lane l of the result is lane index[l] of v (index lanes < kWidth).
+  static F PermuteF(F v, I index) { return _mm512_permutexvar_ps(index, v); }
+  static I PermuteI(I v, I index) { return _mm512_permutexvar_epi32(index, v); }
+  // float32 -> float16, round to nearest even (F16C semantics: NaN stays a quiet NaN).
+  static void StoreF16(uint16_t* p, F v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static void StoreF16Partial(uint16_t* p, F v, size_t n) {
+    _mm256_mask_storeu_epi16(p, TailMask(n),
+                             _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  // int32 lanes holding values < 2^16 -> uint16.
+  static void StoreU16(uint16_t* p, I v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(v));
+  }
+  static void StoreU16Partial(uint16_t* p, I v, size_t n) {
+    _mm512_mask_cvtepi32_storeu_epi16(p, TailMask(n), v);
+  }
+  // memcpy with non-temporal stores for the 64-byte aligned body of dst.
+  static void StreamCopy(void* dst, const void* src, size_t bytes) {
+    auto* d = static_cast<unsigned char*>(dst);
+    const auto* s = static_cast<const unsigned char*>(src);
+    size_t head = (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64;
+    head = head < bytes ? head : bytes;
+    __builtin_memcpy(d, s, head);
+    d += head;
+    s += head;
+    bytes -= head;
+    for (; bytes >= 64; bytes -= 64, d += 64, s += 64) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(d), _mm512_loadu_si512(s));
+    }
+    __builtin_memcpy(d, s, bytes);
   }
 
   // int32 lanes -> bytes, saturating to T's range.
