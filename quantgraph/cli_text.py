@@ -1,0 +1,99 @@
+"""What the command line prints for people: conversions, validations, output summaries.
+
+Part of the command line (cli.py holds the commands); ``--json`` prints the reports' own
+``to_dict()`` instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+def describe(name: str, value: Any) -> dict[str, Any]:
+    import numpy as np
+
+    array = np.asarray(value)
+    finite = array[np.isfinite(array)] if array.dtype.kind == "f" else array
+    return {
+        "name": name,
+        "dtype": str(array.dtype),
+        "shape": list(array.shape),
+        "min": finite.min().item() if finite.size else None,
+        "max": finite.max().item() if finite.size else None,
+    }
+
+
+def print_conversion(report: Any, dry_run: bool, out: Path | None, limit: int = 40) -> None:
+    verb = "would convert" if dry_run else "converted"
+    total = sum(report.converted.values())
+    counts = ", ".join(f"{n} {op}" for op, n in report.converted.items()) or "nothing"
+    click.echo(f"{verb} {total} node(s): {counts}")
+    for node in report.converted_nodes[:limit]:
+        where = f" (in {node.graph})" if node.graph else ""
+        click.echo(
+            f"  {node.node or '<unnamed>'}{where}: {node.op_type} -> {node.new_op_type} "
+            f"[{node.detail}]"
+        )
+    if len(report.converted_nodes) > limit:
+        click.echo(f"  ... and {len(report.converted_nodes) - limit} more (--json lists all)")
+    if report.skipped:
+        click.echo(f"left unchanged {len(report.skipped)} node(s):")
+        for skipped in report.skipped[:limit]:
+            where = f" (in {skipped.graph})" if skipped.graph else ""
+            click.echo(
+                f"  {skipped.node or '<unnamed>'}{where}: {skipped.op_type}: {skipped.reason}"
+            )
+        if len(report.skipped) > limit:
+            click.echo(f"  ... and {len(report.skipped) - limit} more (--json lists all)")
+    if out is not None and not dry_run:
+        click.echo(f"wrote {out}")
+
+
+def print_validation(report: Any) -> None:
+    click.echo(f"comparison: {report.comparison}")
+    samples = "1 sample" if report.samples == 1 else f"{report.samples} samples"
+    seed = "" if report.seed is None else f" (seed {report.seed})"
+    click.echo(f"inputs: {samples}{seed}")
+    for name, spec in report.inputs.items():
+        shape = "x".join(map(str, spec["shape"])) or "scalar"
+        source = spec.get("why") or spec.get("from", "")
+        span = ""
+        if spec.get("range"):
+            low, high = spec["range"]
+            span = f" in [{low:g}, {high:g}]"
+        click.echo(f"  {name}: {spec['dtype']}[{shape}]{span} ({source})")
+    for output in report.outputs:
+        verdict = "identical" if output.agree else "DIFFERENT"
+        click.echo(
+            f"  {output.name}: {verdict}  dtype={output.dtype} max_abs_diff="
+            f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements} "
+            f"max_ulp_diff={output.max_ulp_diff}"
+        )
+    if report.optimized:
+        atol, rtol = report.tolerance
+        click.echo(f"vs ORT_ENABLE_ALL (fused, not exact; atol={atol:g} rtol={rtol:g}):")
+        for output in report.optimized:
+            verdict = "within tolerance" if output.within_tolerance else "BEYOND tolerance"
+            click.echo(
+                f"  {output.name}: {verdict}  max_abs_diff={output.max_abs_diff:g} "
+                f"mismatches={output.mismatches}/{output.elements} "
+                f"beyond_tolerance={output.beyond_tolerance}"
+            )
+    if report.intermediate is not None:
+        found = report.intermediate
+        click.echo(
+            f"intermediate tensors: {found.tensors_compared} compared, "
+            f"{found.tensors_differing} differ"
+        )
+        first = found.first_divergence
+        if first is not None:
+            click.echo(
+                f"  first divergence: node '{first.node}' ({first.op_type}, now "
+                f"{first.rewritten_op_type}) output '{first.tensor}': max_abs_diff="
+                f"{first.max_abs_diff:g} max_ulp_diff={first.max_ulp_diff} "
+                f"mismatches={first.mismatches}/{first.elements}"
+            )
+    click.echo("verdict: " + ("the models agree" if report.agree else "the models DISAGREE"))
