@@ -302,3 +302,49 @@ def test_innermost_zero_points_at_the_int16_edge(isa: str, op: str, zps: list[in
             want = run_reference(op, x, scales, z, **kw)
             got = run_native(op, x, scales, z, isa=isa, **kw)
             check(x, got, want, f"{op} dst={dst} rows={rows} zps={zps}")
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (3001, 16),
+        (1000, 64),
+        (17, 384),
+        (700, 384),
+        (5, 8),
+        (4099, 24),
+        (333, 48),
+        (90, 128),
+        (65, 512),
+        (2049, 8, 2),
+    ],
+    ids=lambda s: "x".join(map(str, s)),
+)
+@pytest.mark.parametrize("op", ["DynamicQuantize", "Quantize", "DynamicDequantize", "Dequantize"])
+def test_narrow_innermost_flat_patterns(isa: str, op: str, shape: tuple[int, ...]) -> None:
+    """Short per-channel patterns (channels * inner a few hundred elements at most) run flat:
+    each task's rows as one run whose parameters repeat (issue #16); rows that do not fill a
+    period, chunk edges inside rows, zero points of both signs and around the bounds."""
+    channels = shape[1]
+    rng = np.random.default_rng(sum(shape) + len(op))
+    scales = scale_values(rng, channels, allow_zero="Dequantize" in op)
+    attrs: dict[str, Any] = {"qtype": "per_channel", "axis": 1}
+    for zps in (
+        np.resize(np.array([128, 0, 255, 3], np.int32), channels),
+        np.resize(np.array([-128, 5, 127, -1, 0], np.int32), channels),
+        np.resize(np.array([40_000, -3, 70_000, 128, -40_000], np.int32), channels),  # not int16
+    ):
+        if "Dequantize" in op:
+            src = quantized_data(rng, shape, np.dtype(np.uint8))
+        else:
+            src = float_data(rng, shape, first(scales))
+            flat = src.reshape(-1)
+            edges = np.stack([(-128.0 - zps) * scales, (255.0 - zps) * scales]).astype(np.float32)
+            k = min(edges.size, flat.size)
+            flat[:k] = np.resize(edges.reshape(-1), k)
+        for dst in (TensorProto.INT8, TensorProto.UINT8):
+            kw = dict(attrs, output_dtype=dst) if op == "Quantize" else attrs
+            x = src.view(np.int8) if "Dequantize" in op and dst == TensorProto.INT8 else src
+            want = run_reference(op, x, scales, zps, **kw)
+            got = run_native(op, x, scales, zps, isa=isa, **kw)
+            check(x, got, want, f"{op} dst={dst} shape={shape} zps={zps[:5].tolist()}")

@@ -42,6 +42,12 @@ CASES = [
     ("Dequantize", (999, 3001), 1, "f8_e4m3", None),
     ("DynamicDequantize", (3, 1_000_003), 0, "u8", "u8"),
     ("DynamicDequantize", (700, 4099), -1, "s8", "s32"),
+    # narrow innermost (issue #16): flat runs of a repeating pattern, streaming stores
+    ("Quantize", (589_825, 16), -1, "u8", "s32"),
+    ("DynamicQuantize", (24_577, 384), 1, "s8", "s8"),
+    ("DynamicQuantize", (100_003, 48), 1, "u8", "u8"),
+    ("Dequantize", (32_771, 64), -1, "u8", "s32"),
+    ("DynamicDequantize", (5_463, 384), 1, "s8", "s8"),
 ]
 
 

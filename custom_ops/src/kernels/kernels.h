@@ -41,7 +41,14 @@ struct ChannelParams {
   const float* scale;
   const Zp* zp;               // nullptr: all zero (symmetric)
   bool zp_nonnegative = true;  // every zp[i] >= 0: quantize kernels may clamp one side only
+  // The arrays hold a repeating pattern of n parameters plus kPatternPad more that continue it
+  // (element n + k is element k). With stride == n the rows are contiguous: the SIMD integer
+  // kernels then convert the rows * n elements as one run whose parameters repeat with period n
+  // (no row blocks; a prefetch distance and loop like the per-tensor run's).
+  bool padded = false;
 };
+// Parameters past a pattern's end in padded ChannelParams (4 AVX-512 vectors of float).
+inline constexpr size_t kPatternPad = 64;
 template <typename Zp>
 using QuantizeVecOf = ChannelParams<Zp>;
 using QuantizeVec = QuantizeVecOf<int32_t>;

@@ -227,9 +227,95 @@ void QuantizeVecIntWith(const float* x, void* y, size_t n, const QuantizeVecOf<Z
   }
 }
 
+// Contiguous rows of a short pattern (ChannelParams::padded, stride == n, n a multiple of
+// 4 vectors) as one run of `total` elements, like QuantizeRunIntWith: the same prefetch and
+// 4-vector loop, the parameters of element t (p[t % period], j below) loaded from the pattern
+// (in L1) beside the data; a 4-vector block that crosses the pattern's end reads the padding.
+// The arithmetic is QuantizeVecIntWith's, element for element. kHoist: the period is 4
+// vectors (16 or 64 columns on AVX-512), so every 4-vector block has the same parameters: they
+// stay in registers, and the loop is the per-tensor one.
+template <class V, typename T, typename Zp, bool kZp, bool kStream, Clamp kPacked, bool kHoist>
+void QuantizeFlatInt(const float* x, T* out, size_t total, const QuantizeVecOf<Zp>& p,
+                     size_t period) {
+  constexpr size_t W = V::kWidth;
+  static_assert(4 * W <= kPatternPad);
+  // See AlignedHead (streaming or not: misaligned 64-byte stores straddle cache lines); the
+  // head is shorter than 4 vectors, so shorter than a period.
+  size_t t = HeadElements<V>(out, 1, total);
+  QuantizeVecIntWith<V, T, Zp, kZp, false, kPacked>(x, out, t, p, 1, t);
+  size_t j = t;  // t % period
+  const auto zero = V::Set1I(0);
+  const auto lo = V::Set1(-kSimdClamp), hi = V::Set1(kSimdClamp);
+  if constexpr (kHoist) {  // j stays where the head left it
+    const float* s = p.scale + j;
+    const auto s0 = V::Load(s), s1 = V::Load(s + W), s2 = V::Load(s + 2 * W);
+    const auto s3 = V::Load(s + 3 * W);
+    const auto z0 = kZp ? V::LoadI(p.zp + j) : zero, z1 = kZp ? V::LoadI(p.zp + j + W) : zero;
+    const auto z2 = kZp ? V::LoadI(p.zp + j + 2 * W) : zero;
+    const auto z3 = kZp ? V::LoadI(p.zp + j + 3 * W) : zero;
+    for (; t + 4 * W <= total; t += 4 * W) {
+      PrefetchAhead<4 * W * sizeof(float)>(x + t);
+      const auto q0 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t), s0, z0, lo, hi);
+      const auto q1 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t + W), s1, z1, lo, hi);
+      const auto q2 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t + 2 * W), s2, z2, lo, hi);
+      const auto q3 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t + 3 * W), s3, z3, lo, hi);
+      V::template StoreNarrow4<T, kStream>(out + t, q0, q1, q2, q3);
+    }
+  } else {
+    for (; t + 4 * W <= total; t += 4 * W) {
+      PrefetchAhead<4 * W * sizeof(float)>(x + t);
+      const float* s = p.scale + j;
+      const auto z0 = kZp ? V::LoadI(p.zp + j) : zero, z1 = kZp ? V::LoadI(p.zp + j + W) : zero;
+      const auto z2 = kZp ? V::LoadI(p.zp + j + 2 * W) : zero;
+      const auto z3 = kZp ? V::LoadI(p.zp + j + 3 * W) : zero;
+      const auto q0 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t), V::Load(s), z0, lo, hi);
+      const auto q1 =
+          QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t + W), V::Load(s + W), z1, lo, hi);
+      const auto q2 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t + 2 * W),
+                                                         V::Load(s + 2 * W), z2, lo, hi);
+      const auto q3 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t + 3 * W),
+                                                         V::Load(s + 3 * W), z3, lo, hi);
+      V::template StoreNarrow4<T, kStream>(out + t, q0, q1, q2, q3);
+      j += 4 * W;
+      if (j >= period) j -= period;
+    }
+  }
+  for (; t + W <= total; t += W) {
+    const auto z0 = kZp ? V::LoadI(p.zp + j) : zero;
+    const auto q = QuantizeInt<V, kZp>(V::Load(x + t), V::Load(p.scale + j), z0);
+    V::template StoreNarrow<T>(out + t, q);
+    j += W;
+    if (j >= period) j -= period;
+  }
+  if (t < total) {
+    const size_t k = total - t;
+    // Padding lanes divide 0 by 0: NaN, clamped and not stored.
+    const auto s0 = V::LoadPartial(p.scale + j, k);
+    const auto z0 = kZp ? V::LoadPartialI(p.zp + j, k) : zero;
+    const auto q = QuantizeInt<V, kZp>(V::LoadPartial(x + t, k), s0, z0);
+    V::template StoreNarrowPartial<T>(out + t, q, k);
+  }
+}
+
 template <class V, typename T, typename Zp, bool kZp, bool kStream>
 void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p, size_t rows,
                     size_t stride) {
+  if (p.padded && stride == n && n % (4 * V::kWidth) == 0) {
+    T* out = static_cast<T*>(y);
+    const bool hoist = n == 4 * V::kWidth;
+    if (!kZp || p.zp_nonnegative) {
+      if (hoist) {
+        QuantizeFlatInt<V, T, Zp, kZp, kStream, Clamp::kAbove, true>(x, out, rows * n, p, n);
+      } else {
+        QuantizeFlatInt<V, T, Zp, kZp, kStream, Clamp::kAbove, false>(x, out, rows * n, p, n);
+      }
+    } else if (hoist) {
+      QuantizeFlatInt<V, T, Zp, kZp, kStream, Clamp::kBoth, true>(x, out, rows * n, p, n);
+    } else {
+      QuantizeFlatInt<V, T, Zp, kZp, kStream, Clamp::kBoth, false>(x, out, rows * n, p, n);
+    }
+    return;
+  }
   if (!kZp || p.zp_nonnegative) {
     QuantizeVecIntWith<V, T, Zp, kZp, kStream, Clamp::kAbove>(x, y, n, p, rows, stride);
   } else {
@@ -390,11 +476,21 @@ void DequantizeRunInt(const void* xv, float* y, size_t n, const DequantizeRow& p
   }
 }
 
+// Contiguous rows of a short pattern as one run (see QuantizeFlatInt); like DequantizeRunInt,
+// no prefetch.
+template <class V, typename T, typename Zp, bool kZp, bool kStream, bool kHoist>
+void DequantizeFlatInt(const T* x, float* y, size_t total, const DequantizeVecOf<Zp>& p,
+                       size_t period);
+
 template <class V, typename T, typename Zp, bool kZp, bool kStream>
 void DequantizeVecInt(const void* xv, float* y, size_t n, const DequantizeVecOf<Zp>& p,
                       size_t rows, size_t stride) {
   constexpr size_t W = V::kWidth;
   const T* x = static_cast<const T*>(xv);
+  if (p.padded && stride == n && n % (4 * W) == 0) {
+    if (n == 4 * W) return DequantizeFlatInt<V, T, Zp, kZp, kStream, true>(x, y, rows * n, p, n);
+    return DequantizeFlatInt<V, T, Zp, kZp, kStream, false>(x, y, rows * n, p, n);
+  }
   size_t i = 0;
   if constexpr (kStream) {
     if (!RowsShareAlignment<V>(stride * sizeof(float), rows)) {
@@ -442,6 +538,59 @@ void DequantizeVecInt(const void* xv, float* y, size_t n, const DequantizeVecOf<
           DequantizeInt<V, T, kZp>(V::template WidenPartial<T>(x + r * stride + i, k), s0, z0);
       V::StorePartial(y + r * stride + i, f, k);
     }
+  }
+}
+
+template <class V, typename T, typename Zp, bool kZp, bool kStream, bool kHoist>
+void DequantizeFlatInt(const T* x, float* y, size_t total, const DequantizeVecOf<Zp>& p,
+                       size_t period) {
+  constexpr size_t W = V::kWidth;
+  static_assert(4 * W <= kPatternPad);
+  // See QuantizeFlatInt; stride t + 1: not flat again.
+  size_t t = HeadElements<V>(y, sizeof(float), total);
+  DequantizeVecInt<V, T, Zp, kZp, false>(x, y, t, p, 1, t + 1);
+  size_t j = t;  // t % period
+  const auto zero = V::Set1I(0);
+  const float* s = p.scale + j;  // kHoist: j stays where the head left it
+  const auto hs0 = V::Load(s), hs1 = V::Load(s + W), hs2 = V::Load(s + 2 * W);
+  const auto hs3 = V::Load(s + 3 * W);
+  const auto hz0 = kZp ? V::LoadI(p.zp + j) : zero, hz1 = kZp ? V::LoadI(p.zp + j + W) : zero;
+  const auto hz2 = kZp ? V::LoadI(p.zp + j + 2 * W) : zero;
+  const auto hz3 = kZp ? V::LoadI(p.zp + j + 3 * W) : zero;
+  for (; t + 4 * W <= total; t += 4 * W) {
+    s = p.scale + j;
+    const auto s0 = kHoist ? hs0 : V::Load(s), s1 = kHoist ? hs1 : V::Load(s + W);
+    const auto s2 = kHoist ? hs2 : V::Load(s + 2 * W), s3 = kHoist ? hs3 : V::Load(s + 3 * W);
+    const auto z0 = kHoist || !kZp ? hz0 : V::LoadI(p.zp + j);
+    const auto z1 = kHoist || !kZp ? hz1 : V::LoadI(p.zp + j + W);
+    const auto z2 = kHoist || !kZp ? hz2 : V::LoadI(p.zp + j + 2 * W);
+    const auto z3 = kHoist || !kZp ? hz3 : V::LoadI(p.zp + j + 3 * W);
+    const auto f0 = DequantizeInt<V, T, kZp>(V::template Widen<T>(x + t), s0, z0);
+    const auto f1 = DequantizeInt<V, T, kZp>(V::template Widen<T>(x + t + W), s1, z1);
+    const auto f2 = DequantizeInt<V, T, kZp>(V::template Widen<T>(x + t + 2 * W), s2, z2);
+    const auto f3 = DequantizeInt<V, T, kZp>(V::template Widen<T>(x + t + 3 * W), s3, z3);
+    V::template Store<kStream>(y + t, f0);
+    V::template Store<kStream>(y + t + W, f1);
+    V::template Store<kStream>(y + t + 2 * W, f2);
+    V::template Store<kStream>(y + t + 3 * W, f3);
+    if constexpr (!kHoist) {
+      j += 4 * W;
+      if (j >= period) j -= period;
+    }
+  }
+  for (; t + W <= total; t += W) {
+    const auto z0 = kZp ? V::LoadI(p.zp + j) : zero;
+    V::template Store<false>(
+        y + t, DequantizeInt<V, T, kZp>(V::template Widen<T>(x + t), V::Load(p.scale + j), z0));
+    j += W;
+    if (j >= period) j -= period;
+  }
+  if (t < total) {
+    const size_t k = total - t;
+    const auto s0 = V::LoadPartial(p.scale + j, k);
+    const auto z0 = kZp ? V::LoadPartialI(p.zp + j, k) : zero;
+    const auto f = DequantizeInt<V, T, kZp>(V::template WidenPartial<T>(x + t, k), s0, z0);
+    V::StorePartial(y + t, f, k);
   }
 }
 
