@@ -15,15 +15,14 @@ Rows of op ``dequantize_4bit`` time 4-bit weights (``[K, N]``, default ``[4096, 
 the native ``DynamicDequantize`` (per_group ``[32, 1]``, ONNX ``block_size`` 32 on axis 0; per
 row ``[1, 32]``; per_channel on axis 1) against onnxruntime's own ``DequantizeLinear`` of the
 same call (opset 21, int4/uint4 weights) and ``np.copyto`` of the f32 result; the weights are
-one shared int4/uint4 input, scales and zero points initializers (:data:`WEIGHT_LAYOUTS`).
+one shared int4/uint4 input, scales and zero points initializers
+(:data:`quantgraph.bench_weights.WEIGHT_LAYOUTS`).
 
 ``quantgraph bench`` prints :func:`format_table`.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import os
 import platform
 import statistics
@@ -37,7 +36,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from .spec import DEQUANTIZE, DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_TENSOR, QUANTIZE
+from .spec import DEQUANTIZE, DOMAIN, OPSET_VERSION, PER_TENSOR, QUANTIZE
 
 DEFAULT_SIZES = (1_000, 65_536, 1_048_576, 16_777_216)
 DIRECTIONS = ("quantize", "dequantize")  # timed as static Quantize / Dequantize
@@ -48,17 +47,6 @@ IMPLEMENTATIONS = ("native", "onnxruntime", "python", "numpy", "copyto")
 # "per_channel_inner_c64" is [n // 64, 64], axis 1.
 NARROW_PREFIX = "per_channel_inner_c"
 DEFAULT_LAYOUTS = (*LAYOUTS, *(f"{NARROW_PREFIX}{c}" for c in NARROW_COLUMNS))
-# 4-bit weights dequantized to f32 (op "dequantize_4bit"): layout -> (src type, zero points,
-# group_shape as [rows, columns] or None for per_channel on axis 1).
-WEIGHT_OP = "dequantize_4bit"
-WEIGHT_LAYOUTS: dict[str, tuple[int, bool, tuple[int, int] | None]] = {
-    "u4_block32_axis0": (TensorProto.UINT4, True, (32, 1)),  # MatMulNBits-style QDQ weights
-    "s4_block32_axis0": (TensorProto.INT4, False, (32, 1)),  # symmetric: no zero points
-    "u4_block32_axis1": (TensorProto.UINT4, True, (1, 32)),
-    "u4_per_channel_axis1": (TensorProto.UINT4, True, None),
-}
-DEFAULT_WEIGHTS = ((4096, 4096),)
-WEIGHT_IMPLEMENTATIONS = ("native", "onnxruntime", "copyto")
 # Timing: blocks of calls lasting about _BLOCK_SECONDS, at most _BUDGET_SECONDS per
 # implementation and case (see _measure).
 _BLOCK_SECONDS = 0.002
@@ -359,137 +347,6 @@ def _numpy_runner(
     return dequantize
 
 
-# ---- 4-bit weights -----------------------------------------------------------------------
-
-
-def _pack4(values: np.ndarray) -> np.ndarray:
-    """int4/uint4 values (one a byte) packed two a byte, the first in the low nibble."""
-    nibbles = values.reshape(-1).astype(np.uint8) & 0xF
-    if nibbles.size % 2:
-        nibbles = np.append(nibbles, np.uint8(0))
-    packed: np.ndarray = (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
-    return packed
-
-
-def _weight_parameters(
-    layout: str, shape: tuple[int, int]
-) -> tuple[int, np.ndarray, np.ndarray | None, tuple[int, int] | None]:
-    """(src type, f32 scales, 4-bit zero points as int values or None, group shape)."""
-    src, with_zps, group = WEIGHT_LAYOUTS[layout]
-    params = (shape[0] // group[0], shape[1] // group[1]) if group else (shape[1],)
-    rng = np.random.default_rng(1)
-    scales = (rng.random(params) * 0.05 + 0.001).astype(np.float32)
-    zps = rng.integers(0, 16, params).astype(np.int8) if with_zps else None
-    return src, scales, zps, group
-
-
-def _weight_models(layout: str, shape: tuple[int, int]) -> tuple[onnx.ModelProto, onnx.ModelProto]:
-    """The native DynamicDequantize model and onnxruntime's DequantizeLinear one."""
-    src, scales, zps, group = _weight_parameters(layout, shape)
-    initializers = [numpy_helper.from_array(scales, "s")]
-    inputs = ["x", "s"]
-    if zps is not None:
-        zp = onnx.helper.make_tensor("z", src, list(zps.shape), _pack4(zps).tobytes(), raw=True)
-        initializers.append(zp)
-        inputs.append("z")
-    x = helper.make_tensor_value_info("x", src, list(shape))
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))
-    attrs: dict[str, Any] = (
-        {"qtype": "per_group", "group_shape": list(group)}
-        if group
-        else {"qtype": "per_channel", "axis": 1}
-    )
-    node = helper.make_node(
-        DYNAMIC_DEQUANTIZE.name, inputs, ["y"], domain=DOMAIN, name="weights", **attrs
-    )
-    opsets = [helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)]
-    spec = helper.make_model(
-        helper.make_graph([node], "bench", [x], [y], initializer=initializers),
-        opset_imports=opsets,
-    )
-    if group is None:
-        qdq_attrs: dict[str, Any] = {"axis": 1}
-    else:
-        axis = 0 if group[0] > 1 else 1
-        qdq_attrs = {"axis": axis, "block_size": group[axis]}
-    qdq_node = helper.make_node("DequantizeLinear", inputs, ["y"], **qdq_attrs)
-    qdq = helper.make_model(
-        helper.make_graph([qdq_node], "bench", [x], [y], initializer=initializers),
-        opset_imports=[helper.make_opsetid("", 21)],
-    )
-    return spec, qdq
-
-
-def _weight_runners(
-    layout: str, shape: tuple[int, int], implementations: Sequence[str], notes: dict[str, str]
-) -> dict[str, Callable[[], None]]:
-    """Bound runners of one 4-bit weight row; the sessions share one packed input and one f32
-    output buffer (as _Buffers does for the other rows)."""
-    src = WEIGHT_LAYOUTS[layout][0]
-    rng = np.random.default_rng(0)
-    packed = rng.integers(0, 256, (shape[0] * shape[1] + 1) // 2, dtype=np.uint8)
-    x = ort.OrtValue.ortvalue_from_shape_and_type(list(shape), src)
-    ctypes.memmove(x.data_ptr(), packed.ctypes.data, packed.size)
-    y_array = np.empty(shape, np.float32)
-    y = ort.OrtValue.ortvalue_from_numpy(y_array)
-    spec, qdq = _weight_models(layout, shape)
-    calls: dict[str, Callable[[], None]] = {}
-    for impl in implementations:
-        if impl not in WEIGHT_IMPLEMENTATIONS:
-            notes[impl] = "not timed for 4-bit weights"
-            continue
-        reason = _available(impl)
-        if reason is not None:
-            notes[impl] = reason
-            continue
-        if impl == "copyto":
-            source = np.zeros(shape, np.float32)
-            target = np.empty_like(source)
-            calls[impl] = functools.partial(np.copyto, target, source)
-            continue
-        options = _options()
-        if impl == "native":
-            from .backends import native
-
-            native.register(options)
-        model = spec if impl == "native" else qdq
-        session = ort.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
-        binding = session.io_binding()
-        binding.bind_ortvalue_input("x", x)
-        binding.bind_ortvalue_output("y", y)
-        calls[impl] = functools.partial(session.run_with_iobinding, binding)
-    return calls
-
-
-def _weight_rows(
-    weights: Sequence[tuple[int, int]],
-    layouts: Sequence[str],
-    implementations: Sequence[str],
-    repeat: int,
-    progress: Progress | None,
-) -> list[BenchRow]:
-    rows = []
-    for shape in weights:
-        for layout in layouts:
-            notes: dict[str, str] = {}
-            calls = _weight_runners(layout, shape, implementations, notes)
-            _measure(calls, 3)  # first touch of the output and the sessions' pools
-            measured = _measure(calls, repeat)
-            seconds: dict[str, float | None] = {
-                impl: measured.get(impl) for impl in implementations
-            }
-            n = shape[0] * shape[1]
-            _, scales, zps, _ = _weight_parameters(layout, shape)
-            moved = (n + 1) // 2 + 4 * n + scales.nbytes + (0 if zps is None else zps.size // 2)
-            row = BenchRow(WEIGHT_OP, layout, tuple(shape), moved, seconds, notes)
-            rows.append(row)
-            if progress is not None:
-                progress(_progress_line(row))
-    return rows
-
-
 def _available(impl: str) -> str | None:
     """Why ``impl`` cannot run here, or None."""
     if impl == "native":
@@ -514,8 +371,8 @@ def run(
     implementations: Sequence[str] = IMPLEMENTATIONS,
     threads: int = 0,
     spinning: bool = True,
-    weights: Sequence[tuple[int, int]] = DEFAULT_WEIGHTS,
-    weight_layouts: Sequence[str] = tuple(WEIGHT_LAYOUTS),
+    weights: Sequence[tuple[int, int]] | None = None,
+    weight_layouts: Sequence[str] | None = None,
 ) -> list[BenchRow]:
     """Time every (op, layout, size) on every implementation; one row each. Then the 4-bit
     weight rows: each shape in ``weights`` ([K, N], K and N multiples of 32) in each of
@@ -563,7 +420,15 @@ def run(
                 rows.append(row)
                 if progress is not None:
                     progress(_progress_line(row))
-    rows += _weight_rows(weights, weight_layouts, implementations, repeat, progress)
+    from . import bench_weights  # imports this module: loaded once run() is called
+
+    rows += bench_weights.weight_rows(
+        bench_weights.DEFAULT_WEIGHTS if weights is None else weights,
+        tuple(bench_weights.WEIGHT_LAYOUTS) if weight_layouts is None else weight_layouts,
+        implementations,
+        repeat,
+        progress,
+    )
     return rows
 
 

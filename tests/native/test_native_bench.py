@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from native_support import requires_native
 
-from quantgraph import bench
+from quantgraph import bench, bench_weights
 
 pytestmark = requires_native
 
@@ -20,14 +20,14 @@ def test_bench_rows_and_table() -> None:
     lines: list[str] = []
     rows = bench.run(sizes=(1000,), repeat=3, progress=lines.append, weights=WEIGHTS)
     layouts = bench.DEFAULT_LAYOUTS
-    weight_rows = [r for r in rows if r.op == bench.WEIGHT_OP]
-    rows = [r for r in rows if r.op != bench.WEIGHT_OP]
+    weight_rows = [r for r in rows if r.op == bench_weights.WEIGHT_OP]
+    rows = [r for r in rows if r.op != bench_weights.WEIGHT_OP]
     assert len(rows) == len(bench.DIRECTIONS) * len(layouts)
     assert len(rows) + len(weight_rows) == len(lines)
-    assert [r.layout for r in weight_rows] == list(bench.WEIGHT_LAYOUTS)
+    assert [r.layout for r in weight_rows] == list(bench_weights.WEIGHT_LAYOUTS)
     for row in weight_rows:
         assert row.shape == (64, 96)
-        for impl in bench.WEIGHT_IMPLEMENTATIONS:
+        for impl in bench_weights.WEIGHT_IMPLEMENTATIONS:
             seconds = row.seconds[impl]
             assert seconds is not None and seconds > 0
         assert row.seconds["python"] is None and "python" in row.notes
@@ -70,11 +70,11 @@ def test_channels_for() -> None:
     ]
 
 
-@pytest.mark.parametrize("layout", list(bench.WEIGHT_LAYOUTS))
+@pytest.mark.parametrize("layout", list(bench_weights.WEIGHT_LAYOUTS))
 def test_weight_models_agree(layout: str) -> None:
     """The native and onnxruntime models of a 4-bit weight row compute the same bits."""
     notes: dict[str, str] = {}
-    calls = bench._weight_runners(layout, (64, 96), ("native", "onnxruntime"), notes)
+    calls = bench_weights._weight_runners(layout, (64, 96), ("native", "onnxruntime"), notes)
     assert not notes
     outputs = []
     for impl in ("native", "onnxruntime"):
