@@ -1,5 +1,6 @@
 # Every step a fresh machine needs: a virtualenv, the package (which builds the C++ kernels
-# with CMake and fetches onnxruntime's headers on first use), then the job or the tests.
+# with CMake and fetches onnxruntime's headers on first use) with oneDNN for the onednn backend,
+# then the job or the tests.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -11,7 +12,7 @@ NATIVE_SOURCES := $(shell find custom_ops -type f 2>/dev/null) pyproject.toml
 $(STAMP): $(NATIVE_SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,onednn]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -16,14 +16,25 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from .backends import ARITHMETICS, BACKENDS
 from .cli_text import describe, print_conversion, print_validation
 
 EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
 
-BACKEND_HELP = (
-    "Kernel backend for the rewritten model: native (C++ library, fastest) or python "
-    "(onnxruntime-extensions). Default: native when built, else python."
+BACKEND_OPTION = click.option(
+    "--backend",
+    type=click.Choice(BACKENDS),
+    help="Kernel backend for the spec ops: native (C++ library, fastest), python "
+    "(onnxruntime-extensions) or onednn (oneDNN's Graph API: what oneDNN computes). Default: "
+    "native when built, else python.",
+)
+ARITHMETIC_OPTION = click.option(
+    "--arithmetic",
+    type=click.Choice(ARITHMETICS),
+    help="Where the spec leaves rounding open: onnx (bit-exact with onnxruntime's "
+    "QuantizeLinear; default on native and python) or onednn (oneDNN's: x * (1/s) + zp rounded "
+    "once, float8 unsaturated; native and onednn backends).",
 )
 
 
@@ -149,7 +160,8 @@ def main(debug: bool) -> None:
     is_flag=True,
     help="Run original and rewritten model on the same random inputs and compare.",
 )
-@click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
+@BACKEND_OPTION
+@ARITHMETIC_OPTION
 @click.option(
     "--external-data",
     default="auto",
@@ -176,6 +188,7 @@ def convert(
     static: bool,
     validate_result: bool,
     backend: str | None,
+    arithmetic: str | None,
     external_data: str,
     keep_contrib: bool,
     dry_run: bool,
@@ -217,6 +230,7 @@ def convert(
                 result.original(),
                 rewritten,
                 backend=backend,
+                arithmetic=arithmetic,
                 dims=bound,
                 val_ranges=ranges,
                 iterations=iterations,
@@ -273,7 +287,8 @@ def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_j
     help="An .npz of input arrays by name, or a directory of them; repeatable: each file is "
     "one sample (default: generated from --seed).",
 )
-@click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
+@BACKEND_OPTION
+@ARITHMETIC_OPTION
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
 @ITERATIONS_OPTION
 @DIM_OPTION
@@ -291,10 +306,15 @@ def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_j
     "expected to be exact: judged by --atol/--rtol, not part of the verdict).",
 )
 @click.option(
-    "--atol", type=float, default=0.0, show_default=True, help="Absolute tolerance (--optimized)."
+    "--atol",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Absolute tolerance (--optimized; and the verdict when the rewritten side computes "
+    "oneDNN's arithmetic).",
 )
 @click.option(
-    "--rtol", type=float, default=0.0, show_default=True, help="Relative tolerance (--optimized)."
+    "--rtol", type=float, default=0.0, show_default=True, help="Relative tolerance (as --atol)."
 )
 @JSON_OPTION
 @_errors_are_one_line
@@ -303,6 +323,7 @@ def validate(
     rewritten: Path,
     inputs: tuple[Path, ...],
     backend: str | None,
+    arithmetic: str | None,
     seed: int,
     iterations: int,
     dims: tuple[str, ...],
@@ -333,6 +354,7 @@ def validate(
         rewritten,
         inputs=list(inputs) or None,
         backend=backend,
+        arithmetic=arithmetic,
         seed=seed,
         dims=_dims(dims),
         val_ranges=_val_ranges(val_ranges),
@@ -361,7 +383,8 @@ def validate(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the outputs to this .npz.",
 )
-@click.option("--backend", type=click.Choice(["native", "python"]), help=BACKEND_HELP)
+@BACKEND_OPTION
+@ARITHMETIC_OPTION
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
 @DIM_OPTION
 @VAL_RANGE_OPTION
@@ -372,6 +395,7 @@ def run(
     inputs: Path | None,
     output: Path | None,
     backend: str | None,
+    arithmetic: str | None,
     seed: int,
     dims: tuple[str, ...],
     val_ranges: tuple[str, ...],
@@ -385,7 +409,7 @@ def run(
 
     _quiet_onnxruntime()
     bound, ranges = _dims(dims), _val_ranges(val_ranges)
-    session = InferenceSession(model, backend)
+    session = InferenceSession(model, backend, arithmetic=arithmetic)
     feeds = (
         load_inputs(inputs)
         if inputs
@@ -401,12 +425,15 @@ def run(
         _print_json(
             {
                 "backend": session.backend,
+                "arithmetic": session.arithmetic,
+                "onednn": session.onednn_version,
                 "outputs": summary,
                 "output_file": str(output) if output else None,
             }
         )
     else:
-        click.echo(f"backend: {session.backend}")
+        engine = f", {session.onednn_version}" if session.onednn_version else ""
+        click.echo(f"backend: {session.backend} ({session.arithmetic} arithmetic{engine})")
         for item in summary:
             click.echo(
                 f"  {item['name']}: {item['dtype']}{item['shape']} "

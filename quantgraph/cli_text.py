@@ -65,8 +65,13 @@ def print_validation(report: Any) -> None:
             low, high = spec["range"]
             span = f" in [{low:g}, {high:g}]"
         click.echo(f"  {name}: {spec['dtype']}[{shape}]{span} ({source})")
+    if not report.exact_expected:
+        atol, rtol = report.tolerance
+        click.echo(f"tolerance: atol={atol:g} rtol={rtol:g}")
     for output in report.outputs:
         verdict = "identical" if output.agree else "DIFFERENT"
+        if not output.agree and not report.exact_expected:
+            verdict += " (within tolerance)" if output.within_tolerance else " (BEYOND tolerance)"
         click.echo(
             f"  {output.name}: {verdict}  dtype={output.dtype} max_abs_diff="
             f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements} "

@@ -13,17 +13,22 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
-from .backends import resolve, session_options
+from .backends import resolve, resolve_arithmetic, session_options
 from .io import ModelLike, has_external_data, load_model, save_model
+from .passes.declared_dst import DeclaredDstPass
 from .schemas import register as register_schemas
 
 
 class InferenceSession:
     """``onnxruntime.InferenceSession`` with quantgraph's kernels registered.
 
-    ``backend`` is "native" or "python" (default: the fastest available). On the Python backend
-    the model is first put in the form its kernels accept (static ops become dynamic ones with
-    constant inputs), and kernel errors recorded during a run are raised from :meth:`run`.
+    ``backend`` is "native", "python" or "onednn" (default: the fastest available);
+    ``arithmetic`` "onnx" (default) or "onednn" where the spec leaves rounding open (see
+    :mod:`quantgraph.backends`). A quantize op whose dst only the model's declared output type
+    decides gets it as ``output_dtype`` first (:class:`~quantgraph.passes.DeclaredDstPass`). On
+    the Python backend the model is put in the form its kernels accept (static ops become
+    dynamic ones with constant inputs), and kernel errors recorded during a run are raised from
+    :meth:`run`.
     """
 
     def __init__(
@@ -31,11 +36,14 @@ class InferenceSession:
         model: ModelLike,
         backend: str | None = None,
         *,
+        arithmetic: str | None = None,
         options: ort.SessionOptions | None = None,
         providers: Sequence[str] = ("CPUExecutionProvider",),
     ) -> None:
         register_schemas()
         self.backend = resolve(backend)
+        self.arithmetic = resolve_arithmetic(self.backend, arithmetic)
+        self.onednn_version: str | None = None  # which oneDNN runs the ops (onednn backend)
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         source = self._prepare(model)
         if self.backend == "python":
@@ -44,28 +52,36 @@ class InferenceSession:
             options = options or ort.SessionOptions()
             options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self._session = ort.InferenceSession(
-            source, session_options(self.backend, options), providers=list(providers)
+            source,
+            session_options(self.backend, options, arithmetic=self.arithmetic),
+            providers=list(providers),
         )
+        if self.backend == "onednn":
+            from .backends import onednn
+
+            self.onednn_version = onednn.version()
 
     def _prepare(self, model: ModelLike) -> str | bytes:
         """What onnxruntime loads: the file itself or the caller's serialized model when they
         run as they are, else a prepared private copy."""
         is_path = isinstance(model, (str, os.PathLike))
         loaded = load_model(model)  # the same clear errors everywhere for a bad file
+        if loaded is model:  # the caller's object stays as it was
+            loaded = ir.from_proto(ir.to_proto(loaded))
+        # The seed's dst rule: a declared output type no kernel could see becomes output_dtype.
+        changed = DeclaredDstPass()(loaded).modified
         if self.backend == "python":
             from .backends.python_prepare import prepare_model
 
-            if not is_path and loaded is model:  # the caller's object stays as it was
-                loaded = ir.from_proto(ir.to_proto(loaded))
-            if not prepare_model(loaded) and is_path:
+            changed = prepare_model(loaded) or changed
+        if not changed:
+            if is_path:
                 return str(Path(model))  # type: ignore[arg-type]
-        elif is_path:
-            return str(Path(model))  # type: ignore[arg-type]
-        elif isinstance(model, bytes):
-            return model
-        elif isinstance(model, onnx.ModelProto) and not has_external_data(loaded):
-            serialized: bytes = model.SerializeToString()
-            return serialized
+            if isinstance(model, bytes):
+                return model
+            if isinstance(model, onnx.ModelProto) and not has_external_data(loaded):
+                serialized: bytes = model.SerializeToString()
+                return serialized
         if has_external_data(loaded):
             # Weights stay on disk: onnxruntime reads them next to a prepared copy.
             self._scratch = tempfile.TemporaryDirectory(prefix="quantgraph-")

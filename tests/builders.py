@@ -24,6 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import quantgraph
 from quantgraph.backends import native_available
+from quantgraph.backends.onednn import unavailable_reason as onednn_unavailable
 from quantgraph.io import ModelLike
 from quantgraph.spec import DOMAIN, OPS, OPSET_VERSION
 
@@ -36,6 +37,11 @@ Feeds = Mapping[str, np.ndarray]
 
 requires_native = pytest.mark.skipif(not native_available(), reason="native backend not built")
 BACKENDS = ["python", pytest.param("native", marks=requires_native)]
+requires_onednn = pytest.mark.skipif(
+    onednn_unavailable() is not None, reason=f"onednn backend: {onednn_unavailable()}"
+)
+# Every backend, oneDNN's own too: for what all three must agree on (rules, the dst type).
+EVERY_BACKEND = [*BACKENDS, pytest.param("onednn", marks=requires_onednn)]
 
 
 # -- building models ---------------------------------------------------------------------------

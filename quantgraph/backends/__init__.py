@@ -1,15 +1,27 @@
-"""Kernel backends: 'native' (C++ library) and 'python' (onnxruntime-extensions)."""
+"""Kernel backends: 'native' (C++ library), 'python' (onnxruntime-extensions) and 'onednn'
+(oneDNN's Graph API), one per session.
+
+Where the spec leaves rounding to the implementation there are two arithmetics: ``onnx``
+(quantgraph's default, bit-exact with onnxruntime's QuantizeLinear) and ``onednn`` (what
+oneDNN's CPU engine computes: ``saturate(rne(x * fl(1/s) + zp))``, float8 without
+saturation). The native backend runs either (session config entry ``quantgraph.arithmetic``);
+the python backend runs ``onnx``; the onednn backend is oneDNN, so ``onednn``.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
-
-import onnxruntime as ort
+from typing import TYPE_CHECKING, Literal
 
 from ..errors import BackendError, KernelError
 
-Backend = Literal["native", "python"]
-BACKENDS: tuple[str, ...] = ("native", "python")
+Backend = Literal["native", "python", "onednn"]
+BACKENDS: tuple[str, ...] = ("native", "python", "onednn")
+Arithmetic = Literal["onnx", "onednn"]
+ARITHMETICS: tuple[str, ...] = ("onnx", "onednn")
+ARITHMETIC_ENTRY = "quantgraph.arithmetic"  # session config entry the native library reads
+
+if TYPE_CHECKING:  # onnxruntime loads when a session is made, not when the CLI parses options
+    import onnxruntime as ort
 
 
 def native_available() -> bool:
@@ -21,7 +33,7 @@ def native_available() -> bool:
 
 
 def default_backend() -> Backend:
-    """The fastest backend this installation has."""
+    """The fastest backend this installation has (onednn only when asked for)."""
     return "native" if native_available() else "python"
 
 
@@ -35,22 +47,56 @@ def resolve(backend: str | None) -> Backend:
             "cmake (`pip install .`; see README), set QUANTGRAPH_NATIVE_LIB, or use "
             "backend='python'"
         )
+    if chosen == "onednn":
+        from . import onednn
+
+        reason = onednn.unavailable_reason()
+        if reason is not None:
+            raise BackendError(f"the onednn backend cannot run: {reason}")
     return chosen  # type: ignore[return-value]
 
 
-def session_options(
-    backend: str | None = None, options: ort.SessionOptions | None = None
-) -> ort.SessionOptions:
-    """SessionOptions with one backend's kernels registered.
+def resolve_arithmetic(backend: Backend, arithmetic: str | None) -> Arithmetic:
+    """The arithmetic a session on ``backend`` computes; refuses a pair that cannot be."""
+    if arithmetic is not None and arithmetic not in ARITHMETICS:
+        raise BackendError(
+            f"unknown arithmetic {arithmetic!r}; choose one of {', '.join(ARITHMETICS)}"
+        )
+    natural: Arithmetic = "onednn" if backend == "onednn" else "onnx"
+    if arithmetic is None or arithmetic == natural or backend == "native":
+        return arithmetic or natural  # type: ignore[return-value]
+    if backend == "onednn":
+        raise BackendError("the onednn backend computes oneDNN's own arithmetic, not 'onnx'")
+    raise BackendError(
+        "the python backend computes the onnx arithmetic only; for oneDNN's arithmetic use "
+        "backend 'native' (arithmetic 'onednn') or 'onednn'"
+    )
 
-    Never both: one session cannot register the same domain from two libraries.
-    """
+
+def session_options(
+    backend: str | None = None,
+    options: ort.SessionOptions | None = None,
+    *,
+    arithmetic: str | None = None,
+) -> ort.SessionOptions:
+    """SessionOptions with one backend's kernels registered (never two: one session cannot
+    take the same domain from two libraries). ``arithmetic`` ("onnx" or "onednn"): see the
+    module's docstring."""
+    import onnxruntime as ort
+
     chosen = resolve(backend)
+    computed = resolve_arithmetic(chosen, arithmetic)
     options = options or ort.SessionOptions()
     if chosen == "native":
         from . import native  # type: ignore[attr-defined,unused-ignore]
 
+        # Read by the library when it registers its kernels: set it first.
+        options.add_session_config_entry(ARITHMETIC_ENTRY, computed)
         native.register(options)
+    elif chosen == "onednn":
+        from . import onednn
+
+        onednn.register(options)
     else:
         from . import python
 
@@ -59,12 +105,16 @@ def session_options(
 
 
 __all__ = [
+    "ARITHMETICS",
+    "ARITHMETIC_ENTRY",
     "BACKENDS",
+    "Arithmetic",
     "Backend",
     "BackendError",
     "KernelError",
     "default_backend",
     "native_available",
     "resolve",
+    "resolve_arithmetic",
     "session_options",
 ]

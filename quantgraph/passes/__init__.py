@@ -2,6 +2,7 @@
 putting spec ops in the forms backends need, and the pipelines that chain them."""
 
 from .check_spec_rules import CheckSpecRulesPass
+from .declared_dst import DeclaredDstPass
 from .explicit_form import ExplicitFormPass, NoExplicitForm
 from .full_check import FullCheckPass
 from .move_domain import MoveDomainPass
@@ -16,6 +17,7 @@ __all__ = [
     "QDQ_OPS",
     "CheckSpecRulesPass",
     "ConvertedNode",
+    "DeclaredDstPass",
     "ExplicitFormPass",
     "FullCheckPass",
     "MoveDomainPass",

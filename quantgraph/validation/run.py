@@ -24,7 +24,7 @@ from ..session import InferenceSession
 from .inputs import SPATIAL_DEFAULT, SPATIAL_SIZES, InputSpec, describe, has_spatial_dims
 from .inputs import plan_inputs as plan
 from .intermediate import producers, with_all_outputs
-from .report import EXACT, Divergence, IntermediateReport, ValidationReport
+from .report import EXACT, ONEDNN_ARITHMETIC, Divergence, IntermediateReport, ValidationReport
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 HINT = (
@@ -140,6 +140,7 @@ def validate(
     *,
     inputs: InputsArg | None = None,
     backend: str | None = None,
+    arithmetic: str | None = None,
     seed: int = 0,
     dims: Mapping[str, int] | None = None,
     val_ranges: Mapping[str, tuple[float, float]] | None = None,
@@ -189,6 +190,7 @@ def validate(
     candidate = InferenceSession(
         candidate_model,
         backend,
+        arithmetic=arithmetic,
         options=quiet_options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL),
     )
     candidate_names = {o.name for o in candidate.get_outputs()}
@@ -196,11 +198,23 @@ def validate(
     actual = [candidate.run(outputs + common, s) for s in samples]
 
     n_out = len(outputs)
+    exact = candidate.arithmetic == "onnx"
+    if exact:
+        comparison = f"{EXACT} on the {candidate.backend} backend"
+    else:
+        engine = candidate.onednn_version or "oneDNN's arithmetic on the native backend"
+        comparison = ONEDNN_ARITHMETIC.format(engine=engine)
     report = ValidationReport(
-        comparison=f"{EXACT} on the {candidate.backend} backend",
+        comparison=comparison,
         backend=candidate.backend,
+        arithmetic=candidate.arithmetic,
+        engine=candidate.onednn_version,
         outputs=_aggregate(
-            outputs, declared, [e[:n_out] for e in expected], [a[:n_out] for a in actual]
+            outputs,
+            declared,
+            [e[:n_out] for e in expected],
+            [a[:n_out] for a in actual],
+            tolerance=None if exact else (atol, rtol),
         ),
         inputs=described,
         seed=used_seed,
