@@ -153,19 +153,7 @@ def _fingerprint(op: OpSpec, ctx: InferenceContext) -> tuple[tuple[object, ...],
     if not op.is_static and count > 1 and ctx.has_input(1):
         constant = ctx.get_input_data(1)
         parts.append(None if constant is None else constant.SerializeToString())
-    parts.append(_declared_dst(op, ctx))
     return tuple(parts), src_type
-
-
-def _declared_dst(op: OpSpec, ctx: InferenceContext) -> int | None:
-    """A quantize op's output type as the model declares it (graph output or value_info):
-    the seed's "target quantized data type is specified via the data type of output"."""
-    if not op.is_quantize or ctx.get_num_outputs() < 1:
-        return None
-    declared = ctx.get_output_type(0)
-    if declared is None or not declared.HasField("tensor_type"):
-        return None
-    return declared.tensor_type.elem_type or None
 
 
 def _checked_dst_type(op: OpSpec, ctx: InferenceContext) -> int:
@@ -187,7 +175,6 @@ def _checked_dst_type(op: OpSpec, ctx: InferenceContext) -> int:
         zps=zps_type or None,
         has_scales=has[0],
         has_zps=has[1],
-        declared_dst=_declared_dst(op, ctx),
         src_shape=src_shape,
         scales_shape=scales_shape,
         zps_shape=zps_shape,
