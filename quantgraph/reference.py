@@ -150,15 +150,28 @@ def run(
     attributes: Mapping[str, object] | None = None,
     *,
     node: str = "",
+    arithmetic: str = "onnx",
 ) -> np.ndarray:
-    """One call of ``op`` (a spec name): every rule checked, then computed here."""
+    """One call of ``op`` (a spec name): every rule checked, then computed here.
+
+    ``arithmetic="onednn"``: as oneDNN's CPU engine computes it
+    (:mod:`quantgraph.reference_onednn`, the numpy model of oneDNN's arithmetic).
+    """
     call = checked_call(op, inputs, attributes, node=node)
-    if call.op.is_quantize:
-        result = quantize_values(call.src, call.scales, call.zps, call.axis, call.dst)
-    else:
-        result = dequantize_values(
-            call.src, call.scales, call.zps, call.axis, call.dst, call.group_shape
+    quantizer, dequantizer = quantize_values, dequantize_values
+    if arithmetic == "onednn":
+        from . import reference_onednn
+
+        quantizer, dequantizer = (
+            reference_onednn.quantize_values,
+            reference_onednn.dequantize_values,
         )
+    elif arithmetic != "onnx":
+        raise ValueError(f"arithmetic is 'onnx' or 'onednn', not {arithmetic!r}")
+    if call.op.is_quantize:
+        result = quantizer(call.src, call.scales, call.zps, call.axis, call.dst)
+    else:
+        result = dequantizer(call.src, call.scales, call.zps, call.axis, call.dst, call.group_shape)
     return np.asarray(result)  # 0-d stays an array
 
 

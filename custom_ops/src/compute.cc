@@ -233,6 +233,34 @@ const int32_t* ZeroPoints(const CallArgs& a, ZpBuffer& buffer) {
 // memory traffic.
 constexpr size_t kStreamMinBytes = size_t{8} << 20;
 
+// Per-call scale values: the call's own, or (oneDNN's quantize) their reciprocals, computed once
+// here so that the kernels multiply (in `small` up to its size: per-tensor calls allocate
+// nothing).
+struct ScaleBuffer {
+  float small[16];
+  std::vector<float> large;
+};
+
+// fl(1 / s) for each scale, as oneDNN computes it (float32 division, correctly rounded: the
+// static op's `1.f / s` in graph/backend/dnnl/passes/lower.cpp, the dynamic op's eltwise pow
+// with beta -1, a vdivps).
+const float* Reciprocals(const CallArgs& a, ScaleBuffer& buffer) {
+  const auto* s = static_cast<const float*>(a.scales);
+  float* out = buffer.small;
+  if (a.scale_count > sizeof buffer.small / sizeof buffer.small[0]) {
+    buffer.large.resize(a.scale_count);
+    out = buffer.large.data();
+  }
+  for (size_t i = 0; i < a.scale_count; ++i) out[i] = 1.0f / s[i];
+  return out;
+}
+
+// An op family (K of Drive and Compute) in one arithmetic (kernels.h): its element types,
+// parameter structs, kernels, and what the arithmetic asks of the call:
+// * Scales: what the kernels take in place of the scales (oneDNN's quantize: reciprocals);
+// * SimdTakes: whether the selected SIMD table is exact for these zero points, else the scalar
+//   table runs the call.
+template <Arithmetic kArithmetic>
 struct QuantizeFamily {
   static size_t RowBlock(bool stream, bool params_in_l1) { return stream && params_in_l1 ? 1 : 8; }
   using Src = float;
@@ -242,10 +270,18 @@ struct QuantizeFamily {
   using Vec = kernels::QuantizeVecOf<Zp>;
   using Kernels = kernels::QuantizeKernels;
   static const Kernels& Select(const kernels::KernelTable& t, kernels::QType q) {
-    return t.quantize[q];
+    return kArithmetic == Arithmetic::kOnnx ? t.quantize[q] : t.quantize_onednn[q];
+  }
+  static const float* Scales(const CallArgs& a, ScaleBuffer& buffer) {
+    if constexpr (kArithmetic == Arithmetic::kOnnx) return static_cast<const float*>(a.scales);
+    return Reciprocals(a, buffer);
+  }
+  static bool SimdTakes(const kernels::ZeroPointRange& range) {
+    return kArithmetic == Arithmetic::kOnednn || range.FitsSimd();  // oneDNN's: every zp
   }
 };
 
+template <Arithmetic kArithmetic>
 struct DequantizeFamily {
   static size_t RowBlock(bool, bool) { return 4; }
   using Src = uint8_t;
@@ -255,7 +291,15 @@ struct DequantizeFamily {
   using Vec = kernels::DequantizeVecOf<Zp>;
   using Kernels = kernels::DequantizeKernels;
   static const Kernels& Select(const kernels::KernelTable& t, kernels::QType q) {
-    return t.dequantize[q];
+    return kArithmetic == Arithmetic::kOnnx ? t.dequantize[q] : t.dequantize_onednn[q];
+  }
+  static const float* Scales(const CallArgs& a, ScaleBuffer&) {
+    return static_cast<const float*>(a.scales);
+  }
+  // oneDNN subtracts float(zp): the SIMD tables' int32 difference is the same while float(zp)
+  // is exact.
+  static bool SimdTakes(const kernels::ZeroPointRange& range) {
+    return kArithmetic == Arithmetic::kOnnx ? range.FitsSimd() : range.FitsFloat();
   }
 };
 
@@ -381,10 +425,11 @@ void Compute(const CallArgs& a, const ExecContext& ex) {
   ZpBuffer buffer;
   const int32_t* zp = ZeroPoints<Zp>(a, buffer);
   const kernels::ZeroPointRange range(zp, zp != nullptr ? a.scale_count : 0);
-  const kernels::KernelTable& table = range.FitsSimd() ? *ex.table : *kernels::ScalarTable();
+  const kernels::KernelTable& table = K::SimdTakes(range) ? *ex.table : *kernels::ScalarTable();
   const bool stream = a.elements * sizeof(typename K::Dst) >= kStreamMinBytes;
   constexpr bool kFlat = kQuantized == kS8 || kQuantized == kU8;  // kernels with a flat path
-  Drive<K>(a, ex, static_cast<const float*>(a.scales), range.AllZero() ? nullptr : zp, range,
+  ScaleBuffer scales;
+  Drive<K>(a, ex, K::Scales(a, scales), range.AllZero() ? nullptr : zp, range,
            K::Select(table, QTypeIndex<kQuantized>()), stream, stream ? table.fence : nullptr,
            kFlat);
 }
@@ -571,8 +616,10 @@ void ComputeGroups(const CallArgs& a, const ExecContext& ex, int src, int dst, i
 }
 
 // DynamicDequantize (and the static op's rows, which are all 8-bit -> f32): the 8-bit -> f32
-// per tensor / channel calls keep the Compute path, everything else goes per group.
-template <int kSrc, int kDst, int kZps>
+// per tensor / channel calls keep the Compute path, everything else goes per group (the same
+// kernels in both arithmetics: float(x) - float(zp) as oneDNN's reorder while |zp| <=
+// kFloatMaxZp; beyond, the exact difference: oneDNN's arithmetic there is not measured).
+template <Arithmetic kArithmetic, int kSrc, int kDst, int kZps>
 void ComputeDequantize(const CallArgs& a, const ExecContext& ex) {
   constexpr bool kClassic = (kSrc == kS8 || kSrc == kU8) && kDst == kF32;
   if constexpr (kClassic) {
@@ -581,7 +628,7 @@ void ComputeDequantize(const CallArgs& a, const ExecContext& ex) {
           kZps == 0, void,
           std::conditional_t<kZps == kS8, int8_t,
                              std::conditional_t<kZps == kU8, uint8_t, int32_t>>>;
-      Compute<DequantizeFamily, kSrc, Zp>(a, ex);
+      Compute<DequantizeFamily<kArithmetic>, kSrc, Zp>(a, ex);
       return;
     }
   }
@@ -599,12 +646,16 @@ struct DispatchEntry {
 };
 
 #define QG_QUANTIZE(OP, DST, ZPS, ZP_T) \
-  DispatchEntry { OpKind::OP, kF32, DST, ZPS, &Compute<QuantizeFamily, DST, ZP_T> }
+  DispatchEntry { OpKind::OP, kF32, DST, ZPS, &Compute<QuantizeFamily<A>, DST, ZP_T> }
 #define QG_DEQUANTIZE(OP, SRC, ZPS, ZP_T) \
-  DispatchEntry { OpKind::OP, SRC, kF32, ZPS, &Compute<DequantizeFamily, SRC, ZP_T> }
+  DispatchEntry { OpKind::OP, SRC, kF32, ZPS, &Compute<DequantizeFamily<A>, SRC, ZP_T> }
 #define QG_GROUPED(SRC, DST, ZPS) \
-  DispatchEntry { OpKind::kDynamicDequantize, SRC, DST, ZPS, &ComputeDequantize<SRC, DST, ZPS> }
+  DispatchEntry { \
+    OpKind::kDynamicDequantize, SRC, DST, ZPS, &ComputeDequantize<A, SRC, DST, ZPS> \
+  }
 
+// The kernels of each arithmetic A (the same rows in both).
+template <Arithmetic A>
 constexpr DispatchEntry kDispatch[] = {
     QG_QUANTIZE(kDynamicQuantize, kS8, 0, void),
     QG_QUANTIZE(kDynamicQuantize, kS8, kS8, int8_t),
@@ -674,8 +725,9 @@ constexpr bool IsFloat8Type(int t) {
   return false;
 }
 
+template <Arithmetic A>
 constexpr bool HasEntry(const char* op, int src, int dst, int zps) {
-  for (const auto& e : kDispatch) {
+  for (const auto& e : kDispatch<A>) {
     if (SameString(OpName(e.op), op) && e.src == src && e.dst == dst && e.zps == zps) return true;
   }
   return false;
@@ -693,31 +745,38 @@ constexpr size_t ExpectedEntries() {
   return n;
 }
 
+template <Arithmetic A>
 constexpr bool CoversSpec() {
   for (const auto& row : spec::kTypeRows) {
-    if (!HasEntry(row.op, row.src, row.dst, 0)) return false;
+    if (!HasEntry<A>(row.op, row.src, row.dst, 0)) return false;
     if (row.scales != 0) {
       for (int z = 0; z < row.zps_count; ++z) {
-        if (!HasEntry(row.op, row.src, row.dst, row.zps[z])) return false;
+        if (!HasEntry<A>(row.op, row.src, row.dst, row.zps[z])) return false;
       }
     } else if (!IsFloat8Type(row.src) && !IsFloat8Type(row.dst)) {
-      if (!HasEntry(row.op, row.src, row.dst, kS32)) return false;
+      if (!HasEntry<A>(row.op, row.src, row.dst, kS32)) return false;
     }
   }
-  return ExpectedEntries() == sizeof(kDispatch) / sizeof(kDispatch[0]);
+  return ExpectedEntries() == sizeof(kDispatch<A>) / sizeof(kDispatch<A>[0]);
 }
 
-static_assert(CoversSpec(),
+static_assert(CoversSpec<Arithmetic::kOnnx>() && CoversSpec<Arithmetic::kOnednn>(),
               "the dispatch table must have exactly one kernel per (op, src, dst, zps) of the "
               "spec's supported-types table (custom_ops/src/generated/op_spec.h)");
 
-}  // namespace
-
-ComputeFn FindCompute(OpKind op, int src, int dst, int zps) {
-  for (const auto& e : kDispatch) {
+template <Arithmetic A>
+ComputeFn Find(OpKind op, int src, int dst, int zps) {
+  for (const auto& e : kDispatch<A>) {
     if (e.op == op && e.src == src && e.dst == dst && e.zps == zps) return e.fn;
   }
   return nullptr;
+}
+
+}  // namespace
+
+ComputeFn FindCompute(OpKind op, int src, int dst, int zps, Arithmetic arithmetic) {
+  return arithmetic == Arithmetic::kOnnx ? Find<Arithmetic::kOnnx>(op, src, dst, zps)
+                                         : Find<Arithmetic::kOnednn>(op, src, dst, zps);
 }
 
 }  // namespace qg

@@ -35,8 +35,15 @@ struct ExecContext {
 
 using ComputeFn = void (*)(const CallArgs&, const ExecContext&);
 
-// The kernel for an (op, src, dst, zps) row of the spec, zps 0 when absent (static ops: s32
-// when the zps attribute is set); nullptr when the spec has no such row.
-ComputeFn FindCompute(OpKind op, int src, int dst, int zps);
+// Where the spec leaves rounding to the implementation: kOnnx (the default) is ONNX's
+// QuantizeLinear, bit-exact with onnxruntime: saturate(rne(x / s) + zp). kOnednn is what oneDNN's
+// CPU engine computes: saturate(rne(x * fl(1/s) + zp)) in float32, and float8 through f16 without
+// saturation. Dequantize is the same in both.
+enum class Arithmetic { kOnnx, kOnednn };
+
+// The kernel for an (op, src, dst, zps) row of the spec in one arithmetic, zps 0 when absent
+// (static ops: s32 when the zps attribute is set); nullptr when the spec has no such row.
+ComputeFn FindCompute(OpKind op, int src, int dst, int zps,
+                      Arithmetic arithmetic = Arithmetic::kOnnx);
 
 }  // namespace qg

@@ -1,14 +1,8 @@
-// onnxruntime glue: the four ops of domain com.quantgraph as OrtCustomOps, their kernels, and
-// the exported RegisterCustomOps.
-//
-// Each op name is registered once per dst type of its spec table, all with type-agnostic
-// inputs: onnxruntime then accepts any input types, the kernel reports unsupported ones with
-// the spec's wording, and the op's InferOutputShapeFn picks the output type (output_dtype,
-// zps) that selects the matching registration. Errors become onnxruntime errors (statuses),
-// never aborts: nothing throws across the C API.
+// libquantgraph_ops: the native kernel object of the four ops (validated by node.h, computed
+// by compute.h's dispatch table) and the exported RegisterCustomOps, which registers them
+// through the shared onnxruntime glue (ort_ops.h) in the arithmetic the session asks for.
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -16,51 +10,19 @@
 #include "kernels/kernels.h"
 #include "node.h"
 #include "ort_api.h"
+#include "ort_ops.h"
 #include "spec.h"
 
 namespace qg {
 namespace {
 
-const OrtApi* g_api = nullptr;
+constexpr const char* kLibrary = "quantgraph native";
+// Session config entry choosing the arithmetic where the spec leaves rounding open.
+constexpr const char* kArithmeticKey = "quantgraph.arithmetic";
 
-OrtStatus* ToStatus(const OrtApi& api) noexcept {
-  try {
-    throw;
-  } catch (const SpecError& e) {
-    return api.CreateStatus(ORT_INVALID_ARGUMENT, e.what());
-  } catch (const Ort::Exception& e) {
-    return api.CreateStatus(e.GetOrtErrorCode(), e.what());
-  } catch (const std::exception& e) {
-    return api.CreateStatus(ORT_FAIL, (std::string("quantgraph native: ") + e.what()).c_str());
-  } catch (...) {
-    return api.CreateStatus(ORT_FAIL, "quantgraph native: unknown error");
-  }
-}
-
-int OutputElementType(const OrtApi& api, const OrtKernelInfo* info) {
-  OrtTypeInfo* type_info = nullptr;
-  if (OrtStatus* s = api.KernelInfo_GetOutputTypeInfo(info, 0, &type_info)) {
-    api.ReleaseStatus(s);
-    return 0;
-  }
-  std::unique_ptr<OrtTypeInfo, decltype(api.ReleaseTypeInfo)> owner(type_info, api.ReleaseTypeInfo);
-  const OrtTensorTypeAndShapeInfo* tensor = nullptr;
-  ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-  if (OrtStatus* s = api.CastTypeInfoToTensorInfo(type_info, &tensor)) {
-    api.ReleaseStatus(s);
-    return 0;
-  }
-  if (tensor == nullptr) return 0;
-  if (OrtStatus* s = api.GetTensorElementType(tensor, &type)) {
-    api.ReleaseStatus(s);
-    return 0;
-  }
-  return static_cast<int>(type);
-}
-
-class Kernel {
+class Kernel final : public OpKernel {
  public:
-  Kernel(OpKind kind, const OrtApi& api, const OrtKernelInfo* info)
+  Kernel(OpKind kind, Arithmetic arithmetic, const OrtApi& api, const OrtKernelInfo* info)
       : cfg_(ReadNodeConfig(kind, api, info)) {
     CheckNode(cfg_);
     int zps_key = cfg_.zps;
@@ -76,7 +38,14 @@ class Kernel {
         static_scales_ok_ = false;
       }
     }
-    compute_ = FindCompute(kind, cfg_.src, cfg_.dst, zps_key);
+    compute_ = FindCompute(kind, cfg_.src, cfg_.dst, zps_key, arithmetic);
+    if (compute_ == nullptr && arithmetic == Arithmetic::kOnednn) {
+      std::string row = TypeName(cfg_.src) + " -> " + TypeName(cfg_.dst);
+      if (zps_key != 0) row += " with " + TypeName(zps_key) + " zps";
+      throw Ort::Exception(std::string(OpName(kind)) + " node '" + cfg_.node +
+                               "': the onednn arithmetic has no kernel for " + row,
+                           ORT_NOT_IMPLEMENTED);
+    }
     if (compute_ == nullptr) {  // CheckNode accepted a row the dispatch table lacks
       throw std::logic_error(std::string("no kernel for ") + OpName(kind) + " " +
                              TypeName(cfg_.src) + " -> " + TypeName(cfg_.dst));
@@ -92,7 +61,7 @@ class Kernel {
     }
   }
 
-  void Compute(OrtKernelContext* raw) const {
+  void Compute(OrtKernelContext* raw) const override {
     Ort::KernelContext ctx(raw);
     const Ort::ConstValue src = ctx.GetInput(0);
     const auto src_info = src.GetTensorTypeAndShapeInfo();
@@ -164,191 +133,38 @@ class Kernel {
   const kernels::KernelTable* table_ = nullptr;
 };
 
-// ---- output type and shape ---------------------------------------------------------------
-
-struct OpDef;
-OrtStatusPtr InferOutput(const OpDef& op, OrtShapeInferContext* ctx);
-
-struct OpDef : OrtCustomOp {
-  OpDef(OpKind kind_, int dst_, int default_dst_)
-      : kind(kind_), dst(dst_), default_dst(default_dst_) {
-    std::memset(static_cast<OrtCustomOp*>(this), 0, sizeof(OrtCustomOp));
-    version = ORT_API_VERSION;
-    GetName = [](const OrtCustomOp* op) { return OpName(Self(op).kind); };
-    GetExecutionProviderType = [](const OrtCustomOp*) -> const char* {
-      return "CPUExecutionProvider";
-    };
-    GetInputTypeCount = [](const OrtCustomOp* op) -> size_t {
-      return static_cast<size_t>(Info(Self(op).kind).input_count);
-    };
-    GetInputType = [](const OrtCustomOp*, size_t) {
-      return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-    };
-    GetOutputTypeCount = [](const OrtCustomOp*) -> size_t { return 1; };
-    GetOutputType = [](const OrtCustomOp* op, size_t) {
-      return static_cast<ONNXTensorElementDataType>(Self(op).dst);
-    };
-    // scales is optional to onnxruntime so that a node without it gets the spec's message.
-    GetInputCharacteristic = [](const OrtCustomOp*, size_t i) {
-      return i == 0 ? INPUT_OUTPUT_REQUIRED : INPUT_OUTPUT_OPTIONAL;
-    };
-    GetOutputCharacteristic = [](const OrtCustomOp*, size_t) { return INPUT_OUTPUT_REQUIRED; };
-    GetInputMemoryType = [](const OrtCustomOp*, size_t) { return OrtMemTypeDefault; };
-    GetVariadicInputMinArity = [](const OrtCustomOp*) { return 1; };
-    GetVariadicInputHomogeneity = [](const OrtCustomOp*) { return 0; };
-    GetVariadicOutputMinArity = [](const OrtCustomOp*) { return 1; };
-    GetVariadicOutputHomogeneity = [](const OrtCustomOp*) { return 0; };
-    CreateKernelV2 = [](const OrtCustomOp* op, const OrtApi* api, const OrtKernelInfo* info,
-                        void** kernel) -> OrtStatusPtr {
-      try {
-        *kernel = new Kernel(Self(op).kind, *api, info);
-        return nullptr;
-      } catch (...) {
-        return ToStatus(*api);
-      }
-    };
-    KernelComputeV2 = [](void* kernel, OrtKernelContext* context) -> OrtStatusPtr {
-      try {
-        static_cast<const Kernel*>(kernel)->Compute(context);
-        return nullptr;
-      } catch (...) {
-        return ToStatus(*g_api);
-      }
-    };
-    KernelDestroy = [](void* kernel) { delete static_cast<Kernel*>(kernel); };
-    InferOutputShapeFn = [](const OrtCustomOp* op, OrtShapeInferContext* ctx) -> OrtStatusPtr {
-      return InferOutput(Self(op), ctx);
-    };
-    GetStartVersion = [](const OrtCustomOp*) { return spec::kOpsetVersion; };
-    GetEndVersion = [](const OrtCustomOp*) { return spec::kOpsetVersion; };
-  }
-
-  static const OpDef& Self(const OrtCustomOp* op) { return *static_cast<const OpDef*>(op); }
-
-  OpKind kind;
-  int dst;          // the output type of this registration
-  int default_dst;  // the op's first registration: what onnxruntime infers before us
-};
-
-bool IsNumericOnnxType(int type) {
-  if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED ||
-      type == ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING) {
-    return false;
-  }
-  for (const auto& t : spec::kOnnxTypeNames) {
-    if (t.onnx == type) return true;
-  }
-  return false;
+// "quantgraph.arithmetic" of the session: "onnx" (also when absent) or "onednn".
+Arithmetic ReadArithmetic(const OrtApi& api, const OrtSessionOptions* options) {
+  int has = 0;
+  Ort::ThrowOnError(api.HasSessionConfigEntry(options, kArithmeticKey, &has));
+  if (has == 0) return Arithmetic::kOnnx;
+  size_t size = 0;
+  Ort::ThrowOnError(api.GetSessionConfigEntry(options, kArithmeticKey, nullptr, &size));
+  std::string value(size + 1, '\0');
+  size = value.size();
+  Ort::ThrowOnError(api.GetSessionConfigEntry(options, kArithmeticKey, value.data(), &size));
+  value.resize(strnlen(value.data(), value.size()));
+  if (value == "onnx") return Arithmetic::kOnnx;
+  if (value == "onednn") return Arithmetic::kOnednn;
+  throw Ort::Exception(
+      std::string(kArithmeticKey) + " must be 'onnx' or 'onednn', got '" + value + "'",
+      ORT_INVALID_ARGUMENT);
 }
 
-// Best effort: errors here are reported by the kernel (with the spec's wording) instead, as
-// onnxruntime does not surface a status returned from shape inference.
-OrtStatusPtr InferOutput(const OpDef& op, OrtShapeInferContext* ctx) {
-  const OrtApi& api = *g_api;
-  try {
-    size_t inputs = 0;
-    Ort::ThrowOnError(api.ShapeInferContext_GetInputCount(ctx, &inputs));
-    if (inputs == 0) return nullptr;
-    auto input_type = [&](size_t i) -> int {
-      OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by the context
-      OrtStatus* s = api.ShapeInferContext_GetInputTypeShape(ctx, i, &info);
-      if (s != nullptr) {
-        api.ReleaseStatus(s);
-        return 0;
-      }
-      ONNXTensorElementDataType t = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-      Ort::ThrowOnError(api.GetTensorElementType(info, &t));
-      return static_cast<int>(t);
+// One registry (ops and domain, alive as long as the library) per arithmetic.
+Registry& RegistryFor(Arithmetic arithmetic) {
+  auto factory = [](Arithmetic a) {
+    return [a](OpKind kind, const OrtApi& api, const OrtKernelInfo* info) {
+      return std::unique_ptr<OpKernel>(new Kernel(kind, a, api, info));
     };
-
-    int dst = op.default_dst;
-    if (IsQuantize(op.kind)) {
-      int64_t output_dtype = 0;
-      const OrtOpAttr* attr = nullptr;
-      OrtStatus* s = api.ShapeInferContext_GetAttribute(ctx, "output_dtype", &attr);
-      if (s == nullptr) {
-        size_t size = 0;
-        OrtStatus* r =
-            api.ReadOpAttr(attr, ORT_OP_ATTR_INT, &output_dtype, sizeof output_dtype, &size);
-        if (r != nullptr) {
-          api.ReleaseStatus(r);
-          output_dtype = 0;
-        }
-      } else {
-        api.ReleaseStatus(s);
-      }
-      const int zps = !IsStatic(op.kind) && inputs > 2 ? input_type(2) : 0;
-      // Any numeric ONNX type, even one the spec rejects: it must agree with a declared output
-      // type, and then the catch-all registration's kernel reports it with the spec's rule.
-      const int wanted = ResolveDst(op.kind, output_dtype, zps, 0);
-      if (IsNumericOnnxType(wanted)) dst = wanted;
-    } else if (!IsStatic(op.kind)) {
-      // The scales type (f32, f16, bf16) is the dst type; any other is the dst of the default
-      // registration, and the kernel reports it with the scales-type rule.
-      dst = ResolveDst(op.kind, 0, 0, inputs > 1 ? input_type(1) : 0);
-    }
-
-    OrtTensorTypeAndShapeInfo* src_info = nullptr;
-    Ort::ThrowOnError(api.ShapeInferContext_GetInputTypeShape(ctx, 0, &src_info));
-    size_t rank = 0;
-    Ort::ThrowOnError(api.GetDimensionsCount(src_info, &rank));
-    // Rank 0 is also what an unknown shape looks like here: then only set a needed type.
-    if (rank == 0 && dst == op.default_dst) return nullptr;
-    std::vector<int64_t> dims(rank);
-    std::vector<const char*> symbols(rank, "");
-    if (rank != 0) {
-      Ort::ThrowOnError(api.GetDimensions(src_info, dims.data(), rank));
-      Ort::ThrowOnError(api.GetSymbolicDimensions(src_info, symbols.data(), rank));
-    }
-    OrtTensorTypeAndShapeInfo* out = nullptr;
-    Ort::ThrowOnError(api.CreateTensorTypeAndShapeInfo(&out));
-    std::unique_ptr<OrtTensorTypeAndShapeInfo, decltype(api.ReleaseTensorTypeAndShapeInfo)> owner(
-        out, api.ReleaseTensorTypeAndShapeInfo);
-    Ort::ThrowOnError(api.SetTensorElementType(out, static_cast<ONNXTensorElementDataType>(dst)));
-    Ort::ThrowOnError(api.SetDimensions(out, dims.data(), rank));
-    Ort::ThrowOnError(api.SetSymbolicDimensions(out, symbols.data(), rank));
-    return api.ShapeInferContext_SetOutputTypeShape(ctx, 0, out);
-  } catch (...) {
-    return nullptr;
+  };
+  if (arithmetic == Arithmetic::kOnednn) {
+    static Registry onednn(factory(Arithmetic::kOnednn), kLibrary);
+    return onednn;
   }
+  static Registry onnx(factory(Arithmetic::kOnnx), kLibrary);
+  return onnx;
 }
-
-// One registration per (op, dst) of the spec's table; the default dst (u8 for quantize ops,
-// as the spec's output_dtype default) first, since onnxruntime infers the first one's type.
-struct Registry {
-  std::vector<std::unique_ptr<OpDef>> ops;
-  Ort::CustomOpDomain domain{spec::kDomain};
-
-  Registry() {
-    for (int k = 0; k < spec::kOpCount; ++k) {
-      const auto kind = static_cast<OpKind>(k);
-      std::vector<int> dsts;
-      for (int src : SrcTypes(kind)) {
-        for (int d : DstTypes(kind, src)) {
-          bool seen = false;
-          for (int x : dsts) seen = seen || x == d;
-          if (!seen) dsts.push_back(d);
-        }
-      }
-      const int fallback = ResolveDst(kind, 0, 0, 0);
-      int default_dst = dsts.front();
-      for (int d : dsts) {
-        if (d == fallback) default_dst = d;
-      }
-      ops.push_back(std::make_unique<OpDef>(kind, default_dst, default_dst));
-      for (int d : dsts) {
-        if (d != default_dst) ops.push_back(std::make_unique<OpDef>(kind, d, default_dst));
-      }
-      // Quantize ops also take any other output type (registered last, so never the default)
-      // for their kernel to reject with the spec's dst-type rule.
-      if (IsQuantize(kind)) {
-        ops.push_back(
-            std::make_unique<OpDef>(kind, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED, default_dst));
-      }
-    }
-    for (auto& op : ops) domain.Add(op.get());
-  }
-};
 
 }  // namespace
 }  // namespace qg
@@ -360,15 +176,12 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
   const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
   if (api == nullptr) return nullptr;  // cannot even report: runtime older than our headers
   try {
-    if (qg::g_api == nullptr) {
-      qg::g_api = api;
-      Ort::InitApi(api);
-    }
-    static qg::Registry registry;  // ops and domain live as long as the library
-    Ort::UnownedSessionOptions(options).Add(registry.domain);
+    qg::InitOrtApi(api);
+    const qg::Arithmetic arithmetic = qg::ReadArithmetic(*api, options);
+    Ort::UnownedSessionOptions(options).Add(qg::RegistryFor(arithmetic).domain());
     return nullptr;
   } catch (...) {
-    return qg::ToStatus(*api);
+    return qg::ToStatus(*api, qg::kLibrary);
   }
 }
 

@@ -136,6 +136,10 @@ def load() -> ctypes.CDLL:
             f"cannot live in one process: run with {ENV_LIBRARY}={present} or in a new process"
         )
     _set_opencl_loader(wanted.parent)
+    # OpenMP's threads spin after each oneDNN call by default and fight onnxruntime's own
+    # (spinning) intra-op threads for the cores: 1M-element DynamicQuantize took 16 ms instead
+    # of 0.3 ms on 2 cores. libgomp reads this once, when it loads: the user's setting wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return _load_global(wanted)
 
 

@@ -15,6 +15,22 @@
 //
 // SIMD tables require |zp| <= kSimdMaxZp (ZeroPointRange::FitsSimd); the caller falls back to the
 // scalar table otherwise.
+//
+// The *_onednn kernels compute what oneDNN's CPU reorder does (quantgraph/reference_onednn.py
+// states the evidence), in float32, multiply and add rounded separately (no FMA):
+//
+//   quantize, integer dst:  v = fl(fl(x * m) + float(zp)), m = fl(1 / scale) computed by the
+//                           CALLER once per scale (the kernels take m in place of the scale);
+//                           q = saturate(round_half_even(v)), NaN -> qmin. Exact for every s32
+//                           zero point in every table (float(zp) rounds as oneDNN's does).
+//   quantize, float8 dst:   v = fl(x * m) + 0 (-0 -> +0), rounded to float16 (nearest even,
+//                           overflow to inf), then to float8 as oneDNN's float8.cpp: e4m3 NaN
+//                           (sign | 0x7F) above 464 (and for inf / NaN), e5m2 inf above 57344
+//                           (from 61440), NaN sign | 0x7E or 0x7F (payload); no saturation
+//   dequantize, integer:    y = (float(x) - float(zp)) * scale: the same bits as float(x - zp)
+//                           while float(zp) is exact; SIMD tables' entries are the ONNX ones and
+//                           need |zp| <= kFloatMaxZp (FitsFloat), the scalar table's are exact
+//   dequantize, float8:     y = float(x) * scale + 0 (-0 -> +0)
 #pragma once
 
 #include <cstddef>
@@ -136,6 +152,8 @@ struct KernelTable {
   DequantizeKernels dequantize[kNumQTypes];  // indexed by src QType
   // [src][dst][streaming stores]
   DequantizeGroupFn dequantize_group[kNumGroupSrc][kNumGroupDst][2];
+  QuantizeKernels quantize_onednn[kNumQTypes];  // oneDNN's arithmetic (above)
+  DequantizeKernels dequantize_onednn[kNumQTypes];
 };
 
 // The best instruction set this CPU (and OS) supports, and the one to use: the best, capped by

@@ -1,6 +1,6 @@
-// Portable kernels: the definition of the arithmetic (see kernels.h). They compute in
+// Portable kernels: the definition of the arithmetic (see kernels.h). ONNX's compute in
 // double/int64, so they are also the path for zero points too large for the SIMD tables'
-// int32 lanes.
+// int32 lanes; oneDNN's compute in float32 as oneDNN does (exact for every zero point too).
 #include <cmath>
 #include <cstring>
 
@@ -84,6 +84,23 @@ constexpr uint32_t kE5M2MaxBits = 0x47600000u;  // 57344
 
 inline uint8_t EncodeE4M3(float v) { return EncodeFloat8<3, 7, kE4M3MaxBits, 0x7F>(v); }
 inline uint8_t EncodeE5M2(float v) { return EncodeFloat8<2, 15, kE5M2MaxBits, 0x7E>(v); }
+
+// oneDNN's float32 -> float8 (src/common/float8.cpp): to float16 first (round to nearest even,
+// overflow to inf; FloatToHalf is bit-exact with its float16_t), then from float16 without
+// saturation. e4m3: magnitudes above 464 (inf, NaN too) become sign | 0x7F (NaN); the rest
+// round to nearest even, which the saturating encoder does (448 < |v| <= 464 rounds to 448).
+inline uint8_t EncodeE4M3Onednn(float v) {
+  const uint16_t h = FloatToHalf(v);
+  if ((h & 0x7FFFu) > 0x5F40u) return static_cast<uint8_t>(((h >> 8) & 0x80u) | 0x7Fu);
+  return EncodeE4M3(HalfToFloat(h));
+}
+// e5m2 has float16's exponent: NaN keeps the top payload bit and sets the quiet one; the rest
+// (inf included) rounds the float16 bits to nearest even, overflowing to inf from 61440 on.
+inline uint8_t EncodeE5M2Onednn(float v) {
+  const uint32_t h = FloatToHalf(v);
+  if ((h & 0x7FFFu) > 0x7C00u) return static_cast<uint8_t>((h >> 8) | 0x02u);
+  return static_cast<uint8_t>((h + 0x7Fu + ((h >> 8) & 1u)) >> 8);
+}
 inline float DecodeE4M3(uint8_t b) { return DecodeFloat8<3, 7, false>(b); }
 inline float DecodeE5M2(uint8_t b) { return DecodeFloat8<2, 15, true>(b); }
 
@@ -104,46 +121,83 @@ inline T QuantizeOne(float x, float scale, int64_t zp) {
                                                  : q);
 }
 
+// oneDNN's reorder (kernels.h): m = fl(1 / scale) from the caller, zp added in float before
+// rounding, two roundings (the build has -ffp-contract=off: no FMA); exact for every s32 zp.
 template <typename T>
-void QuantizeRunInt(const float* x, void* y, size_t n, const QuantizeRow& p) {
-  T* out = static_cast<T*>(y);
-  for (size_t i = 0; i < n; ++i) out[i] = QuantizeOne<T>(x[i], p.scale, p.zp);
+inline T QuantizeOneOnednn(float x, float m, int64_t zp) {
+  const float v = x * m + static_cast<float>(zp);
+  if (std::isnan(v)) return static_cast<T>(IntLimits<T>::kMin);
+  if (v <= static_cast<float>(IntLimits<T>::kMin)) return static_cast<T>(IntLimits<T>::kMin);
+  if (v >= static_cast<float>(IntLimits<T>::kMax)) return static_cast<T>(IntLimits<T>::kMax);
+  return static_cast<T>(RoundHalfEven(static_cast<double>(v)));
 }
 
-template <typename T, typename Zp>
+// The two arithmetics of kernels.h, element by element: the kernels below are templates on
+// one of them.
+struct Onnx {
+  template <typename T>
+  static T Int(float x, float scale, int64_t zp) {
+    return QuantizeOne<T>(x, scale, zp);
+  }
+  static float Scaled(float x, float scale) { return x / scale; }  // float8 quantize
+  static float Difference(int64_t x, int64_t zp) { return static_cast<float>(x - zp); }
+  static float Product(float decoded, float scale) { return decoded * scale; }  // float8
+};
+
+struct Onednn {
+  template <typename T>
+  static T Int(float x, float m, int64_t zp) {
+    return QuantizeOneOnednn<T>(x, m, zp);
+  }
+  static float Scaled(float x, float m) { return x * m + 0.0f; }
+  static float Difference(int64_t x, int64_t zp) {
+    return static_cast<float>(x) - static_cast<float>(zp);
+  }
+  static float Product(float decoded, float scale) { return decoded * scale + 0.0f; }
+};
+
+template <class A, typename T>
+void QuantizeRunInt(const float* x, void* y, size_t n, const QuantizeRow& p) {
+  T* out = static_cast<T*>(y);
+  for (size_t i = 0; i < n; ++i) out[i] = A::template Int<T>(x[i], p.scale, p.zp);
+}
+
+template <class A, typename T, typename Zp>
 void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p, size_t rows,
                     size_t stride) {
   for (size_t r = 0; r < rows; ++r) {
     T* out = static_cast<T*>(y) + r * stride;
     const float* in = x + r * stride;
-    for (size_t i = 0; i < n; ++i) out[i] = QuantizeOne<T>(in[i], p.scale[i], p.zp ? p.zp[i] : 0);
+    for (size_t i = 0; i < n; ++i) {
+      out[i] = A::template Int<T>(in[i], p.scale[i], p.zp ? p.zp[i] : 0);
+    }
   }
 }
 
-template <uint8_t (*Encode)(float)>
+template <class A, uint8_t (*Encode)(float)>
 void QuantizeRunF8(const float* x, void* y, size_t n, const QuantizeRow& p) {
   uint8_t* out = static_cast<uint8_t*>(y);
-  for (size_t i = 0; i < n; ++i) out[i] = Encode(x[i] / p.scale);
+  for (size_t i = 0; i < n; ++i) out[i] = Encode(A::Scaled(x[i], p.scale));
 }
 
-template <uint8_t (*Encode)(float), typename Zp>
+template <class A, uint8_t (*Encode)(float), typename Zp>
 void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p, size_t rows,
                    size_t stride) {
   for (size_t r = 0; r < rows; ++r) {
     uint8_t* out = static_cast<uint8_t*>(y) + r * stride;
     const float* in = x + r * stride;
-    for (size_t i = 0; i < n; ++i) out[i] = Encode(in[i] / p.scale[i]);
+    for (size_t i = 0; i < n; ++i) out[i] = Encode(A::Scaled(in[i], p.scale[i]));
   }
 }
 
-template <typename T>
+template <class A, typename T>
 void DequantizeRunInt(const void* x, float* y, size_t n, const DequantizeRow& p) {
   const T* in = static_cast<const T*>(x);
   const int64_t zp = p.zp;
-  for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(int64_t{in[i]} - zp) * p.scale;
+  for (size_t i = 0; i < n; ++i) y[i] = A::Difference(in[i], zp) * p.scale;
 }
 
-template <typename T, typename Zp>
+template <class A, typename T, typename Zp>
 void DequantizeVecInt(const void* x, float* y, size_t n, const DequantizeVecOf<Zp>& p,
                       size_t rows, size_t stride) {
   for (size_t r = 0; r < rows; ++r) {
@@ -151,24 +205,24 @@ void DequantizeVecInt(const void* x, float* y, size_t n, const DequantizeVecOf<Z
     float* out = y + r * stride;
     for (size_t i = 0; i < n; ++i) {
       const int64_t zp = p.zp ? p.zp[i] : 0;
-      out[i] = static_cast<float>(int64_t{in[i]} - zp) * p.scale[i];
+      out[i] = A::Difference(in[i], zp) * p.scale[i];
     }
   }
 }
 
-template <float (*Decode)(uint8_t)>
+template <class A, float (*Decode)(uint8_t)>
 void DequantizeRunF8(const void* x, float* y, size_t n, const DequantizeRow& p) {
   const uint8_t* in = static_cast<const uint8_t*>(x);
-  for (size_t i = 0; i < n; ++i) y[i] = Decode(in[i]) * p.scale;
+  for (size_t i = 0; i < n; ++i) y[i] = A::Product(Decode(in[i]), p.scale);
 }
 
-template <float (*Decode)(uint8_t), typename Zp>
+template <class A, float (*Decode)(uint8_t), typename Zp>
 void DequantizeVecF8(const void* x, float* y, size_t n, const DequantizeVecOf<Zp>& p,
                      size_t rows, size_t stride) {
   for (size_t r = 0; r < rows; ++r) {
     const uint8_t* in = static_cast<const uint8_t*>(x) + r * stride;
     float* out = y + r * stride;
-    for (size_t i = 0; i < n; ++i) out[i] = Decode(in[i]) * p.scale[i];
+    for (size_t i = 0; i < n; ++i) out[i] = A::Product(Decode(in[i]), p.scale[i]);
   }
 }
 
@@ -218,31 +272,39 @@ constexpr DequantizeKernels Dequantize() {
   return {{{kRun, kRun}, {kRun, kRun}}, {{kVec, kVec}, {kVec, kVec}}, {kVec16, kVec16}};
 }
 
+template <class A, typename T>
+constexpr QuantizeKernels QuantizeInt() {
+  return Quantize<QuantizeRunInt<A, T>, QuantizeVecInt<A, T, int32_t>,
+                  QuantizeVecInt<A, T, int16_t>>();
+}
+
+template <class A, uint8_t (*Encode)(float)>
+constexpr QuantizeKernels QuantizeF8() {
+  return Quantize<QuantizeRunF8<A, Encode>, QuantizeVecF8<A, Encode, int32_t>,
+                  QuantizeVecF8<A, Encode, int16_t>>();
+}
+
+template <class A, typename T>
+constexpr DequantizeKernels DequantizeInt() {
+  return Dequantize<DequantizeRunInt<A, T>, DequantizeVecInt<A, T, int32_t>,
+                    DequantizeVecInt<A, T, int16_t>>();
+}
+
+template <class A, float (*Decode)(uint8_t)>
+constexpr DequantizeKernels DequantizeF8() {
+  return Dequantize<DequantizeRunF8<A, Decode>, DequantizeVecF8<A, Decode, int32_t>,
+                    DequantizeVecF8<A, Decode, int16_t>>();
+}
+
 // One function per type: zero points are handled generally, and there are no streaming stores.
 constexpr KernelTable kScalarTable = {
     Isa::kScalar,
     "scalar",
     nullptr,
-    {
-        Quantize<QuantizeRunInt<int8_t>, QuantizeVecInt<int8_t, int32_t>,
-                 QuantizeVecInt<int8_t, int16_t>>(),
-        Quantize<QuantizeRunInt<uint8_t>, QuantizeVecInt<uint8_t, int32_t>,
-                 QuantizeVecInt<uint8_t, int16_t>>(),
-        Quantize<QuantizeRunF8<EncodeE4M3>, QuantizeVecF8<EncodeE4M3, int32_t>,
-                 QuantizeVecF8<EncodeE4M3, int16_t>>(),
-        Quantize<QuantizeRunF8<EncodeE5M2>, QuantizeVecF8<EncodeE5M2, int32_t>,
-                 QuantizeVecF8<EncodeE5M2, int16_t>>(),
-    },
-    {
-        Dequantize<DequantizeRunInt<int8_t>, DequantizeVecInt<int8_t, int32_t>,
-                   DequantizeVecInt<int8_t, int16_t>>(),
-        Dequantize<DequantizeRunInt<uint8_t>, DequantizeVecInt<uint8_t, int32_t>,
-                   DequantizeVecInt<uint8_t, int16_t>>(),
-        Dequantize<DequantizeRunF8<DecodeE4M3>, DequantizeVecF8<DecodeE4M3, int32_t>,
-                   DequantizeVecF8<DecodeE4M3, int16_t>>(),
-        Dequantize<DequantizeRunF8<DecodeE5M2>, DequantizeVecF8<DecodeE5M2, int32_t>,
-                   DequantizeVecF8<DecodeE5M2, int16_t>>(),
-    },
+    {QuantizeInt<Onnx, int8_t>(), QuantizeInt<Onnx, uint8_t>(), QuantizeF8<Onnx, EncodeE4M3>(),
+     QuantizeF8<Onnx, EncodeE5M2>()},
+    {DequantizeInt<Onnx, int8_t>(), DequantizeInt<Onnx, uint8_t>(),
+     DequantizeF8<Onnx, DecodeE4M3>(), DequantizeF8<Onnx, DecodeE5M2>()},
     {
 #define QG_GROUP_ROW(SRC)                                                              \
   {                                                                                    \
@@ -256,6 +318,10 @@ constexpr KernelTable kScalarTable = {
         QG_GROUP_ROW(kGroupU4),
 #undef QG_GROUP_ROW
     },
+    {QuantizeInt<Onednn, int8_t>(), QuantizeInt<Onednn, uint8_t>(),
+     QuantizeF8<Onednn, EncodeE4M3Onednn>(), QuantizeF8<Onednn, EncodeE5M2Onednn>()},
+    {DequantizeInt<Onednn, int8_t>(), DequantizeInt<Onednn, uint8_t>(),
+     DequantizeF8<Onednn, DecodeE4M3>(), DequantizeF8<Onednn, DecodeE5M2>()},
 };
 
 }  // namespace

@@ -50,6 +50,7 @@ struct Avx2 {
   }
   static void StorePartial(float* p, F v, size_t n) { _mm256_maskstore_ps(p, TailMask(n), v); }
 
+  static F Add(F a, F b) { return _mm256_add_ps(a, b); }
   static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
   static F Div(F a, F b) { return _mm256_div_ps(a, b); }
   static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
@@ -128,6 +129,9 @@ struct Avx2 {
   static __m128i ToF16(F v) {
     return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
+  // The float16 nearest v (round to nearest even), as float32 and as bits in int32 lanes.
+  static F HalfRound(F v) { return _mm256_cvtph_ps(ToF16(v)); }
+  static I HalfBits(F v) { return _mm256_cvtepu16_epi32(ToF16(v)); }
   static void StoreF16(uint16_t* p, F v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), ToF16(v));
   }

@@ -43,6 +43,7 @@ struct Avx512 {
   }
   static void StorePartial(float* p, F v, size_t n) { _mm512_mask_storeu_ps(p, TailMask(n), v); }
 
+  static F Add(F a, F b) { return _mm512_add_ps(a, b); }
   static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
   static F Div(F a, F b) { return _mm512_div_ps(a, b); }
   static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
@@ -118,14 +119,18 @@ struct Avx512 {
   // Lane l of the result is lane index[l] of v (index lanes < kWidth).
   static F PermuteF(F v, I index) { return _mm512_permutexvar_ps(index, v); }
   static I PermuteI(I v, I index) { return _mm512_permutexvar_epi32(index, v); }
+  // The float16 nearest v (round to nearest even), as float32 and as bits in int32 lanes.
+  static __m256i ToF16(F v) {
+    return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  static F HalfRound(F v) { return _mm512_cvtph_ps(ToF16(v)); }
+  static I HalfBits(F v) { return _mm512_cvtepu16_epi32(ToF16(v)); }
   // float32 -> float16, round to nearest even (F16C semantics: NaN stays a quiet NaN).
   static void StoreF16(uint16_t* p, F v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
-                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), ToF16(v));
   }
   static void StoreF16Partial(uint16_t* p, F v, size_t n) {
-    _mm256_mask_storeu_epi16(p, TailMask(n),
-                             _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    _mm256_mask_storeu_epi16(p, TailMask(n), ToF16(v));
   }
   // int32 lanes holding values < 2^16 -> uint16.
   static void StoreU16(uint16_t* p, I v) {

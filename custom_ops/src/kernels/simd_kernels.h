@@ -63,29 +63,92 @@ inline void PrefetchAhead(const void* p, size_t ahead = kPrefetchBytes) {
   }
 }
 
+// ---- the two arithmetics (kernels.h) ------------------------------------------------------
+//
+// Quantize kernels and the float8 dequantize kernels are templates on A, the arithmetic:
+// OnnxArithmetic divides by the scale and adds the zero point to the rounded integer;
+// OnednnArithmetic multiplies by the caller's m = fl(1 / scale), adds the zero point converted
+// to float before rounding (two roundings, as oneDNN's reorder: no FMA), and goes to float8
+// through float16. Integer dequantize is the same in both (the caller keeps oneDNN's zero
+// points within kFloatMaxZp there).
+
+template <class V, class Fmt>
+inline typename V::I EncodeF8(typename V::F v);
+template <class V, class Fmt>
+inline typename V::I EncodeF8Onednn(typename V::F v);
+
+struct OnnxArithmetic {
+  static constexpr bool kZpInFloat = false;
+  template <class V>
+  static typename V::F Scale(typename V::F x, typename V::F scale) {
+    return V::Div(x, scale);  // IEEE division
+  }
+  template <class V, class Fmt>
+  static typename V::I Float8(typename V::F x, typename V::F scale) {
+    return EncodeF8<V, Fmt>(V::Div(x, scale));
+  }
+  template <class V>
+  static typename V::F Product(typename V::F decoded, typename V::F scale) {
+    return V::Mul(decoded, scale);
+  }
+};
+
+struct OnednnArithmetic {
+  static constexpr bool kZpInFloat = true;
+  template <class V>
+  static typename V::F Scale(typename V::F x, typename V::F m) {
+    return V::Mul(x, m);
+  }
+  // oneDNN's reference reorder adds its (zero) dst zero point: -0 becomes +0.
+  template <class V, class Fmt>
+  static typename V::I Float8(typename V::F x, typename V::F m) {
+    return EncodeF8Onednn<V, Fmt>(V::Add(V::Mul(x, m), V::Set1(0.0f)));
+  }
+  template <class V>
+  static typename V::F Product(typename V::F decoded, typename V::F scale) {
+    return V::Add(V::Mul(decoded, scale), V::Set1(0.0f));
+  }
+};
+
 // ---- quantize, integer dst ---------------------------------------------------------------
 
-// x / scale clamped to [lo, hi], rounded half to even, plus zp. Two clamp modes:
-// * loose: lo, hi = -+2^30 and the saturating narrow does the exact clamp to [qmin, qmax];
-//   right for every zero point the SIMD tables take (kernels.h).
-// * tight (kTight): lo, hi = qmin - zp, qmax - zp, exact in float32 while |zp| <= 2^24; as
-//   the bounds are integers, clamping before rounding equals clamping after, and the sum is in
-//   range, so a plain truncating narrow stores it (one instruction less on AVX-512: the
-//   unsigned saturating narrow needs a max with 0 first). ONNX's MLAS kernels clamp this way.
-template <class V, bool kZp>
-inline typename V::I QuantizeInt(typename V::F x, typename V::F scale, typename V::I zp,
-                                 typename V::F lo, typename V::F hi) {
-  typename V::F v = V::Div(x, scale);  // IEEE division
-  v = V::Max(v, lo);                    // NaN -> lo (lands at qmin)
-  v = V::Min(v, hi);
-  typename V::I q = V::CvtRne(v);  // half to even
-  if constexpr (kZp) q = V::AddI(q, zp);
+// The value that is clamped and rounded: x / scale (ONNX), or x * m + float(zp) (oneDNN).
+template <class V, class A, bool kZp>
+inline typename V::F Scaled(typename V::F x, typename V::F scale, typename V::I zp) {
+  typename V::F v = A::template Scale<V>(x, scale);
+  if constexpr (kZp && A::kZpInFloat) v = V::Add(v, V::CvtF(zp));
+  return v;
+}
+
+// The clamped value rounded half to even (MXCSR default), plus zp in ONNX's arithmetic.
+template <class V, class A, bool kZp>
+inline typename V::I Rounded(typename V::F v, typename V::I zp) {
+  typename V::I q = V::CvtRne(v);
+  if constexpr (kZp && !A::kZpInFloat) q = V::AddI(q, zp);
   return q;
 }
 
-template <class V, bool kZp>
+// Scaled clamped to [lo, hi], then Rounded. Two clamp modes:
+// * loose: lo, hi = -+2^30 and the saturating narrow does the exact clamp to [qmin, qmax];
+//   right for every zero point the SIMD tables take (kernels.h), and for every zero point in
+//   oneDNN's arithmetic (the sum is clamped, nothing is added after the conversion).
+// * tight (kTight, ONNX only): lo, hi = qmin - zp, qmax - zp, exact in float32 while
+//   |zp| <= 2^24; as the bounds are integers, clamping before rounding equals clamping after,
+//   and the sum is in range, so a plain truncating narrow stores it (one instruction less on
+//   AVX-512: the unsigned saturating narrow needs a max with 0 first). ONNX's MLAS kernels
+//   clamp this way.
+template <class V, class A, bool kZp>
+inline typename V::I QuantizeInt(typename V::F x, typename V::F scale, typename V::I zp,
+                                 typename V::F lo, typename V::F hi) {
+  typename V::F v = Scaled<V, A, kZp>(x, scale, zp);
+  v = V::Max(v, lo);  // NaN -> lo (lands at qmin)
+  v = V::Min(v, hi);
+  return Rounded<V, A, kZp>(v, zp);
+}
+
+template <class V, class A, bool kZp>
 inline typename V::I QuantizeInt(typename V::F x, typename V::F scale, typename V::I zp) {
-  return QuantizeInt<V, kZp>(x, scale, zp, V::Set1(-kSimdClamp), V::Set1(kSimdClamp));
+  return QuantizeInt<V, A, kZp>(x, scale, zp, V::Set1(-kSimdClamp), V::Set1(kSimdClamp));
 }
 
 // The 4-vector loops narrow with signed saturating packs, exact for every int32 sum, so one
@@ -95,24 +158,24 @@ inline typename V::I QuantizeInt(typename V::F x, typename V::F scale, typename 
 //   saturates to qmin; below hi the sum stays below 2^31.
 // * kBelow, tight bounds and zp in [-2^24, 0): v = max(v, lo), NaN -> lo. +inf and values
 //   >= 2^31 convert to INT_MIN, which + zp wraps to INT_MAX + 1 + zp: saturates to qmax.
+// * oneDNN's arithmetic: kAbove for every zero point (NaN, -inf and values below -2^31 of
+//   the sum convert to INT_MIN, which saturates to qmin: NaN -> qmin as oneDNN v3.7+ on AVX).
 // Single vectors and tails clamp both sides. One operation less a vector: per-tensor 5-9%
 // faster at 16K-1M elements on Zen 5 (the loop is bound by its vector operations, not by
 // vdivps alone).
 enum class Clamp { kBoth, kAbove, kBelow };
 
-template <class V, bool kZp, Clamp kClamp>
+template <class V, class A, bool kZp, Clamp kClamp>
 inline typename V::I QuantizeIntPacked(typename V::F x, typename V::F scale, typename V::I zp,
                                        typename V::F lo, typename V::F hi) {
-  if constexpr (kClamp == Clamp::kBoth) return QuantizeInt<V, kZp>(x, scale, zp, lo, hi);
-  typename V::F v = V::Div(x, scale);
+  if constexpr (kClamp == Clamp::kBoth) return QuantizeInt<V, A, kZp>(x, scale, zp, lo, hi);
+  typename V::F v = Scaled<V, A, kZp>(x, scale, zp);
   if constexpr (kClamp == Clamp::kAbove) {
     v = V::Min(hi, v);  // a NaN v is returned as is
   } else {
     v = V::Max(v, lo);  // NaN -> lo
   }
-  typename V::I q = V::CvtRne(v);
-  if constexpr (kZp) q = V::AddI(q, zp);
-  return q;
+  return Rounded<V, A, kZp>(v, zp);
 }
 
 inline constexpr int32_t kTightMaxZp = int32_t{1} << 24;
@@ -123,16 +186,17 @@ inline bool TightBoundsExact(int32_t zp) {
 
 // kTight: bounds qmin - zp, qmax - zp (kPacked: how the 4-vector loop clamps to them), else
 // +-2^30 on both sides.
-template <class V, typename T, bool kZp, bool kStream, bool kTight, Clamp kPacked = Clamp::kBoth,
-          bool kAlignHead = true>
+template <class V, class A, typename T, bool kZp, bool kStream, bool kTight,
+          Clamp kPacked = Clamp::kBoth, bool kAlignHead = true>
 void QuantizeRunIntWith(const float* x, void* y, size_t n, const QuantizeRow& p) {
-  static_assert(kTight || kPacked == Clamp::kBoth, "one-sided clamps need exact bounds");
+  static_assert(kTight || kPacked == Clamp::kBoth || A::kZpInFloat,
+                "one-sided clamps need exact bounds in ONNX's arithmetic");
   constexpr size_t W = V::kWidth;
   T* out = static_cast<T*>(y);
   size_t i = 0;
   if constexpr (kAlignHead) {  // see AlignedHead
     i = HeadElements<V>(out, 1, n);
-    QuantizeRunIntWith<V, T, kZp, false, kTight, kPacked, false>(x, out, i, p);
+    QuantizeRunIntWith<V, A, T, kZp, false, kTight, kPacked, false>(x, out, i, p);
   }
   constexpr float kMin = static_cast<float>(std::numeric_limits<T>::min());
   constexpr float kMax = static_cast<float>(std::numeric_limits<T>::max());
@@ -142,37 +206,39 @@ void QuantizeRunIntWith(const float* x, void* y, size_t n, const QuantizeRow& p)
   const auto hi = V::Set1(kTight ? kMax - static_cast<float>(p.zp) : kSimdClamp);
   for (; i + 4 * W <= n; i += 4 * W) {
     PrefetchAhead<4 * W * sizeof(float)>(x + i);
-    const auto q0 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + i), s, zp, lo, hi);
-    const auto q1 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + i + W), s, zp, lo, hi);
-    const auto q2 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + i + 2 * W), s, zp, lo, hi);
-    const auto q3 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + i + 3 * W), s, zp, lo, hi);
+    const auto q0 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(x + i), s, zp, lo, hi);
+    const auto q1 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(x + i + W), s, zp, lo, hi);
+    const auto q2 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(x + i + 2 * W), s, zp, lo, hi);
+    const auto q3 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(x + i + 3 * W), s, zp, lo, hi);
     V::template StoreNarrow4<T, kStream>(out + i, q0, q1, q2, q3);
   }
   for (; i + W <= n; i += W) {
-    const auto q = QuantizeInt<V, kZp>(V::Load(x + i), s, zp, lo, hi);
+    const auto q = QuantizeInt<V, A, kZp>(V::Load(x + i), s, zp, lo, hi);
     V::template StoreNarrow<T, kTight>(out + i, q);
   }
   if (i < n) {
-    const auto q = QuantizeInt<V, kZp>(V::LoadPartial(x + i, n - i), s, zp, lo, hi);
+    const auto q = QuantizeInt<V, A, kZp>(V::LoadPartial(x + i, n - i), s, zp, lo, hi);
     V::template StoreNarrowPartial<T, kTight>(out + i, q, n - i);
   }
 }
 
-template <class V, typename T, bool kZp, bool kStream>
+template <class V, class A, typename T, bool kZp, bool kStream>
 void QuantizeRunInt(const float* x, void* y, size_t n, const QuantizeRow& p) {
-  if (!TightBoundsExact(p.zp)) {
-    QuantizeRunIntWith<V, T, kZp, kStream, false>(x, y, n, p);
+  if constexpr (A::kZpInFloat) {
+    QuantizeRunIntWith<V, A, T, kZp, kStream, false, Clamp::kAbove>(x, y, n, p);
+  } else if (!TightBoundsExact(p.zp)) {
+    QuantizeRunIntWith<V, A, T, kZp, kStream, false>(x, y, n, p);
   } else if (p.zp >= 0) {
-    QuantizeRunIntWith<V, T, kZp, kStream, true, Clamp::kAbove>(x, y, n, p);
+    QuantizeRunIntWith<V, A, T, kZp, kStream, true, Clamp::kAbove>(x, y, n, p);
   } else {
-    QuantizeRunIntWith<V, T, kZp, kStream, true, Clamp::kBelow>(x, y, n, p);
+    QuantizeRunIntWith<V, A, T, kZp, kStream, true, Clamp::kBelow>(x, y, n, p);
   }
 }
 
 // Per-element parameters: bounds +-2^30; the 4-vector loop clamps above only when every zero
 // point is >= 0 (kPacked = kAbove; see Clamp: NaN and values below -2^31 give INT_MIN, plus a
 // zero point in [0, 2^29] that saturates to qmin).
-template <class V, typename T, typename Zp, bool kZp, bool kStream, Clamp kPacked>
+template <class V, class A, typename T, typename Zp, bool kZp, bool kStream, Clamp kPacked>
 void QuantizeVecIntWith(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p,
                         size_t rows, size_t stride) {
   constexpr size_t W = V::kWidth;
@@ -180,10 +246,10 @@ void QuantizeVecIntWith(const float* x, void* y, size_t n, const QuantizeVecOf<Z
   size_t i = 0;
   if constexpr (kStream) {
     if (!RowsShareAlignment<V>(stride * sizeof(T), rows)) {
-      return QuantizeVecIntWith<V, T, Zp, kZp, false, kPacked>(x, y, n, p, rows, stride);
+      return QuantizeVecIntWith<V, A, T, Zp, kZp, false, kPacked>(x, y, n, p, rows, stride);
     }
     i = HeadElements<V>(out, 1, n);
-    QuantizeVecIntWith<V, T, Zp, kZp, false, kPacked>(x, out, i, p, rows, stride);
+    QuantizeVecIntWith<V, A, T, Zp, kZp, false, kPacked>(x, out, i, p, rows, stride);
   }
   const auto zero = V::Set1I(0);
   const auto lo = V::Set1(-kSimdClamp), hi = V::Set1(kSimdClamp);
@@ -200,10 +266,10 @@ void QuantizeVecIntWith(const float* x, void* y, size_t n, const QuantizeVecOf<Z
     for (size_t r = 0; r < rows; ++r) {
       const float* xr = x + r * stride + i;
       PrefetchAhead<4 * W * sizeof(float)>(xr, ahead);
-      const auto q0 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(xr), s0, z0, lo, hi);
-      const auto q1 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(xr + W), s1, z1, lo, hi);
-      const auto q2 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(xr + 2 * W), s2, z2, lo, hi);
-      const auto q3 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(xr + 3 * W), s3, z3, lo, hi);
+      const auto q0 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(xr), s0, z0, lo, hi);
+      const auto q1 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(xr + W), s1, z1, lo, hi);
+      const auto q2 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(xr + 2 * W), s2, z2, lo, hi);
+      const auto q3 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(xr + 3 * W), s3, z3, lo, hi);
       V::template StoreNarrow4<T, kStream>(out + r * stride + i, q0, q1, q2, q3);
     }
   }
@@ -212,7 +278,7 @@ void QuantizeVecIntWith(const float* x, void* y, size_t n, const QuantizeVecOf<Z
     const auto z0 = kZp ? V::LoadI(p.zp + i) : zero;
     for (size_t r = 0; r < rows; ++r) {
       V::template StoreNarrow<T>(out + r * stride + i,
-                                 QuantizeInt<V, kZp>(V::Load(x + r * stride + i), s0, z0));
+                                 QuantizeInt<V, A, kZp>(V::Load(x + r * stride + i), s0, z0));
     }
   }
   if (i < n) {
@@ -221,7 +287,7 @@ void QuantizeVecIntWith(const float* x, void* y, size_t n, const QuantizeVecOf<Z
     const auto s0 = V::LoadPartial(p.scale + i, k);
     const auto z0 = kZp ? V::LoadPartialI(p.zp + i, k) : zero;
     for (size_t r = 0; r < rows; ++r) {
-      const auto q = QuantizeInt<V, kZp>(V::LoadPartial(x + r * stride + i, k), s0, z0);
+      const auto q = QuantizeInt<V, A, kZp>(V::LoadPartial(x + r * stride + i, k), s0, z0);
       V::template StoreNarrowPartial<T>(out + r * stride + i, q, k);
     }
   }
@@ -234,7 +300,8 @@ void QuantizeVecIntWith(const float* x, void* y, size_t n, const QuantizeVecOf<Z
 // The arithmetic is QuantizeVecIntWith's, element for element. kHoist: the period is 4
 // vectors (16 or 64 columns on AVX-512), so every 4-vector block has the same parameters: they
 // stay in registers, and the loop is the per-tensor one.
-template <class V, typename T, typename Zp, bool kZp, bool kStream, Clamp kPacked, bool kHoist>
+template <class V, class A, typename T, typename Zp, bool kZp, bool kStream, Clamp kPacked,
+          bool kHoist>
 void QuantizeFlatInt(const float* x, T* out, size_t total, const QuantizeVecOf<Zp>& p,
                      size_t period) {
   constexpr size_t W = V::kWidth;
@@ -242,7 +309,7 @@ void QuantizeFlatInt(const float* x, T* out, size_t total, const QuantizeVecOf<Z
   // See AlignedHead (streaming or not: misaligned 64-byte stores straddle cache lines); the
   // head is shorter than 4 vectors, so shorter than a period.
   size_t t = HeadElements<V>(out, 1, total);
-  QuantizeVecIntWith<V, T, Zp, kZp, false, kPacked>(x, out, t, p, 1, t);
+  QuantizeVecIntWith<V, A, T, Zp, kZp, false, kPacked>(x, out, t, p, 1, t);
   size_t j = t;  // t % period
   const auto zero = V::Set1I(0);
   const auto lo = V::Set1(-kSimdClamp), hi = V::Set1(kSimdClamp);
@@ -255,10 +322,10 @@ void QuantizeFlatInt(const float* x, T* out, size_t total, const QuantizeVecOf<Z
     const auto z3 = kZp ? V::LoadI(p.zp + j + 3 * W) : zero;
     for (; t + 4 * W <= total; t += 4 * W) {
       PrefetchAhead<4 * W * sizeof(float)>(x + t);
-      const auto q0 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t), s0, z0, lo, hi);
-      const auto q1 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t + W), s1, z1, lo, hi);
-      const auto q2 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t + 2 * W), s2, z2, lo, hi);
-      const auto q3 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t + 3 * W), s3, z3, lo, hi);
+      const auto q0 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(x + t), s0, z0, lo, hi);
+      const auto q1 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(x + t + W), s1, z1, lo, hi);
+      const auto q2 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(x + t + 2 * W), s2, z2, lo, hi);
+      const auto q3 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(x + t + 3 * W), s3, z3, lo, hi);
       V::template StoreNarrow4<T, kStream>(out + t, q0, q1, q2, q3);
     }
   } else {
@@ -268,12 +335,12 @@ void QuantizeFlatInt(const float* x, T* out, size_t total, const QuantizeVecOf<Z
       const auto z0 = kZp ? V::LoadI(p.zp + j) : zero, z1 = kZp ? V::LoadI(p.zp + j + W) : zero;
       const auto z2 = kZp ? V::LoadI(p.zp + j + 2 * W) : zero;
       const auto z3 = kZp ? V::LoadI(p.zp + j + 3 * W) : zero;
-      const auto q0 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t), V::Load(s), z0, lo, hi);
+      const auto q0 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(x + t), V::Load(s), z0, lo, hi);
       const auto q1 =
-          QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t + W), V::Load(s + W), z1, lo, hi);
-      const auto q2 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t + 2 * W),
+          QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(x + t + W), V::Load(s + W), z1, lo, hi);
+      const auto q2 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(x + t + 2 * W),
                                                          V::Load(s + 2 * W), z2, lo, hi);
-      const auto q3 = QuantizeIntPacked<V, kZp, kPacked>(V::Load(x + t + 3 * W),
+      const auto q3 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(x + t + 3 * W),
                                                          V::Load(s + 3 * W), z3, lo, hi);
       V::template StoreNarrow4<T, kStream>(out + t, q0, q1, q2, q3);
       j += 4 * W;
@@ -282,7 +349,7 @@ void QuantizeFlatInt(const float* x, T* out, size_t total, const QuantizeVecOf<Z
   }
   for (; t + W <= total; t += W) {
     const auto z0 = kZp ? V::LoadI(p.zp + j) : zero;
-    const auto q = QuantizeInt<V, kZp>(V::Load(x + t), V::Load(p.scale + j), z0);
+    const auto q = QuantizeInt<V, A, kZp>(V::Load(x + t), V::Load(p.scale + j), z0);
     V::template StoreNarrow<T>(out + t, q);
     j += W;
     if (j >= period) j -= period;
@@ -292,34 +359,34 @@ void QuantizeFlatInt(const float* x, T* out, size_t total, const QuantizeVecOf<Z
     // Padding lanes divide 0 by 0: NaN, clamped and not stored.
     const auto s0 = V::LoadPartial(p.scale + j, k);
     const auto z0 = kZp ? V::LoadPartialI(p.zp + j, k) : zero;
-    const auto q = QuantizeInt<V, kZp>(V::LoadPartial(x + t, k), s0, z0);
+    const auto q = QuantizeInt<V, A, kZp>(V::LoadPartial(x + t, k), s0, z0);
     V::template StoreNarrowPartial<T>(out + t, q, k);
   }
 }
 
-template <class V, typename T, typename Zp, bool kZp, bool kStream>
+template <class V, class A, typename T, typename Zp, bool kZp, bool kStream>
 void QuantizeVecInt(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p, size_t rows,
                     size_t stride) {
   if (p.padded && stride == n && n % (4 * V::kWidth) == 0) {
     T* out = static_cast<T*>(y);
     const bool hoist = n == 4 * V::kWidth;
-    if (!kZp || p.zp_nonnegative) {
+    if (!kZp || A::kZpInFloat || p.zp_nonnegative) {
       if (hoist) {
-        QuantizeFlatInt<V, T, Zp, kZp, kStream, Clamp::kAbove, true>(x, out, rows * n, p, n);
+        QuantizeFlatInt<V, A, T, Zp, kZp, kStream, Clamp::kAbove, true>(x, out, rows * n, p, n);
       } else {
-        QuantizeFlatInt<V, T, Zp, kZp, kStream, Clamp::kAbove, false>(x, out, rows * n, p, n);
+        QuantizeFlatInt<V, A, T, Zp, kZp, kStream, Clamp::kAbove, false>(x, out, rows * n, p, n);
       }
     } else if (hoist) {
-      QuantizeFlatInt<V, T, Zp, kZp, kStream, Clamp::kBoth, true>(x, out, rows * n, p, n);
+      QuantizeFlatInt<V, A, T, Zp, kZp, kStream, Clamp::kBoth, true>(x, out, rows * n, p, n);
     } else {
-      QuantizeFlatInt<V, T, Zp, kZp, kStream, Clamp::kBoth, false>(x, out, rows * n, p, n);
+      QuantizeFlatInt<V, A, T, Zp, kZp, kStream, Clamp::kBoth, false>(x, out, rows * n, p, n);
     }
     return;
   }
-  if (!kZp || p.zp_nonnegative) {
-    QuantizeVecIntWith<V, T, Zp, kZp, kStream, Clamp::kAbove>(x, y, n, p, rows, stride);
+  if (!kZp || A::kZpInFloat || p.zp_nonnegative) {
+    QuantizeVecIntWith<V, A, T, Zp, kZp, kStream, Clamp::kAbove>(x, y, n, p, rows, stride);
   } else {
-    QuantizeVecIntWith<V, T, Zp, kZp, kStream, Clamp::kBoth>(x, y, n, p, rows, stride);
+    QuantizeVecIntWith<V, A, T, Zp, kZp, kStream, Clamp::kBoth>(x, y, n, p, rows, stride);
   }
 }
 
@@ -367,34 +434,59 @@ inline typename V::I EncodeF8(typename V::F v) {
   return V::OrI(code, sign);
 }
 
-template <class V, class Fmt, bool kZp, bool kStream>
+// oneDNN's float32 -> float8 (common/float8.cpp): through float16 (F16C's conversion, round to
+// nearest even, overflow to inf: bit-exact with its float16_t), no saturation.
+// * e4m3: float16 magnitudes above 464 (inf and NaN included) -> sign | 0x7F (NaN); the rest
+//   round to nearest even, which EncodeF8 does exactly on the float16 value (448 < |v| <= 464
+//   saturates to 448, the even neighbour).
+// * e5m2 (float16's exponent): the float16 bits rounded to nearest even at bit 8, inf and
+//   overflow from 61440 on landing on inf; NaN -> its top byte with the quiet bit set.
+template <class V, class Fmt>
+inline typename V::I EncodeF8Onednn(typename V::F v) {
+  if constexpr (Fmt::kHasInf) {
+    const auto h = V::HalfBits(v);
+    const auto rounded = V::template Srl<8>(
+        V::AddI(V::AddI(h, V::Set1I(0x7F)), V::AndI(V::template Srl<8>(h), V::Set1I(1))));
+    const auto nan = V::CmpGtI(V::AndI(h, V::Set1I(0x7FFF)), V::Set1I(0x7C00));
+    return V::SelectI(nan, V::OrI(V::template Srl<8>(h), V::Set1I(0x02)), rounded);
+  } else {
+    const auto h = V::HalfRound(v);  // the float16 value, exactly in float32
+    const auto bits = V::AsI(h);
+    const auto above = V::CmpGtI(V::AndI(bits, V::Set1I(0x7FFFFFFF)), V::Set1I(0x43E80000));  // 464
+    const auto nan = V::OrI(V::template Srl<24>(V::AndI(bits, V::Set1I(INT32_MIN))),
+                            V::Set1I(0x7F));
+    return V::SelectI(above, nan, EncodeF8<V, Fmt>(h));
+  }
+}
+
+template <class V, class A, class Fmt, bool kZp, bool kStream>
 void QuantizeRunF8(const float* x, void* y, size_t n, const QuantizeRow& p) {
   constexpr size_t W = V::kWidth;
   uint8_t* out = static_cast<uint8_t*>(y);
   size_t i = 0;
   if constexpr (kStream) {
     i = HeadElements<V>(out, 1, n);
-    QuantizeRunF8<V, Fmt, kZp, false>(x, out, i, p);
+    QuantizeRunF8<V, A, Fmt, kZp, false>(x, out, i, p);
   }
   const auto s = V::Set1(p.scale);
   for (; i + 4 * W <= n; i += 4 * W) {
     PrefetchAhead<4 * W * sizeof(float)>(x + i);
-    const auto c0 = EncodeF8<V, Fmt>(V::Div(V::Load(x + i), s));
-    const auto c1 = EncodeF8<V, Fmt>(V::Div(V::Load(x + i + W), s));
-    const auto c2 = EncodeF8<V, Fmt>(V::Div(V::Load(x + i + 2 * W), s));
-    const auto c3 = EncodeF8<V, Fmt>(V::Div(V::Load(x + i + 3 * W), s));
+    const auto c0 = A::template Float8<V, Fmt>(V::Load(x + i), s);
+    const auto c1 = A::template Float8<V, Fmt>(V::Load(x + i + W), s);
+    const auto c2 = A::template Float8<V, Fmt>(V::Load(x + i + 2 * W), s);
+    const auto c3 = A::template Float8<V, Fmt>(V::Load(x + i + 3 * W), s);
     V::template StoreNarrow4<uint8_t, kStream>(out + i, c0, c1, c2, c3);
   }
   for (; i + W <= n; i += W) {
-    V::template StoreNarrow<uint8_t>(out + i, EncodeF8<V, Fmt>(V::Div(V::Load(x + i), s)));
+    V::template StoreNarrow<uint8_t>(out + i, A::template Float8<V, Fmt>(V::Load(x + i), s));
   }
   if (i < n) {
-    const auto c = EncodeF8<V, Fmt>(V::Div(V::LoadPartial(x + i, n - i), s));
+    const auto c = A::template Float8<V, Fmt>(V::LoadPartial(x + i, n - i), s);
     V::template StoreNarrowPartial<uint8_t>(out + i, c, n - i);
   }
 }
 
-template <class V, class Fmt, typename Zp, bool kStream>
+template <class V, class A, class Fmt, typename Zp, bool kStream>
 void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p, size_t rows,
                    size_t stride) {
   constexpr size_t W = V::kWidth;
@@ -402,10 +494,10 @@ void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p
   size_t i = 0;
   if constexpr (kStream) {
     if (!RowsShareAlignment<V>(stride, rows)) {
-      return QuantizeVecF8<V, Fmt, Zp, false>(x, y, n, p, rows, stride);
+      return QuantizeVecF8<V, A, Fmt, Zp, false>(x, y, n, p, rows, stride);
     }
     i = HeadElements<V>(out, 1, n);
-    QuantizeVecF8<V, Fmt, Zp, false>(x, out, i, p, rows, stride);
+    QuantizeVecF8<V, A, Fmt, Zp, false>(x, out, i, p, rows, stride);
   }
   const size_t ahead = kPrefetchBytes / rows;
   for (; i + 4 * W <= n; i += 4 * W) {
@@ -414,25 +506,25 @@ void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p
     for (size_t r = 0; r < rows; ++r) {
       const float* xr = x + r * stride + i;
       PrefetchAhead<4 * W * sizeof(float)>(xr, ahead);
-      V::template StoreNarrow4<uint8_t, kStream>(out + r * stride + i,
-                                                 EncodeF8<V, Fmt>(V::Div(V::Load(xr), s0)),
-                                                 EncodeF8<V, Fmt>(V::Div(V::Load(xr + W), s1)),
-                                                 EncodeF8<V, Fmt>(V::Div(V::Load(xr + 2 * W), s2)),
-                                                 EncodeF8<V, Fmt>(V::Div(V::Load(xr + 3 * W), s3)));
+      const auto c0 = A::template Float8<V, Fmt>(V::Load(xr), s0);
+      const auto c1 = A::template Float8<V, Fmt>(V::Load(xr + W), s1);
+      const auto c2 = A::template Float8<V, Fmt>(V::Load(xr + 2 * W), s2);
+      const auto c3 = A::template Float8<V, Fmt>(V::Load(xr + 3 * W), s3);
+      V::template StoreNarrow4<uint8_t, kStream>(out + r * stride + i, c0, c1, c2, c3);
     }
   }
   for (; i + W <= n; i += W) {
     const auto s0 = V::Load(p.scale + i);
     for (size_t r = 0; r < rows; ++r) {
       V::template StoreNarrow<uint8_t>(out + r * stride + i,
-                                       EncodeF8<V, Fmt>(V::Div(V::Load(x + r * stride + i), s0)));
+                                       A::template Float8<V, Fmt>(V::Load(x + r * stride + i), s0));
     }
   }
   if (i < n) {
     const size_t k = n - i;
     const auto s0 = V::LoadPartial(p.scale + i, k);
     for (size_t r = 0; r < rows; ++r) {
-      const auto c = EncodeF8<V, Fmt>(V::Div(V::LoadPartial(x + r * stride + i, k), s0));
+      const auto c = A::template Float8<V, Fmt>(V::LoadPartial(x + r * stride + i, k), s0);
       V::template StoreNarrowPartial<uint8_t>(out + r * stride + i, c, k);
     }
   }
@@ -613,27 +705,27 @@ inline typename V::F DecodeF8(typename V::I b) {
   return V::AsF(V::OrI(V::AsI(f), sign));
 }
 
-template <class V, class Fmt, bool kZp, bool kStream>
+template <class V, class A, class Fmt, bool kZp, bool kStream>
 void DequantizeRunF8(const void* xv, float* y, size_t n, const DequantizeRow& p) {
   constexpr size_t W = V::kWidth;
   const uint8_t* x = static_cast<const uint8_t*>(xv);
   size_t i = 0;
   if constexpr (kStream) {
     i = HeadElements<V>(y, sizeof(float), n);
-    DequantizeRunF8<V, Fmt, kZp, false>(x, y, i, p);
+    DequantizeRunF8<V, A, Fmt, kZp, false>(x, y, i, p);
   }
   const auto s = V::Set1(p.scale);
   for (; i + W <= n; i += W) {
-    V::template Store<kStream>(y + i,
-                               V::Mul(DecodeF8<V, Fmt>(V::template Widen<uint8_t>(x + i)), s));
+    const auto f = DecodeF8<V, Fmt>(V::template Widen<uint8_t>(x + i));
+    V::template Store<kStream>(y + i, A::template Product<V>(f, s));
   }
   if (i < n) {
     const auto f = DecodeF8<V, Fmt>(V::template WidenPartial<uint8_t>(x + i, n - i));
-    V::StorePartial(y + i, V::Mul(f, s), n - i);
+    V::StorePartial(y + i, A::template Product<V>(f, s), n - i);
   }
 }
 
-template <class V, class Fmt, typename Zp, bool kStream>
+template <class V, class A, class Fmt, typename Zp, bool kStream>
 void DequantizeVecF8(const void* xv, float* y, size_t n, const DequantizeVecOf<Zp>& p,
                      size_t rows, size_t stride) {
   constexpr size_t W = V::kWidth;
@@ -641,16 +733,16 @@ void DequantizeVecF8(const void* xv, float* y, size_t n, const DequantizeVecOf<Z
   size_t i = 0;
   if constexpr (kStream) {
     if (!RowsShareAlignment<V>(stride * sizeof(float), rows)) {
-      return DequantizeVecF8<V, Fmt, Zp, false>(x, y, n, p, rows, stride);
+      return DequantizeVecF8<V, A, Fmt, Zp, false>(x, y, n, p, rows, stride);
     }
     i = HeadElements<V>(y, sizeof(float), n);
-    DequantizeVecF8<V, Fmt, Zp, false>(x, y, i, p, rows, stride);
+    DequantizeVecF8<V, A, Fmt, Zp, false>(x, y, i, p, rows, stride);
   }
   for (; i + W <= n; i += W) {
     const auto s0 = V::Load(p.scale + i);
     for (size_t r = 0; r < rows; ++r) {
       const auto f = DecodeF8<V, Fmt>(V::template Widen<uint8_t>(x + r * stride + i));
-      V::template Store<kStream>(y + r * stride + i, V::Mul(f, s0));
+      V::template Store<kStream>(y + r * stride + i, A::template Product<V>(f, s0));
     }
   }
   if (i < n) {
@@ -658,7 +750,7 @@ void DequantizeVecF8(const void* xv, float* y, size_t n, const DequantizeVecOf<Z
     const auto s0 = V::LoadPartial(p.scale + i, k);
     for (size_t r = 0; r < rows; ++r) {
       const auto f = DecodeF8<V, Fmt>(V::template WidenPartial<uint8_t>(x + r * stride + i, k));
-      V::StorePartial(y + r * stride + i, V::Mul(f, s0), k);
+      V::StorePartial(y + r * stride + i, A::template Product<V>(f, s0), k);
     }
   }
 }
@@ -997,22 +1089,25 @@ constexpr DequantizeGroupFn GroupKernel(bool stream) {
 // ---- tables ------------------------------------------------------------------------------
 
 // Float8 kernels ignore zero points (the spec forbids them): their [zp] variants are the same.
-template <class V, typename T>
+template <class V, class A, typename T>
 constexpr QuantizeKernels QuantizeIntKernels() {
-  return {{{QuantizeRunInt<V, T, false, false>, QuantizeRunInt<V, T, false, true>},
-           {QuantizeRunInt<V, T, true, false>, QuantizeRunInt<V, T, true, true>}},
-          {{QuantizeVecInt<V, T, int32_t, false, false>, QuantizeVecInt<V, T, int32_t, false, true>},
-           {QuantizeVecInt<V, T, int32_t, true, false>, QuantizeVecInt<V, T, int32_t, true, true>}},
-          {QuantizeVecInt<V, T, int16_t, true, false>, QuantizeVecInt<V, T, int16_t, true, true>}};
+  return {{{QuantizeRunInt<V, A, T, false, false>, QuantizeRunInt<V, A, T, false, true>},
+           {QuantizeRunInt<V, A, T, true, false>, QuantizeRunInt<V, A, T, true, true>}},
+          {{QuantizeVecInt<V, A, T, int32_t, false, false>,
+            QuantizeVecInt<V, A, T, int32_t, false, true>},
+           {QuantizeVecInt<V, A, T, int32_t, true, false>,
+            QuantizeVecInt<V, A, T, int32_t, true, true>}},
+          {QuantizeVecInt<V, A, T, int16_t, true, false>,
+           QuantizeVecInt<V, A, T, int16_t, true, true>}};
 }
 
-template <class V, class Fmt>
+template <class V, class A, class Fmt>
 constexpr QuantizeKernels QuantizeF8Kernels() {
-  return {{{QuantizeRunF8<V, Fmt, false, false>, QuantizeRunF8<V, Fmt, false, true>},
-           {QuantizeRunF8<V, Fmt, false, false>, QuantizeRunF8<V, Fmt, false, true>}},
-          {{QuantizeVecF8<V, Fmt, int32_t, false>, QuantizeVecF8<V, Fmt, int32_t, true>},
-           {QuantizeVecF8<V, Fmt, int32_t, false>, QuantizeVecF8<V, Fmt, int32_t, true>}},
-          {QuantizeVecF8<V, Fmt, int16_t, false>, QuantizeVecF8<V, Fmt, int16_t, true>}};
+  return {{{QuantizeRunF8<V, A, Fmt, false, false>, QuantizeRunF8<V, A, Fmt, false, true>},
+           {QuantizeRunF8<V, A, Fmt, false, false>, QuantizeRunF8<V, A, Fmt, false, true>}},
+          {{QuantizeVecF8<V, A, Fmt, int32_t, false>, QuantizeVecF8<V, A, Fmt, int32_t, true>},
+           {QuantizeVecF8<V, A, Fmt, int32_t, false>, QuantizeVecF8<V, A, Fmt, int32_t, true>}},
+          {QuantizeVecF8<V, A, Fmt, int16_t, false>, QuantizeVecF8<V, A, Fmt, int16_t, true>}};
 }
 
 template <class V, typename T>
@@ -1025,13 +1120,14 @@ constexpr DequantizeKernels DequantizeIntKernels() {
       {DequantizeVecInt<V, T, int16_t, true, false>, DequantizeVecInt<V, T, int16_t, true, true>}};
 }
 
-template <class V, class Fmt>
+template <class V, class A, class Fmt>
 constexpr DequantizeKernels DequantizeF8Kernels() {
-  return {{{DequantizeRunF8<V, Fmt, false, false>, DequantizeRunF8<V, Fmt, false, true>},
-           {DequantizeRunF8<V, Fmt, false, false>, DequantizeRunF8<V, Fmt, false, true>}},
-          {{DequantizeVecF8<V, Fmt, int32_t, false>, DequantizeVecF8<V, Fmt, int32_t, true>},
-           {DequantizeVecF8<V, Fmt, int32_t, false>, DequantizeVecF8<V, Fmt, int32_t, true>}},
-          {DequantizeVecF8<V, Fmt, int16_t, false>, DequantizeVecF8<V, Fmt, int16_t, true>}};
+  return {
+      {{DequantizeRunF8<V, A, Fmt, false, false>, DequantizeRunF8<V, A, Fmt, false, true>},
+       {DequantizeRunF8<V, A, Fmt, false, false>, DequantizeRunF8<V, A, Fmt, false, true>}},
+      {{DequantizeVecF8<V, A, Fmt, int32_t, false>, DequantizeVecF8<V, A, Fmt, int32_t, true>},
+       {DequantizeVecF8<V, A, Fmt, int32_t, false>, DequantizeVecF8<V, A, Fmt, int32_t, true>}},
+      {DequantizeVecF8<V, A, Fmt, int16_t, false>, DequantizeVecF8<V, A, Fmt, int16_t, true>}};
 }
 
 template <class V>
@@ -1040,10 +1136,12 @@ constexpr KernelTable MakeTable(Isa isa, const char* name) {
       isa,
       name,
       &V::Fence,
-      {QuantizeIntKernels<V, int8_t>(), QuantizeIntKernels<V, uint8_t>(),
-       QuantizeF8Kernels<V, E4M3>(), QuantizeF8Kernels<V, E5M2>()},
+      {QuantizeIntKernels<V, OnnxArithmetic, int8_t>(),
+       QuantizeIntKernels<V, OnnxArithmetic, uint8_t>(),
+       QuantizeF8Kernels<V, OnnxArithmetic, E4M3>(), QuantizeF8Kernels<V, OnnxArithmetic, E5M2>()},
       {DequantizeIntKernels<V, int8_t>(), DequantizeIntKernels<V, uint8_t>(),
-       DequantizeF8Kernels<V, E4M3>(), DequantizeF8Kernels<V, E5M2>()},
+       DequantizeF8Kernels<V, OnnxArithmetic, E4M3>(),
+       DequantizeF8Kernels<V, OnnxArithmetic, E5M2>()},
       {
 #define QG_GROUP_ROW(SRC)                                                                  \
   {                                                                                        \
@@ -1057,6 +1155,14 @@ constexpr KernelTable MakeTable(Isa isa, const char* name) {
           QG_GROUP_ROW(kGroupU4),
 #undef QG_GROUP_ROW
       },
+      {QuantizeIntKernels<V, OnednnArithmetic, int8_t>(),
+       QuantizeIntKernels<V, OnednnArithmetic, uint8_t>(),
+       QuantizeF8Kernels<V, OnednnArithmetic, E4M3>(),
+       QuantizeF8Kernels<V, OnednnArithmetic, E5M2>()},
+      // Integer dequantize: the ONNX kernels (the caller keeps zero points within kFloatMaxZp).
+      {DequantizeIntKernels<V, int8_t>(), DequantizeIntKernels<V, uint8_t>(),
+       DequantizeF8Kernels<V, OnednnArithmetic, E4M3>(),
+       DequantizeF8Kernels<V, OnednnArithmetic, E5M2>()},
   };
 }
 

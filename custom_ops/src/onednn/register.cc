@@ -1,0 +1,45 @@
+// libquantgraph_onednn's entry points: RegisterCustomOps (the four ops with oneDNN kernels,
+// through the shared onnxruntime glue) and QuantgraphOnednnVersion. The library leaves every
+// dnnl_* symbol undefined: the process must have loaded a libdnnl.so.3 with RTLD_GLOBAL first
+// (quantgraph.backends.onednn does), and that one is what runs.
+#include <string>
+
+#include "onednn/kernel.h"
+#include "onednn/partition.h"
+#include "ort_api.h"
+#include "ort_ops.h"
+
+namespace {
+constexpr const char* kLibrary = "quantgraph onednn";
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) OrtStatus* ORT_API_CALL
+RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
+  const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
+  if (api == nullptr) return nullptr;  // cannot even report: runtime older than our headers
+  try {
+    qg::InitOrtApi(api);
+    // The C API used here is oneDNN 3.x's; another major version may differ in layout.
+    const dnnl_version_t* v = dnnl_version();
+    if (v->major != 3) {
+      throw Ort::Exception(std::string(kLibrary) + ": needs oneDNN 3.x, the process loaded " +
+                               qg::onednn::LoadedVersionDetails(),
+                           ORT_FAIL);
+    }
+    static qg::Registry registry(qg::onednn::MakeKernel, kLibrary);
+    Ort::UnownedSessionOptions(options).Add(registry.domain());
+    return nullptr;
+  } catch (...) {
+    return qg::ToStatus(*api, kLibrary);
+  }
+}
+
+// The oneDNN this library runs on (the loaded one): "3.2.0 (40112196, cpu runtime OMP)".
+__attribute__((visibility("default"))) const char* QuantgraphOnednnVersion(void) {
+  static const std::string text = qg::onednn::LoadedVersionDetails();
+  return text.c_str();
+}
+
+}  // extern "C"
