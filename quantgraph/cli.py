@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -60,9 +61,24 @@ def _errors_are_one_line(function: F) -> F:
             if debug:
                 raise
             text = " ".join(str(error).split()) or type(error).__name__
-            _fail(text)
+            _fail(_without_onnxruntime_wrapping(text))
 
     return wrapper  # type: ignore[return-value]
+
+
+# "[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Exception during initialization: " and
+# "... Non-zero status code returned while running X node. Name:'n' Status Message: " say nothing
+# the kernel's own message (which names op, node and rule) does not.
+_ORT_WRAPPING = re.compile(
+    r"^\[ONNXRuntimeError\] : \d+ : \w+ : (?:Exception during initialization: |"
+    r"Non-zero status code returned while running .*? Status Message: )?"
+)
+
+
+def _without_onnxruntime_wrapping(text: str) -> str:
+    inner = _ORT_WRAPPING.sub("", text)
+    # Only when what is left is a quantgraph kernel's message: others keep onnxruntime's words.
+    return inner if re.match(r"^\w+ node '", inner) else text
 
 
 DIM_OPTION = click.option(

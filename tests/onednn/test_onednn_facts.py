@@ -187,3 +187,51 @@ def test_the_page_of_this_onednn_is_current() -> None:
 
     page = Path(__file__).resolve().parents[2] / DOC_PATH
     assert main(["--check", str(page)]) == 0
+
+
+# Zero points that are all 0 mean what absent ones mean; oneDNN refuses per_channel zps even
+# then, and every symmetric QDQ weight has them: they reach oneDNN as absent.
+PC = {"qtype": "per_channel", "axis": 1}
+SCALES2 = np.array([0.1, 0.2], np.float32)
+Q_SRC = np.array([0, 10, 20, 30], np.uint8).reshape(1, 2, 2)
+
+
+def test_constant_zero_zps_run_as_absent() -> None:
+    model = spec_op_model(
+        "DynamicDequantize", (U8, [1, 2, 2]), SCALES2, np.zeros(2, np.uint8), dst_type=F, **PC
+    )
+    (got,) = run_quantgraph(model, "onednn", {"src": Q_SRC})
+    want = reference.run("DynamicDequantize", [Q_SRC, SCALES2, np.zeros(2, np.uint8)], PC)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_zps_fed_at_run_time_are_looked_at_per_call() -> None:
+    model = spec_op_model(
+        "DynamicDequantize", (U8, [1, 2, 2]), SCALES2, (U8, [2]), dst_type=F, name="fed", **PC
+    )
+    session = quantgraph.InferenceSession(model, "onednn")  # nothing refused yet
+    zero = np.zeros(2, np.uint8)
+    (got,) = session.run(None, {"src": Q_SRC, "zps": zero})
+    np.testing.assert_array_equal(
+        got, reference.run("DynamicDequantize", [Q_SRC, SCALES2, zero], PC)
+    )
+    with pytest.raises(Exception, match=r"fed.*oneDNN.*with u8 zps"):
+        session.run(None, {"src": Q_SRC, "zps": np.array([1, 2], np.uint8)})
+
+
+def test_static_zero_zps_run_as_absent() -> None:
+    model = spec_op_model("Dequantize", (U8, [1, 2, 2]), [0.1, 0.2], [0, 0], dst_type=F, **PC)
+    (got,) = run_quantgraph(model, "onednn", {"src": Q_SRC})
+    np.testing.assert_array_equal(
+        got, reference.run("Dequantize", [Q_SRC], {**PC, "scales": [0.1, 0.2], "zps": [0, 0]})
+    )
+
+
+def test_s8_zero_zps_still_decide_an_s8_dst() -> None:
+    model = spec_op_model(
+        "DynamicQuantize", (F, [1, 2, 2]), SCALES2, np.zeros(2, np.int8), dst_type=S8, **PC
+    )
+    src = np.array([-1, 0, 1, 2], np.float32).reshape(1, 2, 2)
+    (got,) = run_quantgraph(model, "onednn", {"src": src})
+    assert got.dtype == np.int8
+    np.testing.assert_array_equal(got.ravel(), [-10, 0, 5, 10])

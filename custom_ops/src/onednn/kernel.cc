@@ -1,5 +1,6 @@
 #include "onednn/kernel.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -102,6 +103,29 @@ size_t Bytes(int onnx, int64_t count) {
   return static_cast<size_t>((count * bits + 7) / 8);
 }
 
+bool AllZero(const void* data, size_t bytes) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < bytes; ++i) {
+    if (p[i] != 0) return false;
+  }
+  return true;
+}
+
+// A dynamic op's zps input when onnxruntime holds it as a constant (an initializer): whether
+// every zero point is 0. nullopt when the input is absent or not constant.
+std::optional<bool> ConstantZpsAreZero(const OrtApi& api, const OrtKernelInfo* info, int type) {
+  int is_constant = 0;
+  const OrtValue* value = nullptr;
+  if (OrtStatus* s = api.KernelInfoGetConstantInput_tensor(info, 2, &is_constant, &value)) {
+    api.ReleaseStatus(s);
+    return std::nullopt;
+  }
+  if (!is_constant || value == nullptr) return std::nullopt;
+  const Ort::ConstValue zps(value);
+  const size_t count = zps.GetTensorTypeAndShapeInfo().GetElementCount();
+  return AllZero(zps.GetTensorRawData(), Bytes(type, static_cast<int64_t>(count)));
+}
+
 // Execution failures found at session creation cost one run on zeros: up to this many elements.
 constexpr int64_t kTrialLimit = int64_t{1} << 24;
 
@@ -116,13 +140,18 @@ class Kernel final : public OpKernel {
       ThrowRule(kind, cfg_.node, "output-type",
                 {{"got", TypeName(output)}, {"dst", TypeName(cfg_.dst)}});
     }
-    const bool has_zps = IsStatic(kind) ? cfg_.has_zps_attr : cfg_.zps != 0;
+    // Zero points that are all 0 mean what absent ones mean (the spec's default), and oneDNN's
+    // CPU engine refuses per_channel zero points even when they are 0 (every symmetric weight of
+    // a QDQ model has them): they go to oneDNN as absent. Static ops know theirs now; a dynamic
+    // op's constant ones are read now, the others at every call.
+    static_zps_ = IsStatic(kind) && cfg_.has_zps_attr &&
+                  !std::all_of(cfg_.zps_attr.begin(), cfg_.zps_attr.end(),
+                               [](int64_t z) { return z == 0; });
+    if (!IsStatic(kind) && cfg_.zps != 0) constant_zero_zps_ = ConstantZpsAreZero(api, info, cfg_.zps);
     // oneDNN before v3.4 requires the zps attribute of static ops; the spec's default (zeros)
     // is then given explicitly. (Not for float8, which takes no zps; v3.2 has no float8.)
     const bool float8 = FindDType(cfg_.src)->is_float8 || FindDType(cfg_.dst)->is_float8;
-    zero_zps_ = IsStatic(kind) && !has_zps && !float8 && !LoadedAtLeast(3, 4);
-    row_ = cfg_.qtype + " " + OpName(kind) + " " + TypeName(cfg_.src) + " -> " + TypeName(cfg_.dst);
-    if (has_zps) row_ += IsStatic(kind) ? " with zps" : " with " + TypeName(cfg_.zps) + " zps";
+    zero_zps_ = IsStatic(kind) && !static_zps_ && !float8 && !LoadedAtLeast(3, 4);
     if (IsStatic(kind)) {
       scales_count_ = static_cast<int64_t>(cfg_.scales_attr.size());
       zps_count_ = static_cast<int64_t>(cfg_.zps_attr.size());
@@ -152,6 +181,7 @@ class Kernel final : public OpKernel {
 
     std::vector<int64_t> scales_shape{scales_count_};
     std::vector<int64_t> zps_shape;
+    bool with_zps = static_zps_;
     const void* inputs[3] = {src.GetTensorRawData(), nullptr, nullptr};
     if (IsStatic(cfg_.kind)) {
       const Dims zps{&zps_count_, 1};
@@ -175,16 +205,28 @@ class Kernel final : public OpKernel {
                          scales_info.GetElementCount());
       }
       inputs[1] = scales.GetTensorRawData();
-      inputs[2] = zps != nullptr ? zps.GetTensorRawData() : nullptr;
+      if (zps != nullptr) {
+        const size_t count = zps.GetTensorTypeAndShapeInfo().GetElementCount();
+        const bool zero = constant_zero_zps_.has_value()
+                              ? *constant_zero_zps_
+                              : AllZero(zps.GetTensorRawData(),
+                                        Bytes(cfg_.zps, static_cast<int64_t>(count)));
+        if (zero) {
+          zps_shape.clear();  // as absent (see the constructor)
+        } else {
+          inputs[2] = zps.GetTensorRawData();
+          with_zps = true;
+        }
+      }
     }
 
     Ort::UnownedValue dst = ctx.GetOutput(0, dims.data(), dims.size());  // type: cfg_.dst
     if (src_info.GetElementCount() == 0) return;                         // nothing for oneDNN to do
-    const auto op = Compiled(dims, scales_shape, zps_shape);
+    const auto op = Compiled(dims, scales_shape, zps_shape, with_zps);
     try {
       op->Execute(inputs, dst.GetTensorMutableRawData());
     } catch (const DnnlError& e) {
-      Refuse(e);
+      Refuse(e, with_zps);
     }
   }
 
@@ -198,7 +240,7 @@ class Kernel final : public OpKernel {
     const auto& zps = cfg_.zps_attr;
     for (size_t i = 1; i < zps.size(); ++i) {
       if (zps[i] == zps[0]) continue;
-      throw Ort::Exception(Prefix() + "refused " + row_ + " (zps[0] = " + PyInt(zps[0]) + ", zps[" +
+      throw Ort::Exception(Prefix() + "refused " + Row(true) + " (zps[0] = " + PyInt(zps[0]) + ", zps[" +
                                PyInt(static_cast<int64_t>(i)) + "] = " + PyInt(zps[i]) +
                                "): oneDNN applies zps[0] to every channel of a per_channel " +
                                OpName(cfg_.kind) +
@@ -213,7 +255,7 @@ class Kernel final : public OpKernel {
   // silently wrong where per_channel and per_group are right. A probe on two elements finds it
   // in whichever oneDNN is loaded: scale 1.0 followed by other bytes must give src unchanged.
   void ProbePerTensorScale() const {
-    OpDesc d = Describe({2}, {1}, {1});
+    OpDesc d = Describe({2}, {1}, {1}, cfg_.zps != 0);
     std::shared_ptr<const CompiledOp> op;
     try {
       op = CompiledOp::Compile(d);
@@ -237,7 +279,8 @@ class Kernel final : public OpKernel {
     if (dst[0] == one && dst[1] == two) return;
     char got[32];
     std::snprintf(got, sizeof got, "0x%04x, 0x%04x", dst[0], dst[1]);
-    throw Ort::Exception(Prefix() + "refused " + row_ + ": oneDNN " + LoadedVersion() +
+    throw Ort::Exception(Prefix() + "refused " + Row(cfg_.zps != 0) + ": oneDNN " +
+                             LoadedVersion() +
                              " misreads a per_tensor " + TypeName(cfg_.scales) +
                              " scale (a probe at session creation: src [1, 2], scale 1.0 gave [" +
                              got + "], the spec [" + (one == 0x3C00 ? "0x3c00" : "0x3f80") +
@@ -253,14 +296,18 @@ class Kernel final : public OpKernel {
     if (!src || Product(*src) == 0 || !static_scales_ok_) return;
     std::vector<int64_t> scales{scales_count_};
     std::vector<int64_t> zps;
+    bool with_zps = static_zps_;
     if (!IsStatic(cfg_.kind)) {
       const auto s = StaticShape(api, info, 1);
       if (!s) return;
       scales = *s;
       if (cfg_.zps != 0) {
+        // Zero points fed at run time may be all 0 (then passed as absent): wait for them.
+        if (!constant_zero_zps_.has_value()) return;
         const auto z = StaticShape(api, info, 2);
         if (!z) return;
         zps = *z;
+        with_zps = !*constant_zero_zps_;
       }
     }
     try {
@@ -272,7 +319,8 @@ class Kernel final : public OpKernel {
     } catch (const SpecError&) {
       return;
     }
-    const auto op = Compiled(*src, scales, zps);
+    if (!with_zps) zps.clear();
+    const auto op = Compiled(*src, scales, zps, with_zps);
     // Some refusals only come when oneDNN executes (v3.2's per_channel zero points: "could not
     // execute a primitive"): one run on zeros brings them to session creation too.
     if (Product(*src) > kTrialLimit) return;
@@ -285,12 +333,12 @@ class Kernel final : public OpKernel {
     try {
       op->Execute(inputs, dst_buf.data());
     } catch (const DnnlError& e) {
-      Refuse(e);
+      Refuse(e, with_zps);
     }
   }
 
   OpDesc Describe(const std::vector<int64_t>& src, const std::vector<int64_t>& scales,
-                  const std::vector<int64_t>& zps) const {
+                  const std::vector<int64_t>& zps, bool with_zps) const {
     OpDesc d;
     d.kind = DnnlOp(cfg_.kind);
     d.qtype = cfg_.qtype;
@@ -303,7 +351,7 @@ class Kernel final : public OpKernel {
     d.inputs.push_back({DnnlType(cfg_.src), src});
     if (IsStatic(cfg_.kind)) {
       d.scales = cfg_.scales_attr;
-      if (cfg_.has_zps_attr) {
+      if (with_zps) {
         d.set_zps = true;
         d.zps = cfg_.zps_attr;
       } else if (zero_zps_) {
@@ -312,7 +360,7 @@ class Kernel final : public OpKernel {
       }
     } else {
       d.inputs.push_back({DnnlType(cfg_.scales), scales});
-      if (cfg_.zps != 0) d.inputs.push_back({DnnlType(cfg_.zps), zps});
+      if (with_zps) d.inputs.push_back({DnnlType(cfg_.zps), zps});
     }
     d.dst = {DnnlType(cfg_.dst), src};
     return d;
@@ -321,8 +369,9 @@ class Kernel final : public OpKernel {
   // The compiled partition for these shapes, compiled on first use (throws the refusal).
   std::shared_ptr<const CompiledOp> Compiled(const std::vector<int64_t>& src,
                                              const std::vector<int64_t>& scales,
-                                             const std::vector<int64_t>& zps) const {
-    std::vector<int64_t> key;
+                                             const std::vector<int64_t>& zps,
+                                             bool with_zps) const {
+    std::vector<int64_t> key{with_zps ? 1 : 0};
     for (const auto* dims : {&src, &scales, &zps}) {
       key.push_back(static_cast<int64_t>(dims->size()));
       key.insert(key.end(), dims->begin(), dims->end());
@@ -334,9 +383,9 @@ class Kernel final : public OpKernel {
     }
     std::shared_ptr<const CompiledOp> op;
     try {
-      op = CompiledOp::Compile(Describe(src, scales, zps));
+      op = CompiledOp::Compile(Describe(src, scales, zps, with_zps));
     } catch (const DnnlError& e) {
-      Refuse(e);
+      Refuse(e, with_zps);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     // Shapes that keep changing would grow the cache without bound: start over past a limit.
@@ -348,17 +397,27 @@ class Kernel final : public OpKernel {
     return std::string(OpName(cfg_.kind)) + " node '" + cfg_.node + "': ";
   }
 
-  [[noreturn]] void Refuse(const DnnlError& e) const {
+  // "per_channel DynamicQuantize f32 -> u8 with s8 zps", for messages.
+  std::string Row(bool with_zps) const {
+    std::string row = cfg_.qtype + " " + OpName(cfg_.kind) + " " + TypeName(cfg_.src) + " -> " +
+                      TypeName(cfg_.dst);
+    if (with_zps) row += IsStatic(cfg_.kind) ? " with zps" : " with " + TypeName(cfg_.zps) + " zps";
+    return row;
+  }
+
+  [[noreturn]] void Refuse(const DnnlError& e, bool with_zps) const {
     throw Ort::Exception(
-        Prefix() + "oneDNN " + LoadedVersion() + " refused " + row_ + ": " + e.what(),
+        Prefix() + "oneDNN " + LoadedVersion() + " refused " + Row(with_zps) + ": " + e.what(),
         ORT_NOT_IMPLEMENTED);
   }
 
   static constexpr size_t kCacheLimit = 64;
 
   NodeConfig cfg_;
-  std::string row_;           // "per_channel DynamicQuantize f32 -> u8 with s8 zps", for messages
-  bool zero_zps_ = false;     // static ops: pass zps of zeros (old oneDNN requires the attribute)
+  bool static_zps_ = false;  // a static op with zero points that are not all 0
+  // A dynamic op's zps when constant: whether all are 0; nullopt: absent or fed at run time.
+  std::optional<bool> constant_zero_zps_;
+  bool zero_zps_ = false;  // static ops: pass zps of zeros (old oneDNN requires the attribute)
   int64_t scales_count_ = 0;  // static ops
   int64_t zps_count_ = 0;
   bool static_scales_ok_ = true;
