@@ -42,7 +42,7 @@ DEFAULT_SIZES = (1_000, 65_536, 1_048_576, 16_777_216)
 DIRECTIONS = ("quantize", "dequantize")  # timed as static Quantize / Dequantize
 LAYOUTS = (PER_TENSOR, "per_channel_outer", "per_channel_inner")
 NARROW_COLUMNS = (16, 64, 384)
-IMPLEMENTATIONS = ("native", "onnxruntime", "python", "numpy", "copyto")
+IMPLEMENTATIONS = ("native", "native_onednn", "onednn", "onnxruntime", "python", "numpy", "copyto")
 # Innermost-axis layouts with a fixed number of columns (attention heads, small projections):
 # "per_channel_inner_c64" is [n // 64, 64], axis 1.
 NARROW_PREFIX = "per_channel_inner_c"
@@ -97,6 +97,8 @@ class BenchRow:
             "onnxruntime_over_native": self.ratio("onnxruntime"),
             "python_over_native": self.ratio("python"),
             "python_over_numpy": self.ratio("python", "numpy"),
+            "native_onednn_over_native": self.ratio("native_onednn"),
+            "onednn_over_native": self.ratio("onednn"),
             "native_over_native_per_tensor": self.vs_per_tensor,
             "native_bytes_per_second": self.bandwidth("native"),
             "copyto_bytes_per_second": self.bandwidth("copyto"),
@@ -288,6 +290,15 @@ def _runner(
         model = _spec_model(op, shape, axis).SerializeToString()
         session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         return _bound_runner(session, buffers, shape)
+    if impl in ("native_onednn", "onednn"):
+        # native_onednn: the native kernels in oneDNN's arithmetic; onednn: oneDNN itself.
+        from .backends import session_options
+
+        backend = "onednn" if impl == "onednn" else "native"
+        options = session_options(backend, _options(), arithmetic="onednn")
+        model = _spec_model(op, shape, axis).SerializeToString()
+        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        return _bound_runner(session, buffers, shape)
     if impl == "onnxruntime":
         model = _qdq_model(op, shape, axis).SerializeToString()
         session = ort.InferenceSession(model, _options(), providers=["CPUExecutionProvider"])
@@ -349,10 +360,14 @@ def _numpy_runner(
 
 def _available(impl: str) -> str | None:
     """Why ``impl`` cannot run here, or None."""
-    if impl == "native":
+    if impl in ("native", "native_onednn"):
         from .backends import native
 
         return None if native.is_available() else "native library not built"
+    if impl == "onednn":
+        from .backends import onednn
+
+        return onednn.unavailable_reason()
     if impl == "python":
         try:
             from .backends import python  # noqa: F401
@@ -496,6 +511,8 @@ def format_table(rows: Sequence[BenchRow]) -> str:
 
     ``ort/native`` is onnxruntime's time over native's (above 1: native is faster);
     ``python/numpy`` is the Python backend's time over the plain numpy sequence's;
+    ``arith/native`` is the native kernels' time in oneDNN's arithmetic over their default
+    (ONNX's); ``onednn/native`` is oneDNN's own (the onednn backend) over native's;
     ``vs per-tensor`` is native's time over native per-tensor at the same op and size, the two
     timed together (:func:`_versus_per_tensor`);
     GB/s counts the bytes a call reads and writes (5 per element, 4.5 for 4-bit weights plus
@@ -503,10 +520,10 @@ def format_table(rows: Sequence[BenchRow]) -> str:
     """
     header = (
         "| op | layout | shape | native µs | onnxruntime µs | python µs | numpy µs | copyto µs "
-        "| ort/native | python/native | python/numpy | vs per-tensor | native GB/s "
-        "| copyto GB/s |"
+        "| onednn µs | ort/native | python/native | python/numpy | arith/native | onednn/native "
+        "| vs per-tensor | native GB/s | copyto GB/s |"
     )
-    lines = [header, "|" + "---|" * 14]
+    lines = [header, "|" + "---|" * 17]
     for r in rows:
         native_t = r.seconds.get("native")
         vs_pt = r.vs_per_tensor
@@ -514,9 +531,10 @@ def format_table(rows: Sequence[BenchRow]) -> str:
             f"| {r.op} | {r.layout} | {'x'.join(map(str, r.shape))} "
             f"| {_us(native_t)} | {_us(r.seconds.get('onnxruntime'))} "
             f"| {_us(r.seconds.get('python'))} | {_us(r.seconds.get('numpy'))} "
-            f"| {_us(r.seconds.get('copyto'))} "
+            f"| {_us(r.seconds.get('copyto'))} | {_us(r.seconds.get('onednn'))} "
             f"| {_x(r.ratio('onnxruntime'))} | {_x(r.ratio('python'))} "
-            f"| {_x(r.ratio('python', 'numpy'))} "
+            f"| {_x(r.ratio('python', 'numpy'))} | {_x(r.ratio('native_onednn'))} "
+            f"| {_x(r.ratio('onednn'))} "
             f"| {'-' if vs_pt is None else f'{vs_pt:.2f}'} "
             f"| {_gbs(r.bandwidth('native'))} | {_gbs(r.bandwidth('copyto'))} |"
         )
