@@ -20,6 +20,10 @@ def test_the_onednn_columns() -> None:
     )
     assert len(rows) == len(bench.DIRECTIONS) * len(bench.LAYOUTS)
     for row in rows:
+        if row.layout != "per_tensor" and "onednn" in row.notes:  # v3.13: per_channel zps
+            assert "refused per_channel" in row.notes["onednn"]
+            assert row.seconds["onednn"] is None
+            continue
         assert not row.notes, row.notes
         for impl in ("native", "native_onednn", "onednn"):
             seconds = row.seconds[impl]
