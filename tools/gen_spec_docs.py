@@ -215,8 +215,14 @@ onnxruntime kernel cannot see the declared type of its output value: a custom op
 is fixed by its registration (onnxruntime-extensions cannot even overload on it). ONNX
 QuantizeLinear-21 has the same problem and adds an `output_dtype` attribute; quantgraph's
 quantize ops take the same optional attribute (ONNX element type of dst). Without it, dst is
-the zero point's type when that is s8 or u8, else u8 (ONNX's default). The converter writes it
-on every static Quantize and on every DynamicQuantize without zero points.
+the zero point's type when that is s8 or u8, else the type the model declares for the output
+(graph output or value_info: the seed's rule), else u8 (ONNX's default). Neither onnxruntime nor
+ONNX's shape inference shows a kernel or a schema the declared type, so
+`quantgraph.passes.DeclaredDstPass` writes it as `output_dtype` before a session is made
+(`quantgraph.InferenceSession`, every backend and command); oneDNN's own hand-checkable cases
+with an s8 dst and no zero points then give the same s8 results on the native, python and
+onednn backends (tests/passes/test_declared_dst.py). The converter writes `output_dtype` on
+every static Quantize and on every DynamicQuantize without zero points.
 
 ### 10. Per-channel axis, scale counts, absent zero points
 
@@ -257,6 +263,17 @@ blocked DequantizeLinear (`block_size` along one axis) is per_group with a group
 but the block size on that axis; ONNX also allows a short last block, which per_group cannot
 express, so the converter leaves such nodes (and every blocked QuantizeLinear) as they are,
 saying why.
+
+### 15. oneDNN's own arithmetic, opt-in
+
+Decision 3 keeps ONNX's rounding by default. What oneDNN computes is a second, measured
+arithmetic (oneDNN v3.2 and v3.13.2, single-op Graph partitions, every ISA cap; modelled in
+`quantgraph/reference_onednn.py`): quantize `saturate(rne(fl(fl(x * fl(1/s)) + fl(zp))))` (no
+FMA), float8 through f16 without saturation (e4m3 overflow to NaN, e5m2 to inf), NaN to s8 127
+before v3.7; dequantize ONNX's except float8 -0 -> +0 and s32 zero points through float. The
+native backend runs it with `arithmetic="onednn"`, bit-exact with the onednn backend (oneDNN
+itself) on every row both run (docs/onednn.md); validation against oneDNN's arithmetic says it
+is not expected to be exact and judges by `--atol`/`--rtol`.
 """
 
 
