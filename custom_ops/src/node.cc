@@ -394,4 +394,46 @@ void CheckScaleValues(const NodeConfig& cfg, const float* scales, size_t count) 
   }
 }
 
+CallInputs ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx) {
+  CallInputs call;
+  const Ort::ConstValue src = ctx.GetInput(0);
+  const auto src_info = src.GetTensorTypeAndShapeInfo();
+  if (static_cast<int>(src_info.GetElementType()) != cfg.src) {
+    throw std::logic_error("src element type differs from the node's");
+  }
+  call.dims = src_info.GetShape();
+  call.elements = src_info.GetElementCount();
+  call.src = src.GetTensorRawData();
+  const Dims src_dims{call.dims.data(), call.dims.size()};
+  if (IsStatic(cfg.kind)) {
+    call.scales_shape = {static_cast<int64_t>(cfg.scales_attr.size())};
+    call.zps_shape = {static_cast<int64_t>(cfg.zps_attr.size())};
+    const Dims zps{call.zps_shape.data(), 1};
+    call.axis = CheckShapes(cfg, src_dims, Dims{call.scales_shape.data(), 1},
+                            cfg.has_zps_attr ? &zps : nullptr);
+    if (!cfg.has_zps_attr) call.zps_shape.clear();
+    // A bad static scale is reported after the shape rules, as the reference does.
+    CheckScaleValues(cfg, cfg.scales_attr.data(), cfg.scales_attr.size());
+    call.scales = cfg.scales_attr.data();
+    call.scale_count = cfg.scales_attr.size();
+    return call;
+  }
+  const Ort::ConstValue scales = ctx.GetInput(1);
+  const Ort::ConstValue zps = ctx.GetInputCount() > 2 ? ctx.GetInput(2) : Ort::ConstValue{nullptr};
+  if (scales == nullptr) ThrowRule(cfg.kind, cfg.node, "missing-input", {{"name", "scales"}});
+  const auto scales_info = scales.GetTensorTypeAndShapeInfo();
+  call.scales_shape = scales_info.GetShape();
+  if (zps != nullptr) call.zps_shape = zps.GetTensorTypeAndShapeInfo().GetShape();
+  const Dims zps_dims{call.zps_shape.data(), call.zps_shape.size()};
+  call.axis = CheckShapes(cfg, src_dims, Dims{call.scales_shape.data(), call.scales_shape.size()},
+                          zps != nullptr ? &zps_dims : nullptr);
+  call.scales = scales.GetTensorRawData();  // of type cfg.scales (checked by CheckNode)
+  call.scale_count = scales_info.GetElementCount();
+  if (IsQuantize(cfg.kind)) {
+    CheckScaleValues(cfg, static_cast<const float*>(call.scales), call.scale_count);
+  }
+  call.zps = zps != nullptr ? zps.GetTensorRawData() : nullptr;
+  return call;
+}
+
 }  // namespace qg

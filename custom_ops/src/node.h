@@ -62,4 +62,24 @@ int64_t CheckShapes(const NodeConfig& cfg, Dims src, Dims scales, const Dims* zp
 // check_scale_values: quantize ops reject zero, infinite and NaN scales.
 void CheckScaleValues(const NodeConfig& cfg, const float* scales, size_t count);
 
+// One call's inputs, after every rule over them (shapes, then scale values): what both kernel
+// libraries read from onnxruntime before computing.
+struct CallInputs {
+  std::vector<int64_t> dims;  // src's
+  size_t elements = 0;
+  const void* src = nullptr;
+  int64_t axis = -1;  // resolved per_channel axis; -1 for per_tensor and per_group
+  // Dynamic ops: the scales (of type cfg.scales) and zps inputs (zps nullptr when absent), with
+  // their shapes. Static ops: the attributes' (scales f32; zps nullptr, the kernel keeps its own
+  // copy of the s64 list), shapes {count}.
+  const void* scales = nullptr;
+  size_t scale_count = 0;
+  std::vector<int64_t> scales_shape;
+  const void* zps = nullptr;
+  std::vector<int64_t> zps_shape;
+};
+
+// Reads and checks one call of the node (throws SpecError with the spec's message).
+CallInputs ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx);
+
 }  // namespace qg

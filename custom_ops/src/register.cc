@@ -29,14 +29,6 @@ class Kernel final : public OpKernel {
     if (IsStatic(kind)) {
       zps_key = cfg_.has_zps_attr ? spec::kS32 : 0;
       zps32_.assign(cfg_.zps_attr.begin(), cfg_.zps_attr.end());  // CheckNode bounded them
-      scales_count_ = static_cast<int64_t>(cfg_.scales_attr.size());
-      zps_count_ = static_cast<int64_t>(zps32_.size());
-      // check_scale_values comes after the shape rules: a bad static scale is reported then.
-      try {
-        CheckScaleValues(cfg_, cfg_.scales_attr.data(), cfg_.scales_attr.size());
-      } catch (const SpecError&) {
-        static_scales_ok_ = false;
-      }
     }
     compute_ = FindCompute(kind, cfg_.src, cfg_.dst, zps_key, arithmetic);
     if (compute_ == nullptr && arithmetic == Arithmetic::kOnednn) {
@@ -63,72 +55,30 @@ class Kernel final : public OpKernel {
 
   void Compute(OrtKernelContext* raw) const override {
     Ort::KernelContext ctx(raw);
-    const Ort::ConstValue src = ctx.GetInput(0);
-    const auto src_info = src.GetTensorTypeAndShapeInfo();
-    if (static_cast<int>(src_info.GetElementType()) != cfg_.src) {
-      throw std::logic_error("src element type differs from the node's");
-    }
-    const std::vector<int64_t> dims = src_info.GetShape();
-    const size_t elements = src_info.GetElementCount();
-    const Dims src_dims{dims.data(), dims.size()};
-
+    const CallInputs call = ReadCall(cfg_, ctx);
     CallArgs args{};
-    args.scales_type = spec::kF32;
-    std::vector<int64_t> group_dims;  // per_group: the scales' shape
-    int64_t axis = -1;
-    if (IsStatic(cfg_.kind)) {
-      const Dims scales{&scales_count_, 1};
-      const Dims zps{&zps_count_, 1};
-      axis = CheckShapes(cfg_, src_dims, scales, cfg_.has_zps_attr ? &zps : nullptr);
-      if (!static_scales_ok_) {
-        CheckScaleValues(cfg_, cfg_.scales_attr.data(), cfg_.scales_attr.size());
-      }
-      args.scales = cfg_.scales_attr.data();
-      args.scale_count = cfg_.scales_attr.size();
-      args.zps = cfg_.has_zps_attr ? zps32_.data() : nullptr;
-    } else {
-      const Ort::ConstValue scales = ctx.GetInput(1);
-      const Ort::ConstValue zps =
-          ctx.GetInputCount() > 2 ? ctx.GetInput(2) : Ort::ConstValue{nullptr};
-      if (scales == nullptr) ThrowRule(cfg_.kind, cfg_.node, "missing-input", {{"name", "scales"}});
-      const auto scales_info = scales.GetTensorTypeAndShapeInfo();
-      const std::vector<int64_t> scales_shape = scales_info.GetShape();
-      std::vector<int64_t> zps_shape;
-      if (zps != nullptr) zps_shape = zps.GetTensorTypeAndShapeInfo().GetShape();
-      const Dims zps_dims{zps_shape.data(), zps_shape.size()};
-      axis = CheckShapes(cfg_, src_dims, Dims{scales_shape.data(), scales_shape.size()},
-                         zps != nullptr ? &zps_dims : nullptr);
-      args.scales = scales.GetTensorRawData();  // of type cfg_.scales (checked by CheckNode)
-      args.scales_type = cfg_.scales;
-      args.scale_count = scales_info.GetElementCount();
-      if (IsQuantize(cfg_.kind)) {
-        CheckScaleValues(cfg_, static_cast<const float*>(args.scales), args.scale_count);
-      }
-      args.zps = zps != nullptr ? zps.GetTensorRawData() : nullptr;
-      if (cfg_.per_group) {
-        group_dims.assign(scales_shape.begin(), scales_shape.end());
-        args.group_shape = cfg_.group_shape.data();
-        args.scales_dims = group_dims.data();
-      }
+    args.scales = call.scales;
+    args.scales_type = IsStatic(cfg_.kind) ? spec::kF32 : cfg_.scales;
+    args.scale_count = call.scale_count;
+    args.zps = IsStatic(cfg_.kind) ? (cfg_.has_zps_attr ? zps32_.data() : nullptr) : call.zps;
+    if (cfg_.per_group) {
+      args.group_shape = cfg_.group_shape.data();
+      args.scales_dims = call.scales_shape.data();
     }
-
-    Ort::UnownedValue dst = ctx.GetOutput(0, dims.data(), dims.size());  // type: cfg_.dst
-    if (elements == 0) return;
-    args.src = src.GetTensorRawData();
+    Ort::UnownedValue dst = ctx.GetOutput(0, call.dims.data(), call.dims.size());  // cfg_.dst
+    if (call.elements == 0) return;
+    args.src = call.src;
     args.dst = dst.GetTensorMutableRawData();
-    args.dims = dims.data();
-    args.rank = dims.size();
-    args.elements = elements;
-    args.axis = axis;
+    args.dims = call.dims.data();
+    args.rank = call.dims.size();
+    args.elements = call.elements;
+    args.axis = call.axis;
     compute_(args, ExecContext{table_, raw});
   }
 
  private:
   NodeConfig cfg_;
-  std::vector<int32_t> zps32_;
-  int64_t scales_count_ = 0;
-  int64_t zps_count_ = 0;
-  bool static_scales_ok_ = true;
+  std::vector<int32_t> zps32_;  // static ops: the zps attribute as the kernels take it
   ComputeFn compute_ = nullptr;
   const kernels::KernelTable* table_ = nullptr;
 };

@@ -171,58 +171,29 @@ class Kernel final : public OpKernel {
 
   void Compute(OrtKernelContext* raw) const override {
     Ort::KernelContext ctx(raw);
-    const Ort::ConstValue src = ctx.GetInput(0);
-    const auto src_info = src.GetTensorTypeAndShapeInfo();
-    if (static_cast<int>(src_info.GetElementType()) != cfg_.src) {
-      throw std::logic_error("src element type differs from the node's");
-    }
-    const std::vector<int64_t> dims = src_info.GetShape();
-    const Dims src_dims{dims.data(), dims.size()};
-
-    std::vector<int64_t> scales_shape{scales_count_};
+    const CallInputs call = ReadCall(cfg_, ctx);
     std::vector<int64_t> zps_shape;
     bool with_zps = static_zps_;
-    const void* inputs[3] = {src.GetTensorRawData(), nullptr, nullptr};
-    if (IsStatic(cfg_.kind)) {
-      const Dims zps{&zps_count_, 1};
-      CheckShapes(cfg_, src_dims, Dims{&scales_count_, 1}, cfg_.has_zps_attr ? &zps : nullptr);
-      if (!static_scales_ok_) {
-        CheckScaleValues(cfg_, cfg_.scales_attr.data(), cfg_.scales_attr.size());
-      }
-    } else {
-      const Ort::ConstValue scales = ctx.GetInput(1);
-      const Ort::ConstValue zps =
-          ctx.GetInputCount() > 2 ? ctx.GetInput(2) : Ort::ConstValue{nullptr};
-      if (scales == nullptr) ThrowRule(cfg_.kind, cfg_.node, "missing-input", {{"name", "scales"}});
-      const auto scales_info = scales.GetTensorTypeAndShapeInfo();
-      scales_shape = scales_info.GetShape();
-      if (zps != nullptr) zps_shape = zps.GetTensorTypeAndShapeInfo().GetShape();
-      const Dims zps_dims{zps_shape.data(), zps_shape.size()};
-      CheckShapes(cfg_, src_dims, Dims{scales_shape.data(), scales_shape.size()},
-                  zps != nullptr ? &zps_dims : nullptr);
-      if (IsQuantize(cfg_.kind)) {
-        CheckScaleValues(cfg_, static_cast<const float*>(scales.GetTensorRawData()),
-                         scales_info.GetElementCount());
-      }
-      inputs[1] = scales.GetTensorRawData();
-      if (zps != nullptr) {
-        const size_t count = zps.GetTensorTypeAndShapeInfo().GetElementCount();
+    const void* inputs[3] = {call.src, nullptr, nullptr};
+    if (!IsStatic(cfg_.kind)) {
+      inputs[1] = call.scales;
+      if (call.zps != nullptr) {
         const bool zero = constant_zero_zps_.has_value()
                               ? *constant_zero_zps_
-                              : AllZero(zps.GetTensorRawData(),
-                                        Bytes(cfg_.zps, static_cast<int64_t>(count)));
-        if (zero) {
-          zps_shape.clear();  // as absent (see the constructor)
-        } else {
-          inputs[2] = zps.GetTensorRawData();
+                              : AllZero(call.zps, Bytes(cfg_.zps, Product(call.zps_shape)));
+        if (!zero) {  // all-zero ones go as absent (see the constructor)
+          inputs[2] = call.zps;
+          zps_shape = call.zps_shape;
           with_zps = true;
         }
       }
     }
-
-    Ort::UnownedValue dst = ctx.GetOutput(0, dims.data(), dims.size());  // type: cfg_.dst
-    if (src_info.GetElementCount() == 0) return;                         // nothing for oneDNN to do
-    const auto op = Compiled(dims, scales_shape, zps_shape, with_zps);
+    Ort::UnownedValue dst = ctx.GetOutput(0, call.dims.data(), call.dims.size());  // cfg_.dst
+    if (call.elements == 0) return;  // nothing for oneDNN to do
+    const std::vector<int64_t> scales_shape =
+        IsStatic(cfg_.kind) ? std::vector<int64_t>{static_cast<int64_t>(call.scale_count)}
+                            : call.scales_shape;
+    const auto op = Compiled(call.dims, scales_shape, zps_shape, with_zps);
     try {
       op->Execute(inputs, dst.GetTensorMutableRawData());
     } catch (const DnnlError& e) {
