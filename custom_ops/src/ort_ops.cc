@@ -22,6 +22,19 @@ void InitOrtApi(const OrtApi* api) {
 
 const OrtApi& GetOrtApi() { return *g_api; }
 
+OrtStatus* RegisterDomain(OrtSessionOptions* options, const OrtApiBase* api_base,
+                          const char* library, const DomainFor& domain_for) noexcept {
+  const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
+  if (api == nullptr) return nullptr;  // cannot even report: runtime older than our headers
+  try {
+    InitOrtApi(api);
+    Ort::UnownedSessionOptions(options).Add(domain_for(*api, options));
+    return nullptr;
+  } catch (...) {
+    return ToStatus(*api, library);
+  }
+}
+
 OrtStatus* ToStatus(const OrtApi& api, const char* library) noexcept {
   try {
     throw;

@@ -40,6 +40,12 @@ const OrtApi& GetOrtApi();
 // ORT_FAIL prefixed with `library` ("quantgraph native: ...").
 OrtStatus* ToStatus(const OrtApi& api, const char* library) noexcept;
 
+// The body of a library's exported RegisterCustomOps: the OrtApi set up (InitOrtApi), then the
+// domain `domain_for` returns added to the session's options; any exception becomes the status.
+using DomainFor = std::function<Ort::CustomOpDomain&(const OrtApi&, OrtSessionOptions*)>;
+OrtStatus* RegisterDomain(OrtSessionOptions* options, const OrtApiBase* api_base,
+                          const char* library, const DomainFor& domain_for) noexcept;
+
 // The element type onnxruntime gave the node's output 0 (0 when unknown).
 int OutputElementType(const OrtApi& api, const OrtKernelInfo* info);
 

@@ -123,16 +123,10 @@ extern "C" {
 
 __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL
 RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
-  const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
-  if (api == nullptr) return nullptr;  // cannot even report: runtime older than our headers
-  try {
-    qg::InitOrtApi(api);
-    const qg::Arithmetic arithmetic = qg::ReadArithmetic(*api, options);
-    Ort::UnownedSessionOptions(options).Add(qg::RegistryFor(arithmetic).domain());
-    return nullptr;
-  } catch (...) {
-    return qg::ToStatus(*api, qg::kLibrary);
-  }
+  return qg::RegisterDomain(options, api_base, qg::kLibrary,
+                            [](const OrtApi& api, OrtSessionOptions* session) -> auto& {
+                              return qg::RegistryFor(qg::ReadArithmetic(api, session)).domain();
+                            });
 }
 
 // The kernel instruction set new sessions use (after QUANTGRAPH_NATIVE_ISA), and the best one

@@ -17,23 +17,19 @@ extern "C" {
 
 __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL
 RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
-  const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
-  if (api == nullptr) return nullptr;  // cannot even report: runtime older than our headers
-  try {
-    qg::InitOrtApi(api);
-    // The C API used here is oneDNN 3.x's; another major version may differ in layout.
-    const dnnl_version_t* v = dnnl_version();
-    if (v->major != 3) {
-      throw Ort::Exception(std::string(kLibrary) + ": needs oneDNN 3.x, the process loaded " +
-                               qg::onednn::LoadedVersionDetails(),
-                           ORT_FAIL);
-    }
-    static qg::Registry registry(qg::onednn::MakeKernel, kLibrary);
-    Ort::UnownedSessionOptions(options).Add(registry.domain());
-    return nullptr;
-  } catch (...) {
-    return qg::ToStatus(*api, kLibrary);
-  }
+  return qg::RegisterDomain(options, api_base, kLibrary,
+                            [](const OrtApi&, OrtSessionOptions*) -> Ort::CustomOpDomain& {
+                              // The C API used here is oneDNN 3.x's; another major may differ.
+                              const dnnl_version_t* v = dnnl_version();
+                              if (v->major != 3) {
+                                throw Ort::Exception(std::string(kLibrary) +
+                                                         ": needs oneDNN 3.x, the process loaded " +
+                                                         qg::onednn::LoadedVersionDetails(),
+                                                     ORT_FAIL);
+                              }
+                              static qg::Registry registry(qg::onednn::MakeKernel, kLibrary);
+                              return registry.domain();
+                            });
 }
 
 // The oneDNN this library runs on (the loaded one): "3.2.0 (40112196, cpu runtime OMP)".
