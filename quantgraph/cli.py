@@ -18,7 +18,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from .backends import ARITHMETICS, BACKENDS
-from .cli_text import describe, print_conversion, print_validation
+from .cli_text import describe, print_conversion, print_support, print_validation
 
 EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
@@ -460,6 +460,8 @@ def run(
 @main.command()
 @click.argument("model", type=click.Path(path_type=Path))
 @click.option("--static", is_flag=True, help="Plan as `convert --static` would.")
+@BACKEND_OPTION
+@ARITHMETIC_OPTION
 @click.option(
     "--keep-contrib",
     is_flag=True,
@@ -467,15 +469,48 @@ def run(
 )
 @JSON_OPTION
 @_errors_are_one_line
-def inspect(model: Path, static: bool, keep_contrib: bool, as_json: bool) -> None:
-    """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why."""
+def inspect(
+    model: Path,
+    static: bool,
+    keep_contrib: bool,
+    backend: str | None,
+    arithmetic: str | None,
+    as_json: bool,
+) -> None:
+    """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why.
+
+    With --backend, also try every spec op of the result alone on that backend and say which
+    ones it runs (e.g. --backend onednn: which nodes oneDNN refuses, and why).
+    """
     from .converter import convert as run_convert
 
     result = run_convert(model, static=static, contrib=not keep_contrib, check=False)
+    payload: dict[str, Any] = result.report.to_dict()
+    support = None
+    if backend is not None:
+        from .backends.support import node_support
+
+        _quiet_onnxruntime()
+        support = node_support(result.model, backend, arithmetic)
+        payload["backend_support"] = {
+            "backend": backend,
+            "engine": _engine(backend),
+            "nodes": [s.to_dict() for s in support],
+        }
     if as_json:
-        _print_json(result.report.to_dict())
-    else:
-        print_conversion(result.report, True, None)
+        _print_json(payload)
+        return
+    print_conversion(result.report, True, None)
+    if support is not None:
+        print_support(backend or "", _engine(backend), support)
+
+
+def _engine(backend: str | None) -> str | None:
+    if backend != "onednn":
+        return None
+    from .backends import onednn
+
+    return onednn.version()
 
 
 @main.command()

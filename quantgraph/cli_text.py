@@ -102,3 +102,19 @@ def print_validation(report: Any) -> None:
                 f"mismatches={first.mismatches}/{first.elements}"
             )
     click.echo("verdict: " + ("the models agree" if report.agree else "the models DISAGREE"))
+
+
+def print_support(backend: str, engine: str | None, support: Any) -> None:
+    """Which spec nodes ``backend`` runs (quantgraph.backends.support)."""
+    counts = {
+        status: sum(1 for s in support if s.status == status)
+        for status in ("runs", "refused", "unknown")
+    }
+    where = f", {engine}" if engine else ""
+    click.echo(
+        f"backend {backend}{where}: {counts['runs']} nodes run, {counts['refused']} refused, "
+        f"{counts['unknown']} unknown"
+    )
+    for item in support:
+        if item.status != "runs":
+            click.echo(f"  {item.status}: {item.op} '{item.node}': {item.reason}")
