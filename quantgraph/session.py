@@ -15,7 +15,7 @@ import onnxruntime as ort
 
 from .backends import resolve, resolve_arithmetic, session_options
 from .io import ModelLike, has_external_data, load_model, save_model
-from .passes.declared_dst import DeclaredDstPass
+from .passes.declared_dst import DeclaredDstPass, needs_declared_dst
 from .schemas import register as register_schemas
 
 
@@ -66,10 +66,11 @@ class InferenceSession:
         run as they are, else a prepared private copy."""
         is_path = isinstance(model, (str, os.PathLike))
         loaded = load_model(model)  # the same clear errors everywhere for a bad file
-        if loaded is model:  # the caller's object stays as it was
-            loaded = ir.from_proto(ir.to_proto(loaded))
+        declared = needs_declared_dst(loaded)
+        if loaded is model and (declared or self.backend == "python"):
+            loaded = ir.from_proto(ir.to_proto(loaded))  # the caller's object stays as it was
         # The seed's dst rule: a declared output type no kernel could see becomes output_dtype.
-        changed = DeclaredDstPass()(loaded).modified
+        changed = declared and DeclaredDstPass()(loaded).modified
         if self.backend == "python":
             from .backends.python_prepare import prepare_model
 

@@ -12,9 +12,31 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .._ir import ConstantFactory, GraphLike, optional_input, spec_op
+from .._ir import ConstantFactory, GraphLike, all_graphs, optional_input, spec_op
 from ..spec import dst_type
 from .node_rewrite import NodeRewritePass
+
+
+def declared_output_dtype(node: ir.Node) -> int | None:
+    """The ``output_dtype`` a quantize op needs because only its declared output type decides
+    its dst; None when it needs none (the attribute is there, zps or the default decide, or
+    nothing is declared)."""
+    op = spec_op(node)
+    if op is None or not op.is_quantize or "output_dtype" in node.attributes:
+        return None
+    declared = node.outputs[0].dtype
+    if declared is None:
+        return None
+    zps = None if op.is_static else optional_input(node, 2)
+    zps_type = int(zps.dtype) if zps is not None and zps.dtype is not None else None
+    if dst_type(op, zps=zps_type, declared=int(declared)) == dst_type(op, zps=zps_type):
+        return None  # zps decide it, or the declaration says what the default says
+    return int(declared)
+
+
+def needs_declared_dst(model: ir.Model) -> bool:
+    """Whether :class:`DeclaredDstPass` would change ``model`` (no copy needed otherwise)."""
+    return any(declared_output_dtype(n) is not None for g in all_graphs(model) for n in g)
 
 
 class DeclaredDstPass(NodeRewritePass):
@@ -22,22 +44,14 @@ class DeclaredDstPass(NodeRewritePass):
     ``output_dtype``."""
 
     def matches(self, node: ir.Node) -> bool:
-        op = spec_op(node)
-        return op is not None and op.is_quantize and "output_dtype" not in node.attributes
+        return declared_output_dtype(node) is not None
 
     def rewrite(
         self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory
     ) -> tuple[str, str] | None:
-        op = spec_op(node)
-        assert op is not None
-        output = node.outputs[0]
-        declared = output.dtype
+        declared = declared_output_dtype(node)
         if declared is None:
             return None
-        zps = None if op.is_static else optional_input(node, 2)
-        zps_type = int(zps.dtype) if zps is not None and zps.dtype is not None else None
-        undecided = dst_type(op, zps=zps_type)
-        if dst_type(op, zps=zps_type, declared=int(declared)) == undecided:
-            return None  # zps decide it, or the declaration says what the default says
-        node.attributes["output_dtype"] = ir.AttrInt64("output_dtype", int(declared))
-        return node.op_type, f"output_dtype={declared.name} (the declared dst type)"
+        node.attributes["output_dtype"] = ir.AttrInt64("output_dtype", declared)
+        name = ir.DataType(declared).name
+        return node.op_type, f"output_dtype={name} (the declared dst type)"
