@@ -54,12 +54,75 @@ inline constexpr size_t kPrefetchBytes = 8192;
 inline constexpr size_t kDequantizePrefetchBytes = 2048;
 inline constexpr size_t kLine = 64;
 
-// Prefetches the kBytes (a multiple of kLine) that start `ahead` bytes after p.
+// Prefetches the kBytes (a multiple of kLine) that start `ahead` bytes after p. Forced inline:
+// a call to it has no effect GCC can see, and GCC 12 dropped every prefetch of the quantize vec
+// kernels when it was called from ForColumnBlocks (always_inline) without it.
 template <size_t kBytes>
-inline void PrefetchAhead(const void* p, size_t ahead = kPrefetchBytes) {
+__attribute__((always_inline)) inline void PrefetchAhead(const void* p,
+                                                         size_t ahead = kPrefetchBytes) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(p) + ahead;
   for (size_t b = 0; b < kBytes; b += kLine) {
     __builtin_prefetch(reinterpret_cast<const void*>(at + b), 0, 3);
+  }
+}
+
+// A column block's parameters: 4 vectors of scales and (kZp) of zero points.
+template <class V>
+struct ParamBlock {
+  typename V::F s0, s1, s2, s3;
+  typename V::I z0, z1, z2, z3;
+};
+
+// The vec kernels' loop, written once: column blocks of 4 vectors, then single vectors, then a
+// partial one, each block's parameters loaded once and kept in registers for all `rows` rows
+// (row r at element offset r * stride of x and y; x prefetched `prefetch` bytes ahead in all).
+// A kernel states its arithmetic at element offset o: block(o, ParamBlock) (the only streaming
+// stores), one(o, scale, zp), partial(o, k, scale, zp); and plain(m), itself without streaming
+// stores over the first m columns (kStream: the head up to the alignment, or all of them when
+// the rows do not share it). Forced inline, as are the kernels' lambdas, so that each kernel
+// still compiles to its own loops.
+template <class V, bool kZp, bool kStream, typename Src, typename Dst, typename Zp, class Plain,
+          class Block, class One, class Partial>
+__attribute__((always_inline)) inline void ForColumnBlocks(const Src* x, const Dst* y, size_t n,
+                                                           const ChannelParams<Zp>& p, size_t rows,
+                                                           size_t stride, size_t prefetch,
+                                                           Plain plain, Block block, One one,
+                                                           Partial partial) {
+  constexpr size_t W = V::kWidth;
+  size_t i = 0;
+  if constexpr (kStream) {
+    if (!RowsShareAlignment<V>(stride * sizeof(Dst), rows)) return plain(n);
+    i = HeadElements<V>(y, sizeof(Dst), n);
+    plain(i);
+  }
+  const auto zero = V::Set1I(0);
+  // The rows advance together: `prefetch` bytes ahead in the order of reading is
+  // prefetch / rows ahead in each row.
+  const size_t ahead = prefetch / rows;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    const ParamBlock<V> b = {V::Load(p.scale + i),
+                             V::Load(p.scale + i + W),
+                             V::Load(p.scale + i + 2 * W),
+                             V::Load(p.scale + i + 3 * W),
+                             kZp ? V::LoadI(p.zp + i) : zero,
+                             kZp ? V::LoadI(p.zp + i + W) : zero,
+                             kZp ? V::LoadI(p.zp + i + 2 * W) : zero,
+                             kZp ? V::LoadI(p.zp + i + 3 * W) : zero};
+    for (size_t r = 0; r < rows; ++r) {
+      PrefetchAhead<4 * W * sizeof(Src)>(x + r * stride + i, ahead);
+      block(r * stride + i, b);
+    }
+  }
+  for (; i + W <= n; i += W) {
+    const auto s0 = V::Load(p.scale + i);
+    const auto z0 = kZp ? V::LoadI(p.zp + i) : zero;
+    for (size_t r = 0; r < rows; ++r) one(r * stride + i, s0, z0);
+  }
+  if (i < n) {
+    const size_t k = n - i;
+    const auto s0 = V::LoadPartial(p.scale + i, k);
+    const auto z0 = kZp ? V::LoadPartialI(p.zp + i, k) : zero;
+    for (size_t r = 0; r < rows; ++r) partial(r * stride + i, k, s0, z0);
   }
 }
 
@@ -243,54 +306,30 @@ void QuantizeVecIntWith(const float* x, void* y, size_t n, const QuantizeVecOf<Z
                         size_t rows, size_t stride) {
   constexpr size_t W = V::kWidth;
   T* out = static_cast<T*>(y);
-  size_t i = 0;
-  if constexpr (kStream) {
-    if (!RowsShareAlignment<V>(stride * sizeof(T), rows)) {
-      return QuantizeVecIntWith<V, A, T, Zp, kZp, false, kPacked>(x, y, n, p, rows, stride);
-    }
-    i = HeadElements<V>(out, 1, n);
-    QuantizeVecIntWith<V, A, T, Zp, kZp, false, kPacked>(x, out, i, p, rows, stride);
-  }
-  const auto zero = V::Set1I(0);
   const auto lo = V::Set1(-kSimdClamp), hi = V::Set1(kSimdClamp);
-  // The rows advance together: kPrefetchBytes ahead in the order of reading is
-  // kPrefetchBytes / rows ahead in each row.
-  const size_t ahead = kPrefetchBytes / rows;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    // This column block's parameters stay in registers for every row.
-    const auto s0 = V::Load(p.scale + i), s1 = V::Load(p.scale + i + W);
-    const auto s2 = V::Load(p.scale + i + 2 * W), s3 = V::Load(p.scale + i + 3 * W);
-    const auto z0 = kZp ? V::LoadI(p.zp + i) : zero, z1 = kZp ? V::LoadI(p.zp + i + W) : zero;
-    const auto z2 = kZp ? V::LoadI(p.zp + i + 2 * W) : zero;
-    const auto z3 = kZp ? V::LoadI(p.zp + i + 3 * W) : zero;
-    for (size_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * stride + i;
-      PrefetchAhead<4 * W * sizeof(float)>(xr, ahead);
-      const auto q0 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(xr), s0, z0, lo, hi);
-      const auto q1 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(xr + W), s1, z1, lo, hi);
-      const auto q2 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(xr + 2 * W), s2, z2, lo, hi);
-      const auto q3 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(xr + 3 * W), s3, z3, lo, hi);
-      V::template StoreNarrow4<T, kStream>(out + r * stride + i, q0, q1, q2, q3);
-    }
-  }
-  for (; i + W <= n; i += W) {
-    const auto s0 = V::Load(p.scale + i);
-    const auto z0 = kZp ? V::LoadI(p.zp + i) : zero;
-    for (size_t r = 0; r < rows; ++r) {
-      V::template StoreNarrow<T>(out + r * stride + i,
-                                 QuantizeInt<V, A, kZp>(V::Load(x + r * stride + i), s0, z0));
-    }
-  }
-  if (i < n) {
-    const size_t k = n - i;
-    // Padding lanes divide 0 by 0: NaN, clamped and not stored.
-    const auto s0 = V::LoadPartial(p.scale + i, k);
-    const auto z0 = kZp ? V::LoadPartialI(p.zp + i, k) : zero;
-    for (size_t r = 0; r < rows; ++r) {
-      const auto q = QuantizeInt<V, A, kZp>(V::LoadPartial(x + r * stride + i, k), s0, z0);
-      V::template StoreNarrowPartial<T>(out + r * stride + i, q, k);
-    }
-  }
+  ForColumnBlocks<V, kZp, kStream>(
+      x, out, n, p, rows, stride, kPrefetchBytes,
+      [&](size_t m) __attribute__((always_inline)) {
+        QuantizeVecIntWith<V, A, T, Zp, kZp, false, kPacked>(x, out, m, p, rows, stride);
+      },
+      [&](size_t o, const ParamBlock<V>& b) __attribute__((always_inline)) {
+        const float* xr = x + o;
+        const auto q0 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(xr), b.s0, b.z0, lo, hi);
+        const auto q1 = QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(xr + W), b.s1, b.z1, lo, hi);
+        const auto q2 =
+            QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(xr + 2 * W), b.s2, b.z2, lo, hi);
+        const auto q3 =
+            QuantizeIntPacked<V, A, kZp, kPacked>(V::Load(xr + 3 * W), b.s3, b.z3, lo, hi);
+        V::template StoreNarrow4<T, kStream>(out + o, q0, q1, q2, q3);
+      },
+      [&](size_t o, auto s, auto z) __attribute__((always_inline)) {
+        V::template StoreNarrow<T>(out + o, QuantizeInt<V, A, kZp>(V::Load(x + o), s, z));
+      },
+      [&](size_t o, size_t k, auto s, auto z) __attribute__((always_inline)) {
+        // Padding lanes divide 0 by 0: NaN, clamped and not stored.
+        const auto q = QuantizeInt<V, A, kZp>(V::LoadPartial(x + o, k), s, z);
+        V::template StoreNarrowPartial<T>(out + o, q, k);
+      });
 }
 
 // Contiguous rows of a short pattern (ChannelParams::padded, stride == n, n a multiple of
@@ -491,43 +530,26 @@ void QuantizeVecF8(const float* x, void* y, size_t n, const QuantizeVecOf<Zp>& p
                    size_t stride) {
   constexpr size_t W = V::kWidth;
   uint8_t* out = static_cast<uint8_t*>(y);
-  size_t i = 0;
-  if constexpr (kStream) {
-    if (!RowsShareAlignment<V>(stride, rows)) {
-      return QuantizeVecF8<V, A, Fmt, Zp, false>(x, y, n, p, rows, stride);
-    }
-    i = HeadElements<V>(out, 1, n);
-    QuantizeVecF8<V, A, Fmt, Zp, false>(x, out, i, p, rows, stride);
-  }
-  const size_t ahead = kPrefetchBytes / rows;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    const auto s0 = V::Load(p.scale + i), s1 = V::Load(p.scale + i + W);
-    const auto s2 = V::Load(p.scale + i + 2 * W), s3 = V::Load(p.scale + i + 3 * W);
-    for (size_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * stride + i;
-      PrefetchAhead<4 * W * sizeof(float)>(xr, ahead);
-      const auto c0 = A::template Float8<V, Fmt>(V::Load(xr), s0);
-      const auto c1 = A::template Float8<V, Fmt>(V::Load(xr + W), s1);
-      const auto c2 = A::template Float8<V, Fmt>(V::Load(xr + 2 * W), s2);
-      const auto c3 = A::template Float8<V, Fmt>(V::Load(xr + 3 * W), s3);
-      V::template StoreNarrow4<uint8_t, kStream>(out + r * stride + i, c0, c1, c2, c3);
-    }
-  }
-  for (; i + W <= n; i += W) {
-    const auto s0 = V::Load(p.scale + i);
-    for (size_t r = 0; r < rows; ++r) {
-      V::template StoreNarrow<uint8_t>(out + r * stride + i,
-                                       A::template Float8<V, Fmt>(V::Load(x + r * stride + i), s0));
-    }
-  }
-  if (i < n) {
-    const size_t k = n - i;
-    const auto s0 = V::LoadPartial(p.scale + i, k);
-    for (size_t r = 0; r < rows; ++r) {
-      const auto c = A::template Float8<V, Fmt>(V::LoadPartial(x + r * stride + i, k), s0);
-      V::template StoreNarrowPartial<uint8_t>(out + r * stride + i, c, k);
-    }
-  }
+  ForColumnBlocks<V, false, kStream>(
+      x, out, n, p, rows, stride, kPrefetchBytes,
+      [&](size_t m) __attribute__((always_inline)) {
+        QuantizeVecF8<V, A, Fmt, Zp, false>(x, out, m, p, rows, stride);
+      },
+      [&](size_t o, const ParamBlock<V>& b) __attribute__((always_inline)) {
+        const float* xr = x + o;
+        const auto c0 = A::template Float8<V, Fmt>(V::Load(xr), b.s0);
+        const auto c1 = A::template Float8<V, Fmt>(V::Load(xr + W), b.s1);
+        const auto c2 = A::template Float8<V, Fmt>(V::Load(xr + 2 * W), b.s2);
+        const auto c3 = A::template Float8<V, Fmt>(V::Load(xr + 3 * W), b.s3);
+        V::template StoreNarrow4<uint8_t, kStream>(out + o, c0, c1, c2, c3);
+      },
+      [&](size_t o, auto s, auto) __attribute__((always_inline)) {
+        V::template StoreNarrow<uint8_t>(out + o, A::template Float8<V, Fmt>(V::Load(x + o), s));
+      },
+      [&](size_t o, size_t k, auto s, auto) __attribute__((always_inline)) {
+        const auto c = A::template Float8<V, Fmt>(V::LoadPartial(x + o, k), s);
+        V::template StoreNarrowPartial<uint8_t>(out + o, c, k);
+      });
 }
 
 // ---- dequantize, integer src -------------------------------------------------------------
@@ -583,54 +605,31 @@ void DequantizeVecInt(const void* xv, float* y, size_t n, const DequantizeVecOf<
     if (n == 4 * W) return DequantizeFlatInt<V, T, Zp, kZp, kStream, true>(x, y, rows * n, p, n);
     return DequantizeFlatInt<V, T, Zp, kZp, kStream, false>(x, y, rows * n, p, n);
   }
-  size_t i = 0;
-  if constexpr (kStream) {
-    if (!RowsShareAlignment<V>(stride * sizeof(float), rows)) {
-      return DequantizeVecInt<V, T, Zp, kZp, false>(x, y, n, p, rows, stride);
-    }
-    i = HeadElements<V>(y, sizeof(float), n);
-    DequantizeVecInt<V, T, Zp, kZp, false>(x, y, i, p, rows, stride);
-  }
-  const auto zero = V::Set1I(0);
-  const size_t ahead = kDequantizePrefetchBytes / rows;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    const auto s0 = V::Load(p.scale + i), s1 = V::Load(p.scale + i + W);
-    const auto s2 = V::Load(p.scale + i + 2 * W), s3 = V::Load(p.scale + i + 3 * W);
-    const auto z0 = kZp ? V::LoadI(p.zp + i) : zero, z1 = kZp ? V::LoadI(p.zp + i + W) : zero;
-    const auto z2 = kZp ? V::LoadI(p.zp + i + 2 * W) : zero;
-    const auto z3 = kZp ? V::LoadI(p.zp + i + 3 * W) : zero;
-    for (size_t r = 0; r < rows; ++r) {
-      const T* xr = x + r * stride + i;
-      float* yr = y + r * stride + i;
-      PrefetchAhead<4 * W * sizeof(T)>(xr, ahead);
-      V::template Store<kStream>(yr, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr), s0, z0));
-      V::template Store<kStream>(yr + W,
-                                 DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + W), s1, z1));
-      V::template Store<kStream>(
-          yr + 2 * W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + 2 * W), s2, z2));
-      V::template Store<kStream>(
-          yr + 3 * W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + 3 * W), s3, z3));
-    }
-  }
-  for (; i + W <= n; i += W) {
-    const auto s0 = V::Load(p.scale + i);
-    const auto z0 = kZp ? V::LoadI(p.zp + i) : zero;
-    for (size_t r = 0; r < rows; ++r) {
-      V::template Store<false>(
-          y + r * stride + i,
-          DequantizeInt<V, T, kZp>(V::template Widen<T>(x + r * stride + i), s0, z0));
-    }
-  }
-  if (i < n) {
-    const size_t k = n - i;
-    const auto s0 = V::LoadPartial(p.scale + i, k);
-    const auto z0 = kZp ? V::LoadPartialI(p.zp + i, k) : zero;
-    for (size_t r = 0; r < rows; ++r) {
-      const auto f =
-          DequantizeInt<V, T, kZp>(V::template WidenPartial<T>(x + r * stride + i, k), s0, z0);
-      V::StorePartial(y + r * stride + i, f, k);
-    }
-  }
+  ForColumnBlocks<V, kZp, kStream>(
+      x, y, n, p, rows, stride, kDequantizePrefetchBytes,
+      [&](size_t m) __attribute__((always_inline)) {
+        DequantizeVecInt<V, T, Zp, kZp, false>(x, y, m, p, rows, stride);
+      },
+      [&](size_t o, const ParamBlock<V>& b) __attribute__((always_inline)) {
+        const T* xr = x + o;
+        float* yr = y + o;
+        V::template Store<kStream>(yr,
+                                   DequantizeInt<V, T, kZp>(V::template Widen<T>(xr), b.s0, b.z0));
+        V::template Store<kStream>(
+            yr + W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + W), b.s1, b.z1));
+        V::template Store<kStream>(
+            yr + 2 * W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + 2 * W), b.s2, b.z2));
+        V::template Store<kStream>(
+            yr + 3 * W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + 3 * W), b.s3, b.z3));
+      },
+      [&](size_t o, auto s, auto z) __attribute__((always_inline)) {
+        V::template Store<false>(y + o,
+                                 DequantizeInt<V, T, kZp>(V::template Widen<T>(x + o), s, z));
+      },
+      [&](size_t o, size_t k, auto s, auto z) __attribute__((always_inline)) {
+        const auto f = DequantizeInt<V, T, kZp>(V::template WidenPartial<T>(x + o, k), s, z);
+        V::StorePartial(y + o, f, k);
+      });
 }
 
 template <class V, typename T, typename Zp, bool kZp, bool kStream, bool kHoist>
