@@ -75,7 +75,7 @@ def test_ci_profile_covers_every_op_and_runner(ci_report: fuzz.FuzzReport) -> No
         assert stats.error_examples > 0, op
         # Each rule-breaking call is checked on the reference, the native and the Python
         # backend (or the Python backend's documented BackendError).
-        runners = 3 if NATIVE else 2
+        runners = 4 if NATIVE else 2  # reference, native (both arithmetics), python
         checked = stats.errors_checked + stats.python_not_runnable
         assert checked >= stats.error_examples * (runners - 1), op
         assert stats.onnxruntime_examples > 0, op
@@ -83,6 +83,7 @@ def test_ci_profile_covers_every_op_and_runner(ci_report: fuzz.FuzzReport) -> No
         assert stats.compared.get("python-vs-reference", 0) > 0, op
         if NATIVE:
             assert stats.compared.get("native-vs-reference", 0) > 0, op
+            assert stats.compared.get("native_onednn-vs-reference", 0) > 0, op
     # float8, s32 zps on DynamicQuantize, ...: the Python backend's documented BackendError.
     assert ci_report.ops["Quantize"].python_not_runnable > 0
     assert ci_report.ops["DynamicQuantize"].python_not_runnable > 0

@@ -15,7 +15,9 @@ Each example is run by
 * :mod:`quantgraph.reference` (the oracle; a broken rule must be its ``SpecError``),
 * the native backend and the Python backend through :class:`quantgraph.InferenceSession`:
   equal to the reference bit for bit (NaN equals NaN whatever its payload), or, for a broken
-  rule, an error naming the op, the node (native) and ``[rule <id>]``. Where the Python backend
+  rule, an error naming the op, the node (native) and ``[rule <id>]``; the native backend in
+  oneDNN's arithmetic (``arithmetic="onednn"``) likewise, against the reference's numpy model
+  of oneDNN (``quantgraph.reference.run(..., arithmetic="onednn")``). Where the Python backend
   cannot express the model (float8, s32 zps on DynamicQuantize, dst other than the zps type,
   per_channel without zps over symbolic dims, static zps that do not fit dst) it must raise
   its documented :class:`~quantgraph.errors.BackendError`, and nothing else;
@@ -717,6 +719,7 @@ Outcome = np.ndarray | BaseException
 @dataclass
 class _Sessions:
     native: Any = None  # InferenceSession or the error creating it raised
+    native_onednn: Any = None  # the native kernels in oneDNN's arithmetic
     python: Any = None
 
 
@@ -738,9 +741,11 @@ class _LRU:
         return value
 
 
-def _create(model: onnx.ModelProto, backend: str, threads: int) -> Any:
+def _create(
+    model: onnx.ModelProto, backend: str, threads: int, arithmetic: str | None = None
+) -> Any:
     try:
-        return InferenceSession(model, backend, options=_options(threads))
+        return InferenceSession(model, backend, arithmetic=arithmetic, options=_options(threads))
     except Exception as error:
         return error
 
@@ -933,6 +938,7 @@ class Fuzzer:
             model = dynamic_model(sig)
             return _Sessions(
                 native=_create(model, "native", 2) if self.native else None,
+                native_onednn=_create(model, "native", 2, "onednn") if self.native else None,
                 python=_create(model, "python", 1),
             )
 
@@ -947,12 +953,14 @@ class Fuzzer:
                 feeds["zps"] = case.zps
         return feeds
 
-    def run_native(self, case: Case) -> Outcome:
+    def run_native(self, case: Case, arithmetic: str = "onnx") -> Outcome:
         if case.static:
-            session = _create(static_model(case), "native", 2 if case.src.size > 2**17 else 1)
+            threads = 2 if case.src.size > 2**17 else 1
+            session = _create(static_model(case), "native", threads, arithmetic)
             self._stats(case).sessions += 1
         else:
-            session = self._sessions(case.sig).native
+            sessions = self._sessions(case.sig)
+            session = sessions.native if arithmetic == "onnx" else sessions.native_onednn
         if isinstance(session, BaseException):
             return session
         try:
@@ -974,7 +982,8 @@ class Fuzzer:
             return error
 
     @staticmethod
-    def run_reference(case: Case) -> Outcome:
+    def run_reference(case: Case, arithmetic: str = "onnx") -> Outcome:
+        """quantgraph.reference; ``arithmetic="onednn"``: its numpy model of oneDNN's."""
         attributes: dict[str, Any] = case.reference_kwargs()
         node = attributes.pop("node", "")
         try:
@@ -982,9 +991,15 @@ class Fuzzer:
                 attributes["scales"] = [float(v) for v in case.scales]
                 if case.zps is not None:
                     attributes["zps"] = [int(v) for v in case.zps]
-                return reference.run(case.sig.op, [case.src], attributes, node=node)
+                return reference.run(
+                    case.sig.op, [case.src], attributes, node=node, arithmetic=arithmetic
+                )
             return reference.run(
-                case.sig.op, [case.src, case.scales, case.zps], attributes, node=node
+                case.sig.op,
+                [case.src, case.scales, case.zps],
+                attributes,
+                node=node,
+                arithmetic=arithmetic,
             )
         except SpecError as error:
             return error
@@ -1133,6 +1148,7 @@ class Fuzzer:
         stats.examples += 1
         want = self.run_reference(case)
         native = self.run_native(case) if self.native else None
+        native_onednn = self.run_native(case, "onednn") if self.native else None
         python = self.run_python(case)
         limit = python_limit(case)
         if case.rule is not None:
@@ -1144,6 +1160,8 @@ class Fuzzer:
                 self._mismatch(case, "reference", "wrong error", detail)
             if native is not None:
                 self._expect_error(case, "native", native, NODE)
+            if native_onednn is not None:
+                self._expect_error(case, "native_onednn", native_onednn, NODE)
             python_first = case.static and case.rule in _PYTHON_FIRST_RULES
             if limit is None or python_first:
                 self._expect_error(case, "python", python, None)
@@ -1158,6 +1176,13 @@ class Fuzzer:
             return
         if native is not None:
             self._compare(case, "native", native, want)
+        if native_onednn is not None:
+            want_onednn = self.run_reference(case, "onednn")
+            if isinstance(want_onednn, BaseException):
+                detail = {"error": _one_line(want_onednn)}
+                self._mismatch(case, "reference_onednn", "unexpected error", detail)
+            else:
+                self._compare(case, "native_onednn", native_onednn, want_onednn)
         if limit is None:
             self._compare(case, "python", python, want)
         else:
@@ -1168,7 +1193,7 @@ class Fuzzer:
             self._compare(case, "onnxruntime", self.run_onnxruntime(case, zero_point), want)
 
     def sessions_created(self) -> int:
-        per_signature = 2 if self.native else 1
+        per_signature = 3 if self.native else 1
         return self._dynamic.created * per_signature
 
 
