@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import json
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,26 +16,24 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from .backends import ARITHMETICS, BACKENDS
-from .cli_text import describe, print_conversion, print_support, print_validation
+from .cli_options import (
+    ARITHMETIC_OPTION,
+    BACKEND_OPTION,
+    DIM_OPTION,
+    ITERATIONS_OPTION,
+    JSON_OPTION,
+    VAL_RANGE_OPTION,
+)
+from .cli_text import (
+    describe,
+    print_conversion,
+    print_support,
+    print_validation,
+    without_onnxruntime_wrapping,
+)
 
 EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
-
-BACKEND_OPTION = click.option(
-    "--backend",
-    type=click.Choice(BACKENDS),
-    help="Kernel backend for the spec ops: native (C++ library, fastest), python "
-    "(onnxruntime-extensions) or onednn (oneDNN's Graph API: what oneDNN computes). Default: "
-    "native when built, else python.",
-)
-ARITHMETIC_OPTION = click.option(
-    "--arithmetic",
-    type=click.Choice(ARITHMETICS),
-    help="Where the spec leaves rounding open: onnx (bit-exact with onnxruntime's "
-    "QuantizeLinear; default on native and python) or onednn (oneDNN's: x * (1/s) + zp rounded "
-    "once, float8 unsaturated; native and onednn backends).",
-)
 
 
 def _fail(message: str) -> NoReturn:
@@ -61,50 +58,9 @@ def _errors_are_one_line(function: F) -> F:
             if debug:
                 raise
             text = " ".join(str(error).split()) or type(error).__name__
-            _fail(_without_onnxruntime_wrapping(text))
+            _fail(without_onnxruntime_wrapping(text))
 
     return wrapper  # type: ignore[return-value]
-
-
-# "[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Exception during initialization: " and
-# "... Non-zero status code returned while running X node. Name:'n' Status Message: " say nothing
-# the kernel's own message (which names op, node and rule) does not.
-_ORT_WRAPPING = re.compile(
-    r"^\[ONNXRuntimeError\] : \d+ : \w+ : (?:Exception during initialization: |"
-    r"Non-zero status code returned while running .*? Status Message: )?"
-)
-
-
-def _without_onnxruntime_wrapping(text: str) -> str:
-    inner = _ORT_WRAPPING.sub("", text)
-    # Only when what is left is a quantgraph kernel's message: others keep onnxruntime's words.
-    return inner if re.match(r"^\w+ node '", inner) else text
-
-
-DIM_OPTION = click.option(
-    "--dim",
-    "dims",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Bind a symbolic input dimension of the generated inputs (repeatable). Unbound: pinned "
-    "by the model's metadata, 224 for the spatial dims of image-like inputs, else 1.",
-)
-VAL_RANGE_OPTION = click.option(
-    "--val-range",
-    "val_ranges",
-    multiple=True,
-    metavar="NAME:LOW,HIGH",
-    help="Draw input NAME's values from [LOW, HIGH] (repeatable). Unset: integer indices stay "
-    "inside what they index, floats are standard normal.",
-)
-ITERATIONS_OPTION = click.option(
-    "--iterations",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Input samples to generate (seeds SEED, SEED+1, ...); the report aggregates them.",
-)
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 
 
 def _val_ranges(values: tuple[str, ...]) -> dict[str, tuple[float, float]]:
