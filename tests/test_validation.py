@@ -25,7 +25,7 @@ from quantgraph.cli import main
 from quantgraph.errors import ModelError
 from quantgraph.validation import parse_val_range, plan_inputs
 
-F, U8, I64 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT64
+F, U8, I64, I32 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT64, TensorProto.INT32
 
 
 def _qdq(prefix: str, source: str, out: str) -> list[onnx.NodeProto]:
@@ -381,3 +381,45 @@ def test_python_dash_m_quantgraph_is_the_cli() -> None:
     assert run.returncode == 0
     for flag in ("--iterations", "--val-range", "--intermediate", "--atol", "--rtol", "--dim"):
         assert flag in run.stdout
+
+
+def recurrent_model() -> onnx.ModelProto:
+    """Q/DQ of a [seq, batch, 4] input into an LSTM (hidden 3) with sequence_lens fed as an
+    input: onnxruntime refuses lengths outside [1, seq]."""
+    hidden, features = 3, 4
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(
+        rng.standard_normal((1, 4 * hidden, features)).astype(np.float32), "w"
+    )
+    r = numpy_helper.from_array(
+        rng.standard_normal((1, 4 * hidden, hidden)).astype(np.float32), "r"
+    )
+    nodes = [
+        *_qdq("x", "x", "xd"),
+        helper.make_node(
+            "LSTM", ["xd", "w", "r", "", "lens"], ["y"], name="lstm", hidden_size=hidden
+        ),
+    ]
+    return make_model(
+        nodes,
+        [tensor_info("x", F, ["seq", "batch", features]), tensor_info("lens", I32, ["batch"])],
+        [tensor_info("y", F, ["seq", 1, "batch", hidden])],
+        [*SCALE, w, r],
+    )
+
+
+def test_rnn_sequence_lens_stay_inside_the_sequence_end_to_end() -> None:
+    model = recurrent_model()
+    plans = {p.name: p for p in plan_inputs(quantgraph.io.load_model(model), dims={"seq": 6})}
+    lens = plans["lens"]
+    assert (lens.low, lens.high) == (1, 6)
+    assert "sequence_lens of 'lstm' (LSTM), sequence length 6" in lens.why
+    report = quantgraph.validate(
+        model,
+        quantgraph.convert(model).proto,
+        dims={"seq": 6, "batch": 5},
+        iterations=4,
+        backend="python",
+    )
+    assert report.agree, report.to_dict()
+    assert report.inputs["lens"]["range"] == [1, 6]

@@ -105,6 +105,7 @@ def plan_inputs(
         raise ModelError(f"--val-range names no input of the model: {', '.join(unknown)}")
     pinned = _metadata_dims(model)
     plans = []
+    _inferred.clear()  # graphs of an earlier call may be gone, and their ids reused
     for value in fed:
         assert value.name is not None
         if value.dtype is None or value.shape is None:
@@ -118,6 +119,7 @@ def plan_inputs(
             plans.append(InputSpec(value.name, value.dtype, shape, low, high, "--val-range"))
         else:
             plans.append(_by_use(value, shape, dims, pinned, spatial))
+    _inferred.clear()
     return plans
 
 
@@ -194,15 +196,57 @@ def _is_shift(node: ir.Node, index: int) -> bool:
 
 
 def _dim_of(value: ir.Value | None, axis: int, shape_of: Mapping[str, int]) -> int | None:
-    if value is None or value.shape is None:
+    if value is None:
+        return None
+    if value.shape is None:
         array = constant_array(value)
-        return None if array is None or not -array.ndim <= axis < array.ndim else array.shape[axis]
+        if array is not None:
+            return array.shape[axis] if -array.ndim <= axis < array.ndim else None
+        # A computed value (an RNN's X after a DequantizeLinear): as shape inference finds it.
+        dims = _inferred_shapes(value).get(value.name or "")
+        if dims is None or not -len(dims) <= axis < len(dims):
+            return None
+        found = dims[axis]
+        return found if isinstance(found, int) else shape_of.get(found) if found else None
     if not -len(value.shape) <= axis < len(value.shape):
         return None
     dim = value.shape[axis]
     if isinstance(dim, int):
         return dim
     return shape_of.get(str(dim.value)) if dim.value is not None else None
+
+
+_inferred: dict[int, dict[str, tuple[int | str | None, ...]]] = {}
+
+
+def _inferred_shapes(value: ir.Value) -> dict[str, tuple[int | str | None, ...]]:
+    """Shapes (symbolic dims by name) ONNX's shape inference finds for the values of the graph
+    ``value`` is in, on a serialized copy; inferred once per graph and plan_inputs call."""
+    graph = value.graph
+    if graph is None:
+        return {}
+    key = id(graph)  # plan_inputs clears the cache around each call
+    if key not in _inferred:
+        _inferred[key] = _infer(graph)
+    return _inferred[key]
+
+
+def _infer(graph: ir.Graph) -> dict[str, tuple[int | str | None, ...]]:
+    import onnx
+
+    model = ir.Model(graph, ir_version=10)
+    try:
+        found = onnx.shape_inference.infer_shapes(ir.to_proto(model)).graph
+    except Exception:  # a hint only
+        return {}
+    shapes: dict[str, tuple[int | str | None, ...]] = {}
+    for info in found.value_info:
+        if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
+            shapes[info.name] = tuple(
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in info.type.tensor_type.shape.dim
+            )
+    return shapes
 
 
 def _by_use(
