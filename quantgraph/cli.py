@@ -492,6 +492,13 @@ def _engine(backend: str | None) -> str | None:
     help="onnxruntime intra-op threads for every session (0: onnxruntime's default).",
 )
 @click.option(
+    "--weights",
+    default="4096x4096",
+    show_default=True,
+    help="Comma-separated KxN shapes of the 4-bit weight rows (K and N multiples of 32); empty "
+    "for none.",
+)
+@click.option(
     "--no-spinning",
     is_flag=True,
     help="Intra-op threads sleep after a run instead of spin-waiting (onnxruntime's default).",
@@ -499,13 +506,25 @@ def _engine(backend: str | None) -> str | None:
 @JSON_OPTION
 @_errors_are_one_line
 def bench(
-    sizes: str, repeat: int, columns: str, threads: int, no_spinning: bool, as_json: bool
+    sizes: str,
+    repeat: int,
+    columns: str,
+    threads: int,
+    weights: str,
+    no_spinning: bool,
+    as_json: bool,
 ) -> None:
     """Time the kernels against onnxruntime's QuantizeLinear/DequantizeLinear, plain numpy and
     np.copyto, measured in the same run."""
     from . import bench as benchmarks
 
     counts = tuple(int(s) for s in sizes.split(",") if s.strip())
+    shapes = []
+    for text in (w.strip() for w in weights.split(",") if w.strip()):
+        k, _, n = text.lower().partition("x")
+        if not (k.isdigit() and n.isdigit()) or int(k) % 32 or int(n) % 32:
+            raise click.BadParameter(f"{text!r} is not KxN with K and N multiples of 32")
+        shapes.append((int(k), int(n)))
     narrow = tuple(f"{benchmarks.NARROW_PREFIX}{int(c)}" for c in columns.split(",") if c.strip())
     progress = (
         None if as_json or not sys.stderr.isatty() else (lambda text: click.echo(text, err=True))
@@ -517,6 +536,7 @@ def bench(
         threads=threads,
         spinning=not no_spinning,
         progress=progress,
+        weights=tuple(shapes),
     )
     if as_json:
         _print_json([row.to_dict() for row in rows])

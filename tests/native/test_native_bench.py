@@ -82,3 +82,20 @@ def test_weight_models_agree(layout: str) -> None:
         outputs.append(calls[impl].args[0].copy_outputs_to_cpu()[0].copy())  # type: ignore[attr-defined]
     assert outputs[0].shape == (64, 96) and np.isfinite(outputs[0]).all()
     assert np.array_equal(outputs[0].view(np.uint32), outputs[1].view(np.uint32))
+
+
+def test_cli_weights_option() -> None:
+    from click.testing import CliRunner
+
+    from quantgraph.cli import main
+
+    runner = CliRunner()
+    args = ["bench", "--sizes", "1000", "--columns", "", "--repeat", "2", "--json"]
+    none = runner.invoke(main, [*args, "--weights", ""])
+    assert none.exit_code == 0, none.output
+    assert not [r for r in json.loads(none.output) if r["op"] == bench_weights.WEIGHT_OP]
+    small = runner.invoke(main, [*args, "--weights", "64x96"])
+    rows = [r for r in json.loads(small.output) if r["op"] == bench_weights.WEIGHT_OP]
+    assert rows and {tuple(r["shape"]) for r in rows} == {(64, 96)}
+    bad = runner.invoke(main, [*args, "--weights", "10x10"])
+    assert bad.exit_code == 2 and "multiples of 32" in bad.output
