@@ -29,8 +29,8 @@ from .cli_text import (
     print_conversion,
     print_support,
     print_validation,
-    without_onnxruntime_wrapping,
 )
+from .errors import one_line
 
 EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
@@ -57,8 +57,7 @@ def _errors_are_one_line(function: F) -> F:
         except Exception as error:
             if debug:
                 raise
-            text = " ".join(str(error).split()) or type(error).__name__
-            _fail(without_onnxruntime_wrapping(text))
+            _fail(one_line(error))
 
     return wrapper  # type: ignore[return-value]
 

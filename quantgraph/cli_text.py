@@ -6,7 +6,6 @@ Part of the command line (cli.py holds the commands); ``--json`` prints the repo
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -119,18 +118,3 @@ def print_support(backend: str, engine: str | None, support: Any) -> None:
     for item in support:
         if item.status != "runs":
             click.echo(f"  {item.status}: {item.op} '{item.node}': {item.reason}")
-
-
-# "[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Exception during initialization: " and
-# "... Non-zero status code returned while running X node. Name:'n' Status Message: " say nothing
-# the kernel's own message (which names op, node and rule) does not.
-_ORT_WRAPPING = re.compile(
-    r"^\[ONNXRuntimeError\] : \d+ : \w+ : (?:Exception during initialization: |"
-    r"Non-zero status code returned while running .*? Status Message: )?"
-)
-
-
-def without_onnxruntime_wrapping(text: str) -> str:
-    inner = _ORT_WRAPPING.sub("", text)
-    # Only when what is left is a quantgraph kernel's message: others keep onnxruntime's words.
-    return inner if re.match(r"^\w+ node '", inner) else text

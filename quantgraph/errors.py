@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class QuantgraphError(Exception):
     """Base of every error quantgraph reports to a user."""
@@ -17,3 +19,20 @@ class BackendError(QuantgraphError):
 
 class KernelError(QuantgraphError, RuntimeError):
     """A kernel rejected its inputs at run time; the message names op, node and rule."""
+
+
+# "[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : Exception during initialization: " and
+# "... Non-zero status code returned while running X node. Name:'n' Status Message: " say nothing
+# the kernel's own message (which names op, node and rule) does not.
+_ORT_WRAPPING = re.compile(
+    r"^\[ONNXRuntimeError\] : \d+ : \w+ : (?:Exception during initialization: |"
+    r"Non-zero status code returned while running .*? Status Message: )?"
+)
+
+
+def one_line(error: BaseException | str) -> str:
+    """An error's text on one line, without onnxruntime's wrapping around a quantgraph kernel's
+    message (``<Op> node '<name>': ...``); other onnxruntime errors keep their words."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    inner = _ORT_WRAPPING.sub("", text)
+    return inner if re.match(r"^\w+ node '", inner) else text

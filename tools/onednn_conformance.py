@@ -41,7 +41,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from quantgraph import reference
 from quantgraph.compare import compare
-from quantgraph.errors import BackendError
+from quantgraph.errors import BackendError, one_line
 from quantgraph.spec import DOMAIN, OPS, OPSET_VERSION, PER_CHANNEL, PER_GROUP, PER_TENSOR, dtypes
 from quantgraph.spec.ops import OpSpec, TypeRow
 
@@ -271,16 +271,9 @@ def _run(model: onnx.ModelProto, backend: str, arithmetic: str | None) -> np.nda
         session = InferenceSession(model, backend, arithmetic=arithmetic, options=options)
         return np.asarray(session.run(None, {})[0])
     except BackendError as error:
-        return _one_line(error)
+        return one_line(error)
     except Exception as error:  # onnxruntime's errors carry oneDNN's refusal
-        return _one_line(error)
-
-
-def _one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    if text.startswith("[ONNXRuntimeError]"):
-        text = text.split(" : ", 3)[-1]
-    return text.removeprefix("Exception during initialization: ")
+        return one_line(error)
 
 
 def _as_compared(values: np.ndarray, case: Case) -> np.ndarray:

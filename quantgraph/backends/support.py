@@ -21,7 +21,7 @@ import onnx_ir as ir
 from onnx import helper
 
 from .._ir import all_graphs, spec_op
-from ..errors import BackendError, QuantgraphError
+from ..errors import BackendError, QuantgraphError, one_line
 
 RUNS, REFUSED, UNKNOWN = "runs", "refused", "unknown"
 
@@ -155,24 +155,16 @@ def _run(
     except BackendError as error:
         if "backend cannot run" in str(error) or "is not built" in str(error):
             raise  # the backend itself is missing: not a property of the node
-        return NodeSupport(name, op, REFUSED, _one_line(error))
+        return NodeSupport(name, op, REFUSED, one_line(error))
     except Exception as error:  # onnxruntime's errors carry the kernel's reason
-        return NodeSupport(name, op, REFUSED, _one_line(error))
+        return NodeSupport(name, op, REFUSED, one_line(error))
     try:
         session.run(None, feeds)
     except QuantgraphError as error:
-        return NodeSupport(name, op, REFUSED, _one_line(error))
+        return NodeSupport(name, op, REFUSED, one_line(error))
     except Exception as error:  # the kernel's own run-time refusal
-        return NodeSupport(name, op, REFUSED, _one_line(error))
+        return NodeSupport(name, op, REFUSED, one_line(error))
     return NodeSupport(name, op, RUNS)
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    for marker in ("Exception during initialization: ", "Status Message: "):
-        if marker in text:
-            text = text.split(marker, 1)[1]
-    return text
 
 
 __all__ = ["REFUSED", "RUNS", "UNKNOWN", "NodeSupport", "node_support"]

@@ -2,7 +2,6 @@
 // double/int64, so they are also the path for zero points too large for the SIMD tables'
 // int32 lanes; oneDNN's compute in float32 as oneDNN does (exact for every zero point too).
 #include <cmath>
-#include <cstring>
 
 #include "convert.h"
 #include "kernels.h"
@@ -21,18 +20,6 @@ struct IntLimits<uint8_t> {
   static constexpr int64_t kMin = 0, kMax = 255;
 };
 
-inline uint32_t FloatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-inline float BitsFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 // Round half to even for |d| < 2^51 under the default rounding mode, without a libm call:
 // adding 1.5 * 2^52 leaves no fraction bits, so the addition itself rounds (the build has no
 // -ffast-math, so the compiler keeps both operations).
@@ -45,7 +32,7 @@ inline double RoundHalfEven(double d) {
 // kMant: mantissa bits, kBias: exponent bias, kMax: largest finite value, kNan: NaN code.
 template <int kMant, int kBias, uint32_t kMaxBits, uint8_t kNan>
 inline uint8_t EncodeFloat8(float v) {
-  const uint32_t bits = FloatBits(v);
+  const uint32_t bits = FloatToBits(v);
   const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
   uint32_t abs_bits = bits & 0x7FFFFFFFu;
   if (abs_bits > 0x7F800000u) return static_cast<uint8_t>(sign | kNan);
@@ -54,7 +41,7 @@ inline uint8_t EncodeFloat8(float v) {
   constexpr uint32_t kMinNormalBits = static_cast<uint32_t>(128 - kBias) << 23;
   uint32_t code;
   if (abs_bits < kMinNormalBits) {
-    const float scaled = BitsFloat(abs_bits) * std::ldexp(1.0f, kBias - 1 + kMant);
+    const float scaled = BitsToFloat(abs_bits) * std::ldexp(1.0f, kBias - 1 + kMant);
     code = static_cast<uint32_t>(RoundHalfEven(scaled));  // < 2^(kMant + 1): exact
   } else {
     constexpr int kShift = 23 - kMant;
@@ -70,13 +57,13 @@ inline float DecodeFloat8(uint8_t b) {
   const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
   const uint32_t mag = b & 0x7Fu;
   if (kHasInf) {  // e5m2: exponent all ones is inf (mantissa 0) or NaN
-    if (mag == 0x7Cu) return BitsFloat(sign | 0x7F800000u);
-    if (mag > 0x7Cu) return BitsFloat(sign | 0x7FC00000u);
+    if (mag == 0x7Cu) return BitsToFloat(sign | 0x7F800000u);
+    if (mag > 0x7Cu) return BitsToFloat(sign | 0x7FC00000u);
   } else if (mag == 0x7Fu) {  // e4m3fn: only S.1111.111 is NaN
-    return BitsFloat(sign | 0x7FC00000u);
+    return BitsToFloat(sign | 0x7FC00000u);
   }
-  const float m = BitsFloat(mag << (23 - kMant)) * std::ldexp(1.0f, 127 - kBias);
-  return BitsFloat(FloatBits(m) | sign);
+  const float m = BitsToFloat(mag << (23 - kMant)) * std::ldexp(1.0f, 127 - kBias);
+  return BitsToFloat(FloatToBits(m) | sign);
 }
 
 constexpr uint32_t kE4M3MaxBits = 0x43E00000u;  // 448
