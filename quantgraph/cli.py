@@ -20,9 +20,12 @@ from .cli_options import (
     ARITHMETIC_OPTION,
     BACKEND_OPTION,
     DIM_OPTION,
+    INPUTS_HELP,
     ITERATIONS_OPTION,
     JSON_OPTION,
     VAL_RANGE_OPTION,
+    IntList,
+    ShapeList,
 )
 from .cli_text import (
     describe,
@@ -255,8 +258,8 @@ def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_j
     "--inputs",
     multiple=True,
     type=click.Path(exists=True, path_type=Path),
-    help="An .npz of input arrays by name, or a directory of them; repeatable: each file is "
-    "one sample (default: generated from --seed).",
+    help=f"{INPUTS_HELP}, or a directory of them; repeatable: each file is one sample "
+    "(default: generated from --seed).",
 )
 @BACKEND_OPTION
 @ARITHMETIC_OPTION
@@ -347,7 +350,7 @@ def validate(
 @click.option(
     "--inputs",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="An .npz of input arrays by name (default: random from --seed).",
+    help=f"{INPUTS_HELP}: one sample (validate takes several; default: generated from --seed).",
 )
 @click.option(
     "--output",
@@ -382,7 +385,7 @@ def run(
     bound, ranges = _dims(dims), _val_ranges(val_ranges)
     session = InferenceSession(model, backend, arithmetic=arithmetic)
     feeds = (
-        load_inputs(inputs)
+        load_inputs(inputs, model)
         if inputs
         else make_inputs(model, seed=seed, dims=bound, val_ranges=ranges)
     )
@@ -449,7 +452,7 @@ def inspect(
         support = node_support(result.model, backend, arithmetic)
         payload["backend_support"] = {
             "backend": backend,
-            "engine": _engine(backend),
+            "onednn": _engine(backend),
             "nodes": [s.to_dict() for s in support],
         }
     if as_json:
@@ -471,31 +474,40 @@ def _engine(backend: str | None) -> str | None:
 @main.command()
 @click.option(
     "--sizes",
+    type=IntList(minimum=1),
     default="1000,65536,1048576,16777216",
     show_default=True,
-    help="Comma-separated element counts.",
+    help="Comma-separated element counts (each >= 1).",
 )
-@click.option("--repeat", type=int, default=20, show_default=True, help="Timed runs per case.")
+@click.option(
+    "--repeat",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Timed runs per case.",
+)
 @click.option(
     "--columns",
+    type=IntList(minimum=1),
     default="16,64,384",
     show_default=True,
-    help="Column counts of the narrow innermost-axis per-channel layouts ([n // C, C], axis 1); "
-    "empty for none.",
+    help="Column counts of the narrow innermost-axis per-channel layouts ([n // C, C], axis 1; "
+    "each at most the smallest of --sizes); empty for none.",
 )
 @click.option(
     "--threads",
-    type=int,
+    type=click.IntRange(min=0),
     default=0,
     show_default=True,
     help="onnxruntime intra-op threads for every session (0: onnxruntime's default).",
 )
 @click.option(
     "--weights",
+    type=ShapeList(multiple=32),
     default="4096x4096",
     show_default=True,
-    help="Comma-separated KxN shapes of the 4-bit weight rows (K and N multiples of 32); empty "
-    "for none.",
+    help="Comma-separated KxN shapes of the 4-bit weight rows (K and N positive multiples of "
+    "32); empty for none.",
 )
 @click.option(
     "--no-spinning",
@@ -505,11 +517,11 @@ def _engine(backend: str | None) -> str | None:
 @JSON_OPTION
 @_errors_are_one_line
 def bench(
-    sizes: str,
+    sizes: tuple[int, ...],
     repeat: int,
-    columns: str,
+    columns: tuple[int, ...],
     threads: int,
-    weights: str,
+    weights: tuple[tuple[int, int], ...],
     no_spinning: bool,
     as_json: bool,
 ) -> None:
@@ -517,25 +529,24 @@ def bench(
     np.copyto, measured in the same run."""
     from . import bench as benchmarks
 
-    counts = tuple(int(s) for s in sizes.split(",") if s.strip())
-    shapes = []
-    for text in (w.strip() for w in weights.split(",") if w.strip()):
-        k, _, n = text.lower().partition("x")
-        if not (k.isdigit() and n.isdigit()) or int(k) % 32 or int(n) % 32:
-            raise click.BadParameter(f"{text!r} is not KxN with K and N multiples of 32")
-        shapes.append((int(k), int(n)))
-    narrow = tuple(f"{benchmarks.NARROW_PREFIX}{int(c)}" for c in columns.split(",") if c.strip())
+    if sizes and columns and max(columns) > min(sizes):
+        raise click.BadParameter(
+            f"{max(columns)} columns leave no row for a size of {min(sizes)} elements "
+            "(each column count must be at most the smallest of --sizes)",
+            param_hint="'--columns'",
+        )
+    narrow = tuple(f"{benchmarks.NARROW_PREFIX}{c}" for c in columns)
     progress = (
         None if as_json or not sys.stderr.isatty() else (lambda text: click.echo(text, err=True))
     )
     rows = benchmarks.run(
-        sizes=counts,
+        sizes=sizes,
         repeat=repeat,
         layouts=(*benchmarks.LAYOUTS, *narrow),
         threads=threads,
         spinning=not no_spinning,
         progress=progress,
-        weights=tuple(shapes),
+        weights=weights,
     )
     if as_json:
         _print_json([row.to_dict() for row in rows])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 
 from .backends import ARITHMETICS, BACKENDS
@@ -43,4 +45,74 @@ ITERATIONS_OPTION = click.option(
     show_default=True,
     help="Input samples to generate (seeds SEED, SEED+1, ...); the report aggregates them.",
 )
+INPUTS_HELP = (
+    "An .npz of input arrays by name (np.savez), or a .npy (np.save) for a model with one input"
+)
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+
+
+class IntList(click.ParamType):  # type: ignore[type-arg]  # generic since click 8.5 only
+    """``1000,65536``: comma-separated integers of at least ``minimum``; empty for none."""
+
+    name = "N[,N...]"
+
+    def __init__(self, minimum: int) -> None:
+        self.minimum = minimum
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[int, ...]:
+        if isinstance(value, tuple):
+            return value
+        text = str(value).strip()
+        numbers = []
+        for item in (s.strip() for s in text.split(",")) if text else ():
+            if not _digits(item) or int(item) < self.minimum:
+                self.fail(
+                    f"{_which(item, text)}: expected comma-separated integers >= {self.minimum}",
+                    param,
+                    ctx,
+                )
+            numbers.append(int(item))
+        return tuple(numbers)
+
+
+class ShapeList(click.ParamType):  # type: ignore[type-arg]  # generic since click 8.5 only
+    """``4096x4096,128x256``: comma-separated KxN shapes, K and N positive multiples of
+    ``multiple``; empty for none."""
+
+    name = "KxN[,KxN...]"
+
+    def __init__(self, multiple: int) -> None:
+        self.multiple = multiple
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[tuple[int, int], ...]:
+        if isinstance(value, tuple):
+            return value
+        text = str(value).strip()
+        shapes = []
+        for item in (s.strip() for s in text.split(",")) if text else ():
+            k, _, n = item.lower().partition("x")
+            if not (_digits(k) and _digits(n)) or any(
+                int(d) == 0 or int(d) % self.multiple for d in (k, n)
+            ):
+                self.fail(
+                    f"{_which(item, text)}: expected KxN with K and N positive multiples of "
+                    f"{self.multiple}",
+                    param,
+                    ctx,
+                )
+            shapes.append((int(k), int(n)))
+        return tuple(shapes)
+
+
+def _digits(text: str) -> bool:
+    return re.fullmatch(r"[0-9]+", text) is not None  # str.isdigit takes "²", which int() refuses
+
+
+def _which(item: str, text: str) -> str:
+    if item == text:
+        return repr(text)
+    return f"{item!r} in {text!r}" if item else f"an empty item in {text!r}"

@@ -24,7 +24,7 @@ class TensorComparison:
     """How far two tensors of one name agree."""
 
     name: str
-    dtype: str  # the ONNX type name: float, float8e4m3fn, uint8, ... ("a vs b" when they differ)
+    dtype: str  # numpy's type name: float32, float8_e4m3fn, uint8, ... ("a vs b" when they differ)
     shape: list[int]
     elements: int
     mismatches: int
@@ -79,12 +79,9 @@ def merge(first: TensorComparison, second: TensorComparison) -> TensorComparison
 
 
 def type_name(dtype: np.dtype) -> str:
-    """ONNX's name of a numpy (or ml_dtypes) type, lower case; numpy's own when ONNX has none."""
-    try:
-        elem_type = onnx.helper.np_dtype_to_tensor_dtype(dtype)
-        return str(onnx.TensorProto.DataType.Name(elem_type)).lower()
-    except (KeyError, TypeError, ValueError):
-        return str(dtype)
+    """numpy's name of a type ("float32", ml_dtypes' "float8_e4m3fn"): the one spelling every
+    report and every command's JSON uses."""
+    return str(np.dtype(dtype))
 
 
 def typed(array: object, elem_type: int | None = None) -> np.ndarray:

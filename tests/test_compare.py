@@ -22,7 +22,7 @@ def test_float8_values_that_differ_are_counted() -> None:
     """The case the old integer branch reported as equal: 0.5 vs 0.75 in float8e4m3fn."""
     result = compare("y", np.array([0.5, 1], F8), np.array([0.75, 1], F8))
     assert (result.mismatches, result.first_mismatch) == (1, 0)
-    assert result.dtype == "float8e4m3fn"
+    assert result.dtype == "float8_e4m3fn"
     assert result.max_abs_diff == 0.25  # in the type's own units, not bit patterns
     assert result.max_ulp_diff == 4
     assert not result.agree
@@ -117,6 +117,6 @@ def test_validation_reports_float8_outputs_in_their_own_type() -> None:
     x = np.array([0.5, 1.0, 2.0, 448.0], np.float32)
     report = quantgraph.validate(original, rewritten, inputs={"x": x}, backend="native")
     (output,) = report.outputs
-    assert output.dtype == "float8e4m3fn"
+    assert output.dtype == "float8_e4m3fn"
     assert output.mismatches == 4 and not report.agree
     assert output.max_abs_diff == 224.0  # 448 vs 224, in float8 values

@@ -10,6 +10,7 @@ the python backend runs ``onnx``; the onednn backend is oneDNN, so ``onednn``.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import BackendError, KernelError
@@ -19,6 +20,7 @@ BACKENDS: tuple[str, ...] = ("native", "python", "onednn")
 Arithmetic = Literal["onnx", "onednn"]
 ARITHMETICS: tuple[str, ...] = ("onnx", "onednn")
 ARITHMETIC_ENTRY = "quantgraph.arithmetic"  # session config entry the native library reads
+ENV_NATIVE_LIBRARY = "QUANTGRAPH_NATIVE_LIB"  # backends.native.ENV_LIBRARY (that module loads ORT)
 
 if TYPE_CHECKING:  # onnxruntime loads when a session is made, not when the CLI parses options
     import onnxruntime as ort
@@ -33,8 +35,29 @@ def native_available() -> bool:
 
 
 def default_backend() -> Backend:
-    """The fastest backend this installation has (onednn only when asked for)."""
+    """The fastest backend this installation has (onednn only when asked for). A set
+    QUANTGRAPH_NATIVE_LIB asks for the native library: if it is wrong, that is an error, never
+    a silent fall-back to python."""
+    if os.environ.get(ENV_NATIVE_LIBRARY):
+        return "native"
     return "native" if native_available() else "python"
+
+
+def _native_missing() -> str:
+    """Why the native backend cannot load (the library's own words when it can say)."""
+    try:
+        from . import native  # type: ignore[attr-defined,unused-ignore]
+
+        native.library_path()
+    except BackendError as error:
+        return f"the native backend cannot run: {error}"
+    except ImportError:
+        pass
+    return (
+        "the native backend is not built: reinstall quantgraph with a C++ compiler and "
+        "cmake (`pip install .`; see README), set QUANTGRAPH_NATIVE_LIB, or use "
+        "backend='python'"
+    )
 
 
 def resolve(backend: str | None) -> Backend:
@@ -42,11 +65,7 @@ def resolve(backend: str | None) -> Backend:
     if chosen not in BACKENDS:
         raise BackendError(f"unknown backend {chosen!r}; choose one of {', '.join(BACKENDS)}")
     if chosen == "native" and not native_available():
-        raise BackendError(
-            "the native backend is not built: reinstall quantgraph with a C++ compiler and "
-            "cmake (`pip install .`; see README), set QUANTGRAPH_NATIVE_LIB, or use "
-            "backend='python'"
-        )
+        raise BackendError(_native_missing())
     if chosen == "onednn":
         from . import onednn
 

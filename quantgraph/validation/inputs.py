@@ -50,7 +50,7 @@ class InputSpec:
     def to_dict(self) -> dict[str, object]:
         bounded = np.isfinite(self.low) and np.isfinite(self.high)
         return {
-            "dtype": self.dtype.name.lower(),
+            "dtype": str(self.dtype.numpy()),  # numpy's name, as every report spells types
             "shape": list(self.shape),
             "range": [self.low, self.high] if bounded else None,
             "why": self.why,

@@ -21,10 +21,19 @@ from ..compare import TensorComparison, compare, merge
 from ..errors import ModelError
 from ..io import ModelLike, load_model, source_files
 from ..session import InferenceSession
+from . import feeds
 from .inputs import SPATIAL_DEFAULT, SPATIAL_SIZES, InputSpec, describe, has_spatial_dims
 from .inputs import plan_inputs as plan
 from .intermediate import producers, with_all_outputs
-from .report import EXACT, ONEDNN_ARITHMETIC, Divergence, IntermediateReport, ValidationReport
+from .report import (
+    EXACT,
+    EXACT_NOTE,
+    ONEDNN_ARITHMETIC,
+    ONEDNN_NOTE,
+    Divergence,
+    IntermediateReport,
+    ValidationReport,
+)
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 HINT = (
@@ -49,29 +58,31 @@ def quiet_options(level: ort.GraphOptimizationLevel) -> ort.SessionOptions:
     return options
 
 
-def load_inputs(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    try:
-        with np.load(Path(path), allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except (OSError, ValueError) as error:
-        raise ModelError(f"{path}: cannot read inputs ({error})") from None
+def load_inputs(
+    path: str | os.PathLike[str], model: ModelLike | None = None
+) -> dict[str, np.ndarray]:
+    """One sample: an .npz of arrays by input name, or with ``model`` a .npy for its only input;
+    checked against ``model``'s inputs when given (see :mod:`.feeds`)."""
+    return feeds.read(path, None if model is None else feeds.expected_inputs(load_model(model)))
 
 
-def input_samples(inputs: InputsArg) -> list[dict[str, np.ndarray]]:
-    """Feeds from a mapping, an .npz, several .npz files, or a directory of .npz files."""
+def input_samples(inputs: InputsArg, model: ModelLike | None = None) -> list[dict[str, np.ndarray]]:
+    """Feeds from a mapping, an .npz or .npy, several, or a directory of them (see
+    :mod:`.feeds`); checked against ``model``'s inputs when given."""
+    expected = None if model is None else feeds.expected_inputs(load_model(model))
+    return [sample for _, sample in _samples(inputs, expected)]
+
+
+def _samples(
+    inputs: InputsArg, expected: Sequence[feeds.Expected] | None
+) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """(where each sample came from, the sample)."""
     if isinstance(inputs, Mapping):
-        return [dict(inputs)]
-    paths = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
-    files: list[Path] = []
-    for entry in map(Path, paths):
-        if entry.is_dir():
-            found = sorted(entry.glob("*.npz"))
-            if not found:
-                raise ModelError(f"{entry}: the directory has no .npz files")
-            files.extend(found)
-        else:
-            files.append(entry)
-    return [load_inputs(path) for path in files]
+        sample = dict(inputs)
+        if expected is not None:
+            feeds.check(sample, expected, "inputs")
+        return [("inputs", sample)]
+    return [(str(path), feeds.read(path, expected)) for path in feeds.files_of(inputs)]
 
 
 def make_inputs(
@@ -115,17 +126,17 @@ class _Original:
             return ort.InferenceSession(serialized, options, _CPU)
         except Exception as error:
             raise ModelError(
-                f"{self.label}: onnxruntime cannot load the original: {_first_line(error)}"
+                f"{self.label}: onnxruntime cannot load the original: {_ort_message(error)}"
             ) from None
 
 
 _CPU = ["CPUExecutionProvider"]
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    line = text.splitlines()[0] if text else type(error).__name__
-    return line.replace("[ONNXRuntimeError] : ", "")
+def _ort_message(error: BaseException) -> str:
+    """onnxruntime's whole message on one line (its later lines say which dims differ)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text.replace("[ONNXRuntimeError] : ", "")
 
 
 def _run(
@@ -161,6 +172,8 @@ def validate(
     if iterations < 1:
         raise ModelError("--iterations must be at least 1")
     source = _Original(original)
+    rewritten_ir = load_model(rewritten)
+    _same_inputs(source, rewritten_ir, _label(rewritten, rewritten_ir, "the rewritten model"))
     exposed, tensor_names = with_all_outputs(source.ir) if intermediate else (None, [])
     session = source.session(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, exposed)
     outputs = [o.name for o in session.get_outputs()][: len(source.ir.graph.outputs)]
@@ -169,24 +182,25 @@ def validate(
     wanted = outputs + tensor_names
 
     if inputs is not None:
-        samples = input_samples(inputs)
+        given = _samples(inputs, feeds.expected_inputs(source.ir))
+        samples = [sample for _, sample in given]
         described: dict[str, dict[str, object]] = {
             k: {"dtype": str(v.dtype), "shape": list(v.shape), "from": "--inputs"}
             for k, v in samples[0].items()
         }
         used_seed: int | None = None
-        expected = [_run_original(session, wanted, s, source.label) for s in samples]
+        expected = [_run_original(session, wanted, s, source.label, f) for f, s in given]
     else:
         specs, first = _runnable_specs(source, session, wanted, dims, val_ranges, seed)
         samples = [draw(specs, seed + i) for i in range(iterations)]
-        later = [_run_original(session, wanted, s, source.label) for s in samples[1:]]
+        later = [_run_original(session, wanted, s, source.label, None) for s in samples[1:]]
         expected = [first, *later]
         described = {spec.name: spec.to_dict() for spec in specs}
         used_seed = seed
 
     candidate_model: ModelLike = rewritten
     if intermediate:
-        candidate_model = with_all_outputs(load_model(rewritten))[0]
+        candidate_model = with_all_outputs(rewritten_ir)[0]
     candidate = InferenceSession(
         candidate_model,
         backend,
@@ -200,12 +214,13 @@ def validate(
     n_out = len(outputs)
     exact = candidate.arithmetic == "onnx"
     if exact:
-        comparison = f"{EXACT} on the {candidate.backend} backend"
+        comparison, note = EXACT.format(backend=candidate.backend), EXACT_NOTE
     else:
         engine = candidate.onednn_version or "oneDNN's arithmetic on the native backend"
-        comparison = ONEDNN_ARITHMETIC.format(engine=engine)
+        comparison, note = ONEDNN_ARITHMETIC.format(engine=engine), ONEDNN_NOTE
     report = ValidationReport(
         comparison=comparison,
+        comparison_note=note,
         backend=candidate.backend,
         arithmetic=candidate.arithmetic,
         engine=candidate.onednn_version,
@@ -223,7 +238,7 @@ def validate(
     )
     if optimized:
         fused = source.session(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-        fused_out = [_run_original(fused, outputs, s, source.label) for s in samples]
+        fused_out = [_run_original(fused, outputs, s, source.label, None) for s in samples]
         report.optimized = _aggregate(
             outputs, declared, fused_out, [a[:n_out] for a in actual], tolerance=(atol, rtol)
         )
@@ -234,7 +249,7 @@ def validate(
             for e, a in zip(expected, actual, strict=True)
         ]
         compared = _aggregate(common, declared, [p[0] for p in pairs], [p[1] for p in pairs])
-        report.intermediate = _intermediate(source, load_model(rewritten), compared)
+        report.intermediate = _intermediate(source, rewritten_ir, compared)
     return report
 
 
@@ -261,20 +276,45 @@ def _runnable_specs(
     tried = "" if len(sizes) == 1 else f" (and spatial sizes {', '.join(map(str, sizes[1:]))})"
     raise ModelError(
         f"{source.label}: the original model fails on the generated inputs "
-        f"({describe(first_error[0])}{tried}): {_first_line(first_error[1])}; {HINT}"
+        f"({describe(first_error[0])}{tried}): {_ort_message(first_error[1])}; {HINT}"
     )
 
 
 def _run_original(
-    session: ort.InferenceSession, names: list[str], feeds: Mapping[str, np.ndarray], label: str
+    session: ort.InferenceSession,
+    names: list[str],
+    sample: Mapping[str, np.ndarray],
+    label: str,
+    origin: str | None,
 ) -> list[np.ndarray]:
+    """The original's outputs on one sample; ``origin``: the file it came from (None:
+    generated, and the error then says how to generate others)."""
     try:
-        return _run(session, names, feeds)
+        return _run(session, names, sample)
     except Exception as error:
+        given = "generated inputs" if origin is None else f"inputs of {origin}"
+        hint = f"; {HINT}" if origin is None else ""
         raise ModelError(
-            f"{label}: the original model fails on the inputs ({describe(feeds)}): "
-            f"{_first_line(error)}; {HINT}"
+            f"{label}: the original model fails on the {given} ({describe(sample)}): "
+            f"{_ort_message(error)}{hint}"
         ) from None
+
+
+def _label(model: ModelLike, loaded: ir.Model, default: str) -> str:
+    if isinstance(model, (str, os.PathLike)):
+        return str(model)
+    files = source_files(loaded)
+    return str(files[0]) if files else default
+
+
+def _same_inputs(source: _Original, rewritten: ir.Model, rewritten_label: str) -> None:
+    """Two unrelated models fail here, before anything runs, saying how their inputs differ."""
+    differences = feeds.signature_differences(source.ir, rewritten, source.label, rewritten_label)
+    if differences:
+        raise ModelError(
+            "the models' inputs differ, so the rewritten model is not a form of the original: "
+            + "; ".join(differences)
+        )
 
 
 def _aggregate(

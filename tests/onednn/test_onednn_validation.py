@@ -78,5 +78,5 @@ def test_cli_json(cnn: tuple[Path, Path]) -> None:
     payload = json.loads(done.stdout)
     assert payload["exact_expected"] is False
     assert payload["backend"] == "onednn" and payload["arithmetic"] == "onednn"
-    assert payload["engine"].startswith("oneDNN v3.")
+    assert payload["onednn"].startswith("oneDNN v3.")
     assert {"mismatches", "max_abs_diff", "max_ulp_diff"} <= payload["outputs"][0].keys()
