@@ -16,6 +16,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from .cli_json import JsonErrorGroup, echo_error
 from .cli_options import (
     ARITHMETIC_OPTION,
     BACKEND_OPTION,
@@ -23,6 +24,7 @@ from .cli_options import (
     INPUTS_HELP,
     ITERATIONS_OPTION,
     JSON_OPTION,
+    SEED_OPTION,
     VAL_RANGE_OPTION,
     IntList,
     ShapeList,
@@ -40,6 +42,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str) -> NoReturn:
+    echo_error(message, EXIT_ERROR)  # under --json, also a JSON object on stdout
     click.echo(f"quantgraph: error: {message}", err=True)
     sys.exit(EXIT_ERROR)
 
@@ -98,11 +101,33 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
     return dims
 
 
+_VALIDATE_OPTIONS = ("backend", "arithmetic", "dims", "val_ranges", "seed", "iterations")
+
+
+def _refuse_given(names: tuple[str, ...], rule: str) -> None:
+    """A usage error when any of the options ``names`` was given on the command line (an option
+    that would be ignored is an error, never silence)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    given = [
+        param.opts[0]
+        for param in ctx.command.params
+        if param.name in names
+        and ctx.get_parameter_source(param.name) not in (None, ParameterSource.DEFAULT)
+    ]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} {rule}")
+
+
 def _print_json(payload: object) -> None:
     click.echo(json.dumps(payload, indent=2, sort_keys=False, default=str))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    cls=JsonErrorGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.version_option(package_name="quantgraph")
 def main(debug: bool) -> None:
@@ -149,10 +174,15 @@ def main(debug: bool) -> None:
     is_flag=True,
     help="Leave com.microsoft QuantizeLinear/DequantizeLinear unchanged (listed).",
 )
-@click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Show what would change; write nothing (with --validate: validate the result in memory).",
+)
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
 @DIM_OPTION
 @VAL_RANGE_OPTION
+@SEED_OPTION
 @ITERATIONS_OPTION
 @JSON_OPTION
 @_errors_are_one_line
@@ -169,19 +199,23 @@ def convert(
     force: bool,
     dims: tuple[str, ...],
     val_ranges: tuple[str, ...],
+    seed: int,
     iterations: int,
     as_json: bool,
 ) -> None:
     """Rewrite IN's Q/DQ nodes into quantgraph ops and write OUT (atomically).
 
     IN is never modified. Nodes the spec cannot express (int32 bias dequantize, int4/int16,
-    blocked quantization, contrib Q/DQ) are kept and listed with the reason.
+    blocked quantization, contrib Q/DQ) are kept and listed with the reason. --backend,
+    --arithmetic, --dim, --val-range, --seed and --iterations are --validate's options.
     """
     from .converter import convert as run_convert
     from .io import has_external_data
 
     if model_out is None and not dry_run:
         raise click.UsageError("OUT is required unless --dry-run is given")
+    if not validate_result:
+        _refuse_given(_VALIDATE_OPTIONS, "only apply with --validate")
     bound = _dims(dims)  # a bad --dim or --val-range fails before anything is written
     ranges = _val_ranges(val_ranges)
     if model_out is not None and not dry_run:
@@ -194,22 +228,26 @@ def convert(
         assert model_out is not None
         result.save(model_out, external_data=external_data)
         payload["output"] = str(model_out)
-        if validate_result:
-            from .validation import validate as run_validate
+    if validate_result:
+        from .validation import validate as run_validate
 
-            _quiet_onnxruntime()
-            # What is in memory, unless its weights live on disk (then OUT, beside them).
-            rewritten = model_out if has_external_data(result.model) else result.proto
-            validation = run_validate(
-                result.original(),
-                rewritten,
-                backend=backend,
-                arithmetic=arithmetic,
-                dims=bound,
-                val_ranges=ranges,
-                iterations=iterations,
-            )
-            payload["validation"] = validation.to_dict()
+        _quiet_onnxruntime()
+        # What is in memory, unless its weights live on disk (then OUT beside them; under
+        # --dry-run the model, whose weights are read from IN's files).
+        rewritten: Any = result.proto
+        if has_external_data(result.model):
+            rewritten = result.model if dry_run else model_out
+        validation = run_validate(
+            result.original(),
+            rewritten,
+            backend=backend,
+            arithmetic=arithmetic,
+            seed=seed,
+            dims=bound,
+            val_ranges=ranges,
+            iterations=iterations,
+        )
+        payload["validation"] = validation.to_dict()
     if as_json:
         _print_json(payload)
     else:
@@ -263,7 +301,7 @@ def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_j
 )
 @BACKEND_OPTION
 @ARITHMETIC_OPTION
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
+@SEED_OPTION
 @ITERATIONS_OPTION
 @DIM_OPTION
 @VAL_RANGE_OPTION
@@ -359,7 +397,7 @@ def validate(
 )
 @BACKEND_OPTION
 @ARITHMETIC_OPTION
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
+@SEED_OPTION
 @DIM_OPTION
 @VAL_RANGE_OPTION
 @JSON_OPTION

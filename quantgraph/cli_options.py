@@ -38,6 +38,9 @@ VAL_RANGE_OPTION = click.option(
     help="Draw input NAME's values from [LOW, HIGH] (repeatable). Unset: integer indices stay "
     "inside what they index, floats are standard normal.",
 )
+SEED_OPTION = click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs."
+)
 ITERATIONS_OPTION = click.option(
     "--iterations",
     type=click.IntRange(min=1),
