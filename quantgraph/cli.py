@@ -16,7 +16,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from .cli_json import JsonErrorGroup, echo_error
+from .cli_json import JsonErrorGroup, echo_error, json_safe
 from .cli_options import (
     ARITHMETIC_OPTION,
     BACKEND_OPTION,
@@ -121,7 +121,8 @@ def _refuse_given(names: tuple[str, ...], rule: str) -> None:
 
 
 def _print_json(payload: object) -> None:
-    click.echo(json.dumps(payload, indent=2, sort_keys=False, default=str))
+    safe = json_safe(payload)
+    click.echo(json.dumps(safe, indent=2, sort_keys=False, default=str, allow_nan=False))
 
 
 @click.group(

@@ -9,11 +9,24 @@ That holds for click's usage errors too (a bad option value, a missing argument)
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 import click
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float as "inf", "-inf" or "nan" (JSON has none: Python's
+    json module would print ``Infinity``, which strict parsers refuse)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
 
 
 def error_object(message: str, exit_code: int) -> dict[str, object]:

@@ -51,7 +51,12 @@ ITERATIONS_OPTION = click.option(
 INPUTS_HELP = (
     "An .npz of input arrays by name (np.savez), or a .npy (np.save) for a model with one input"
 )
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+JSON_OPTION = click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the result as JSON (docs/json.md); an error as {error, exit_code}.",
+)
 
 
 class IntList(click.ParamType):  # type: ignore[type-arg]  # generic since click 8.5 only

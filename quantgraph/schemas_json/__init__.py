@@ -1,0 +1,281 @@
+"""JSON Schemas (draft 2020-12) of what every command prints with ``--json`` (docs/json.md).
+
+This module is their one source; ``<command>.json`` beside it are written from it
+(``python -m quantgraph.schemas_json --write``; tests/test_json_schemas.py checks both that the
+files are current and that each command's real output validates). Objects are closed
+(``additionalProperties: false``): a new field must be added here and in docs/json.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+COMMANDS = ("convert", "lower", "validate", "run", "inspect", "bench", "error")
+HERE = Path(__file__).resolve().parent
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+Schema = dict[str, Any]
+
+STRING: Schema = {"type": "string"}
+INT: Schema = {"type": "integer"}
+BOOL: Schema = {"type": "boolean"}
+NULLABLE_STRING: Schema = {"type": ["string", "null"]}
+SHAPE: Schema = {"type": "array", "items": {"type": "integer", "minimum": 0}}
+# JSON has no inf or NaN: such a float is printed as one of these strings.
+FLOAT: Schema = {"oneOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]}
+COUNTS: Schema = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}
+
+
+def _object(required: dict[str, Schema], optional: dict[str, Schema] | None = None) -> Schema:
+    return {
+        "type": "object",
+        "properties": {**required, **(optional or {})},
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+def _array(items: Schema) -> Schema:
+    return {"type": "array", "items": items}
+
+
+DEFS: dict[str, Schema] = {
+    "float": FLOAT,
+    "onednn": {
+        "description": "The oneDNN that ran the spec ops (version and library path); null when "
+        "the backend is not onednn.",
+        "type": ["string", "null"],
+    },
+    "converted_node": _object(
+        {
+            "node": STRING,
+            "op_type": STRING,
+            "new_op_type": STRING,
+            "detail": STRING,
+            "graph": STRING,
+        }
+    ),
+    "skipped_node": _object({"node": STRING, "op_type": STRING, "reason": STRING, "graph": STRING}),
+    "tensor_comparison": _object(
+        {
+            "name": STRING,
+            "dtype": STRING,
+            "shape": SHAPE,
+            "elements": INT,
+            "mismatches": INT,
+            "max_abs_diff": {"$ref": "#/$defs/float"},
+            "max_ulp_diff": INT,
+            "first_mismatch": {"type": ["integer", "null"]},
+            "agree": BOOL,
+        },
+        {"beyond_tolerance": INT, "within_tolerance": BOOL},
+    ),
+    "generated_input": _object(
+        {
+            "dtype": STRING,
+            "shape": SHAPE,
+            "range": {
+                "oneOf": [{"type": "null"}, {"type": "array", "items": FLOAT, "minItems": 2}]
+            },
+            "why": STRING,
+        }
+    ),
+    "given_input": _object({"dtype": STRING, "shape": SHAPE, "from": {"const": "--inputs"}}),
+    "optimized": _object(
+        {
+            "comparison": STRING,
+            "comparison_note": STRING,
+            "part_of_verdict": {"const": False},
+            "atol": {"type": "number"},
+            "rtol": {"type": "number"},
+            "within_tolerance": BOOL,
+            "outputs": _array({"$ref": "#/$defs/tensor_comparison"}),
+        }
+    ),
+    "divergence": _object(
+        {
+            "node": STRING,
+            "op_type": STRING,
+            "rewritten_op_type": STRING,
+            "tensor": STRING,
+            "max_abs_diff": {"$ref": "#/$defs/float"},
+            "max_ulp_diff": INT,
+            "mismatches": INT,
+            "elements": INT,
+        }
+    ),
+    "intermediate": _object(
+        {
+            "tensors_compared": INT,
+            "tensors_differing": INT,
+            "first_divergence": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/divergence"}]},
+            "differing": _array({"$ref": "#/$defs/tensor_comparison"}),
+        }
+    ),
+    "validation": _object(
+        {
+            "agree": BOOL,
+            "comparison": STRING,
+            "comparison_note": STRING,
+            "exact_expected": BOOL,
+            "backend": {"enum": ["native", "python", "onednn"]},
+            "arithmetic": {"enum": ["onnx", "onednn"]},
+            "onednn": {"$ref": "#/$defs/onednn"},
+            "atol": {"type": "number"},
+            "rtol": {"type": "number"},
+            "seed": {"type": ["integer", "null"]},
+            "samples": {"type": "integer", "minimum": 1},
+            "inputs": {
+                "type": "object",
+                "additionalProperties": {
+                    "oneOf": [
+                        {"$ref": "#/$defs/generated_input"},
+                        {"$ref": "#/$defs/given_input"},
+                    ]
+                },
+            },
+            "outputs": _array({"$ref": "#/$defs/tensor_comparison"}),
+            "optimized": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/optimized"}]},
+            "intermediate": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/intermediate"}]},
+        }
+    ),
+    "node_support": _object(
+        {
+            "node": STRING,
+            "op": STRING,
+            "status": {"enum": ["runs", "refused", "unknown"]},
+            "reason": STRING,
+        }
+    ),
+    "output_summary": _object(
+        {
+            "name": STRING,
+            "dtype": STRING,
+            "shape": SHAPE,
+            "min": {"type": ["number", "boolean", "null"]},
+            "max": {"type": ["number", "boolean", "null"]},
+        }
+    ),
+    "bench_row": _object(
+        {
+            "op": STRING,
+            "layout": STRING,
+            "shape": SHAPE,
+            "elements": INT,
+            "bytes_moved": INT,
+            "seconds": {"type": "object", "additionalProperties": {"type": ["number", "null"]}},
+            "onnxruntime_over_native": {"type": ["number", "null"]},
+            "python_over_native": {"type": ["number", "null"]},
+            "python_over_numpy": {"type": ["number", "null"]},
+            "native_onednn_over_native": {"type": ["number", "null"]},
+            "onednn_over_native": {"type": ["number", "null"]},
+            "native_over_native_per_tensor": {"type": ["number", "null"]},
+            "native_bytes_per_second": {"type": ["number", "null"]},
+            "copyto_bytes_per_second": {"type": ["number", "null"]},
+            "notes": {"type": "object", "additionalProperties": STRING},
+        }
+    ),
+}
+
+_REWRITE: dict[str, Schema] = {
+    "converted": COUNTS,
+    "emitted": COUNTS,
+    "skipped": _array({"$ref": "#/$defs/skipped_node"}),
+    "nodes": _array({"$ref": "#/$defs/converted_node"}),
+}
+
+_TOP: dict[str, tuple[str, Schema]] = {
+    "convert": (
+        "quantgraph convert --json: the rewrite, OUT (absent under --dry-run) and, with "
+        "--validate, the validation.",
+        _object(_REWRITE, {"output": STRING, "validation": {"$ref": "#/$defs/validation"}}),
+    ),
+    "lower": (
+        "quantgraph lower --json: spec ops rewritten back into QuantizeLinear/DequantizeLinear.",
+        _object({**_REWRITE, "output": STRING}),
+    ),
+    "validate": (
+        "quantgraph validate --json: the comparison of ORIGINAL and REWRITTEN.",
+        {"$ref": "#/$defs/validation"},
+    ),
+    "run": (
+        "quantgraph run --json: the backend and a summary of every output.",
+        _object(
+            {
+                "backend": {"enum": ["native", "python", "onednn"]},
+                "arithmetic": {"enum": ["onnx", "onednn"]},
+                "onednn": {"$ref": "#/$defs/onednn"},
+                "outputs": _array({"$ref": "#/$defs/output_summary"}),
+                "output_file": NULLABLE_STRING,
+            }
+        ),
+    ),
+    "inspect": (
+        "quantgraph inspect --json: what convert would rewrite and, with --backend, which spec "
+        "nodes that backend runs.",
+        _object(
+            _REWRITE,
+            {
+                "backend_support": _object(
+                    {
+                        "backend": {"enum": ["native", "python", "onednn"]},
+                        "onednn": {"$ref": "#/$defs/onednn"},
+                        "nodes": _array({"$ref": "#/$defs/node_support"}),
+                    }
+                )
+            },
+        ),
+    ),
+    "bench": (
+        "quantgraph bench --json: one row per op, layout and size (an array).",
+        _array({"$ref": "#/$defs/bench_row"}),
+    ),
+    "error": (
+        "Any command's --json output when it fails (exit code 2; the same message is on stderr).",
+        _object({"error": STRING, "exit_code": {"type": "integer", "minimum": 1}}),
+    ),
+}
+
+
+def schema(command: str) -> Schema:
+    """The JSON Schema of ``command``'s --json output ("error": of any command's failure)."""
+    if command not in _TOP:
+        raise KeyError(f"no JSON schema for {command!r}; one of {', '.join(COMMANDS)}")
+    title, body = _TOP[command]
+    text = json.dumps(body)
+    used = {name: DEFS[name] for name in _closure(text)}
+    return {"$schema": DIALECT, "title": title, **body, **({"$defs": used} if used else {})}
+
+
+def _closure(text: str) -> list[str]:
+    """The $defs a schema's text refers to, directly or through other $defs, in DEFS order."""
+    found: set[str] = set()
+    pending = [text]
+    while pending:
+        current = pending.pop()
+        for name in DEFS:
+            if f'"#/$defs/{name}"' in current and name not in found:
+                found.add(name)
+                pending.append(json.dumps(DEFS[name]))
+    return [name for name in DEFS if name in found]
+
+
+def render(command: str) -> str:
+    return json.dumps(schema(command), indent=2) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    """``--write``: (re)write every ``<command>.json``; ``--check``: exit 1 if one is stale."""
+    stale = (
+        [c for c in COMMANDS if (HERE / f"{c}.json").read_text() != render(c)]
+        if ("--check" in argv)
+        else []
+    )
+    if "--write" in argv:
+        for command in COMMANDS:
+            (HERE / f"{command}.json").write_text(render(command))
+    for command in stale:
+        print(f"{HERE / command}.json is stale: run python -m quantgraph.schemas_json --write")
+    return 1 if stale else 0
