@@ -333,3 +333,65 @@ def test_optimized_says_it_is_not_part_of_the_verdict(models: Path) -> None:
     assert payload["optimized"]["part_of_verdict"] is False
     assert "not part of the verdict" in payload["optimized"]["comparison"]
     assert len(payload["comparison"]) < 100 and payload["comparison_note"]
+
+
+# -- convert's options (item 15) ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["--dim", "batch=2"],
+        ["--val-range", "input:0,1"],
+        ["--backend", "python"],
+        ["--arithmetic", "onnx"],
+        ["--iterations", "3"],
+        ["--seed", "4"],
+        ["--iterations", "1", "--seed", "0"],  # given, even at the default value
+    ],
+    ids=lambda g: " ".join(g),
+)
+def test_convert_validation_options_need_validate(
+    models: Path, tmp_path: Path, given: list[str]
+) -> None:
+    out = tmp_path / "o.onnx"
+    result = invoke("convert", models / "cnn.onnx", out, *given)
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("Error: ") and line.endswith(" only apply with --validate")
+    named = line.removeprefix("Error: ").removesuffix(" only apply with --validate")
+    assert set(named.split(", ")) == {g for g in given if g.startswith("--")}
+    assert not out.exists()
+
+
+def test_convert_seed_and_dry_run_validate(models: Path, tmp_path: Path) -> None:
+    """convert --validate takes --seed like validate; under --dry-run it validates the result
+    in memory and writes nothing."""
+    args = ["convert", models / "cnn.onnx", "--dry-run", "--validate", "--json"]
+    first = invoke(*args, "--seed", "5", "--iterations", "2")
+    assert first.exit_code == 0, first.output
+    payload = json.loads(first.stdout)
+    assert "output" not in payload
+    assert payload["validation"]["seed"] == 5 and payload["validation"]["samples"] == 2
+    assert payload["validation"]["agree"] is True
+    assert list(tmp_path.iterdir()) == []
+    same = invoke("validate", models / "cnn.onnx", models / "cnn_qg.onnx", "--seed", "5", "--json")
+    assert json.loads(same.stdout)["inputs"] == payload["validation"]["inputs"]
+    help_text = " ".join(invoke("convert", "--help").stdout.split())
+    assert "--seed" in help_text and "with --validate: validate the result in memory" in help_text
+
+
+def test_convert_dry_run_validate_with_external_weights(tmp_path: Path) -> None:
+    model = onnx.load(CNN)
+    onnx.save(
+        model,
+        tmp_path / "ext.onnx",
+        save_as_external_data=True,
+        location="ext.data",
+        size_threshold=0,
+    )
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = invoke("convert", tmp_path / "ext.onnx", "--dry-run", "--validate")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == "verdict: the models agree"
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
