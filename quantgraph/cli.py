@@ -102,6 +102,7 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
 
 
 _VALIDATE_OPTIONS = ("backend", "arithmetic", "dims", "val_ranges", "seed", "iterations")
+_GENERATION_OPTIONS = ("dims", "val_ranges", "seed", "iterations")
 
 
 def _refuse_given(names: tuple[str, ...], rule: str) -> None:
@@ -117,7 +118,8 @@ def _refuse_given(names: tuple[str, ...], rule: str) -> None:
         and ctx.get_parameter_source(param.name) not in (None, ParameterSource.DEFAULT)
     ]
     if given:
-        raise click.UsageError(f"{', '.join(given)} {rule}")
+        verb = "applies" if len(given) == 1 else "apply"
+        raise click.UsageError(f"{', '.join(given)} {verb} {rule}")
 
 
 def _print_json(payload: object) -> None:
@@ -216,7 +218,7 @@ def convert(
     if model_out is None and not dry_run:
         raise click.UsageError("OUT is required unless --dry-run is given")
     if not validate_result:
-        _refuse_given(_VALIDATE_OPTIONS, "only apply with --validate")
+        _refuse_given(_VALIDATE_OPTIONS, "only with --validate")
     bound = _dims(dims)  # a bad --dim or --val-range fails before anything is written
     ranges = _val_ranges(val_ranges)
     if model_out is not None and not dry_run:
@@ -361,6 +363,8 @@ def validate(
     """
     from .validation import validate as run_validate
 
+    if inputs:
+        _refuse_given(_GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
     _quiet_onnxruntime()
     report = run_validate(
         original,
@@ -420,6 +424,8 @@ def run(
     from .session import InferenceSession
     from .validation import load_inputs, make_inputs
 
+    if inputs:
+        _refuse_given(_GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
     _quiet_onnxruntime()
     bound, ranges = _dims(dims), _val_ranges(val_ranges)
     session = InferenceSession(model, backend, arithmetic=arithmetic)

@@ -357,10 +357,11 @@ def test_convert_validation_options_need_validate(
     out = tmp_path / "o.onnx"
     result = invoke("convert", models / "cnn.onnx", out, *given)
     assert result.exit_code == 2, result.output
+    named = {g for g in given if g.startswith("--")}
+    rule = f" {'applies' if len(named) == 1 else 'apply'} only with --validate"
     line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith("Error: ") and line.endswith(" only apply with --validate")
-    named = line.removeprefix("Error: ").removesuffix(" only apply with --validate")
-    assert set(named.split(", ")) == {g for g in given if g.startswith("--")}
+    assert line.startswith("Error: ") and line.endswith(rule), line
+    assert set(line.removeprefix("Error: ").removesuffix(rule).split(", ")) == named
     assert not out.exists()
 
 
@@ -395,3 +396,33 @@ def test_convert_dry_run_validate_with_external_weights(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[-1] == "verdict: the models agree"
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("command", ["run", "validate"])
+def test_generation_options_with_inputs_are_usage_errors(
+    models: Path, tmp_path: Path, command: str
+) -> None:
+    """--seed, --dim, --val-range (and validate's --iterations) shape generated inputs only:
+    with --inputs they would be ignored, so they are refused."""
+    np.savez(tmp_path / "in.npz", input=_good())
+    targets = [models / "cnn_qg.onnx"]
+    if command == "validate":
+        targets.insert(0, models / "cnn.onnx")
+    result = invoke(command, *targets, "--inputs", tmp_path / "in.npz", "--seed", "3")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines()[-1] == (
+        "Error: --seed applies only to generated inputs, not with --inputs"
+    )
+    both = invoke(
+        command,
+        *targets,
+        "--inputs",
+        tmp_path / "in.npz",
+        "--dim",
+        "a=1",
+        "--val-range",
+        "input:0,1",
+    )
+    assert both.stderr.strip().splitlines()[-1] == (
+        "Error: --dim, --val-range apply only to generated inputs, not with --inputs"
+    )
