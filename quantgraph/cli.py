@@ -21,13 +21,15 @@ from .cli_options import (
     ARITHMETIC_OPTION,
     BACKEND_OPTION,
     DIM_OPTION,
+    GENERATION_OPTIONS,
     INPUTS_HELP,
     ITERATIONS_OPTION,
     JSON_OPTION,
     SEED_OPTION,
     VAL_RANGE_OPTION,
-    IntList,
-    ShapeList,
+    VALIDATE_OPTIONS,
+    bench_options,
+    refuse_given,
 )
 from .cli_text import (
     describe,
@@ -99,27 +101,6 @@ def _dims(values: tuple[str, ...]) -> dict[str, int]:
             )
         dims[name] = int(number)
     return dims
-
-
-_VALIDATE_OPTIONS = ("backend", "arithmetic", "dims", "val_ranges", "seed", "iterations")
-_GENERATION_OPTIONS = ("dims", "val_ranges", "seed", "iterations")
-
-
-def _refuse_given(names: tuple[str, ...], rule: str) -> None:
-    """A usage error when any of the options ``names`` was given on the command line (an option
-    that would be ignored is an error, never silence)."""
-    from click.core import ParameterSource
-
-    ctx = click.get_current_context()
-    given = [
-        param.opts[0]
-        for param in ctx.command.params
-        if param.name in names
-        and ctx.get_parameter_source(param.name) not in (None, ParameterSource.DEFAULT)
-    ]
-    if given:
-        verb = "applies" if len(given) == 1 else "apply"
-        raise click.UsageError(f"{', '.join(given)} {verb} {rule}")
 
 
 def _print_json(payload: object) -> None:
@@ -218,7 +199,7 @@ def convert(
     if model_out is None and not dry_run:
         raise click.UsageError("OUT is required unless --dry-run is given")
     if not validate_result:
-        _refuse_given(_VALIDATE_OPTIONS, "only with --validate")
+        refuse_given(VALIDATE_OPTIONS, "only with --validate")
     bound = _dims(dims)  # a bad --dim or --val-range fails before anything is written
     ranges = _val_ranges(val_ranges)
     if model_out is not None and not dry_run:
@@ -364,7 +345,7 @@ def validate(
     from .validation import validate as run_validate
 
     if inputs:
-        _refuse_given(_GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
+        refuse_given(GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
     _quiet_onnxruntime()
     report = run_validate(
         original,
@@ -425,7 +406,7 @@ def run(
     from .validation import load_inputs, make_inputs
 
     if inputs:
-        _refuse_given(_GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
+        refuse_given(GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
     _quiet_onnxruntime()
     bound, ranges = _dims(dims), _val_ranges(val_ranges)
     session = InferenceSession(model, backend, arithmetic=arithmetic)
@@ -517,48 +498,7 @@ def _engine(backend: str | None) -> str | None:
 
 
 @main.command()
-@click.option(
-    "--sizes",
-    type=IntList(minimum=1),
-    default="1000,65536,1048576,16777216",
-    show_default=True,
-    help="Comma-separated element counts (each >= 1).",
-)
-@click.option(
-    "--repeat",
-    type=click.IntRange(min=1),
-    default=20,
-    show_default=True,
-    help="Timed runs per case.",
-)
-@click.option(
-    "--columns",
-    type=IntList(minimum=1),
-    default="16,64,384",
-    show_default=True,
-    help="Column counts of the narrow innermost-axis per-channel layouts ([n // C, C], axis 1; "
-    "each at most the smallest of --sizes); empty for none.",
-)
-@click.option(
-    "--threads",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="onnxruntime intra-op threads for every session (0: onnxruntime's default).",
-)
-@click.option(
-    "--weights",
-    type=ShapeList(multiple=32),
-    default="4096x4096",
-    show_default=True,
-    help="Comma-separated KxN shapes of the 4-bit weight rows (K and N positive multiples of "
-    "32); empty for none.",
-)
-@click.option(
-    "--no-spinning",
-    is_flag=True,
-    help="Intra-op threads sleep after a run instead of spin-waiting (onnxruntime's default).",
-)
+@bench_options
 @JSON_OPTION
 @_errors_are_one_line
 def bench(

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from .backends import ARITHMETICS, BACKENDS
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 BACKEND_OPTION = click.option(
     "--backend",
@@ -124,3 +128,79 @@ def _which(item: str, text: str) -> str:
     if item == text:
         return repr(text)
     return f"{item!r} in {text!r}" if item else f"an empty item in {text!r}"
+
+
+# convert's options that only --validate uses; the options that only shape generated inputs.
+VALIDATE_OPTIONS = ("backend", "arithmetic", "dims", "val_ranges", "seed", "iterations")
+GENERATION_OPTIONS = ("dims", "val_ranges", "seed", "iterations")
+
+
+def refuse_given(names: tuple[str, ...], rule: str) -> None:
+    """A usage error when any of the options ``names`` was given on the command line (an option
+    that would be ignored is an error, never silence)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    given = [
+        param.opts[0]
+        for param in ctx.command.params
+        if param.name in names
+        and ctx.get_parameter_source(param.name) not in (None, ParameterSource.DEFAULT)
+    ]
+    if given:
+        verb = "applies" if len(given) == 1 else "apply"
+        raise click.UsageError(f"{', '.join(given)} {verb} {rule}")
+
+
+def bench_options(function: F) -> F:
+    """bench's options: parsed and checked by their types (IntList, ShapeList, IntRange)."""
+    for option in reversed(_BENCH_OPTIONS):
+        function = option(function)
+    return function
+
+
+_BENCH_OPTIONS = [
+    click.option(
+        "--sizes",
+        type=IntList(minimum=1),
+        default="1000,65536,1048576,16777216",
+        show_default=True,
+        help="Comma-separated element counts (each >= 1).",
+    ),
+    click.option(
+        "--repeat",
+        type=click.IntRange(min=1),
+        default=20,
+        show_default=True,
+        help="Timed runs per case.",
+    ),
+    click.option(
+        "--columns",
+        type=IntList(minimum=1),
+        default="16,64,384",
+        show_default=True,
+        help="Column counts of the narrow innermost-axis per-channel layouts ([n // C, C], axis 1; "
+        "each at most the smallest of --sizes); empty for none.",
+    ),
+    click.option(
+        "--threads",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="onnxruntime intra-op threads for every session (0: onnxruntime's default).",
+    ),
+    click.option(
+        "--weights",
+        type=ShapeList(multiple=32),
+        metavar="KxN[,KxN...]",
+        default="4096x4096",
+        show_default=True,
+        help="Comma-separated KxN shapes of the 4-bit weight rows (K and N positive multiples of "
+        "32); empty for none.",
+    ),
+    click.option(
+        "--no-spinning",
+        is_flag=True,
+        help="Intra-op threads sleep after a run instead of spin-waiting (onnxruntime's default).",
+    ),
+]
