@@ -64,8 +64,7 @@ def library_path() -> Path:
         path = Path(override).expanduser()
         if not path.is_file():
             raise BackendError(
-                f"{ENV_LIBRARY}={override!r} is not a file; unset it or point it at a built "
-                f"{LIBRARY_NAME}"
+                f"{ENV_LIBRARY}={override!r} is not a file; unset it or {BUILD_HINT}"
             )
         return path.resolve()
     candidates = _candidates()
