@@ -194,7 +194,7 @@ def convert(
     --arithmetic, --dim, --val-range, --seed and --iterations are --validate's options.
     """
     from .converter import convert as run_convert
-    from .io import has_external_data
+    from .io import ModelLike, has_external_data
 
     if model_out is None and not dry_run:
         raise click.UsageError("OUT is required unless --dry-run is given")
@@ -218,9 +218,9 @@ def convert(
         _quiet_onnxruntime()
         # What is in memory, unless its weights live on disk (then OUT beside them; under
         # --dry-run the model, whose weights are read from IN's files).
-        rewritten: Any = result.proto
+        rewritten: ModelLike = result.proto
         if has_external_data(result.model):
-            rewritten = result.model if dry_run else model_out
+            rewritten = result.model if dry_run or model_out is None else model_out
         validation = run_validate(
             result.original(),
             rewritten,
