@@ -181,17 +181,14 @@ def _bind_dims(fed: list[ir.Value], dims: dict[str, int]) -> dict[DimKey, tuple[
             continue
         input_name, sep, axis_text = key.rpartition(":")
         if not sep or input_name not in by_name:
-            hint = (
-                f"; to bind an axis of input '{key}' write {key}:AXIS={size}"
-                if key in by_name
-                else ""
-            )
+            inputs = ", ".join(map(str, by_name))
+            hint = f"write {key}:AXIS={size} to bind an axis of input '{key}'"
+            if key not in by_name:
+                hint = f"the inputs ({inputs}) bind by INPUT:AXIS=VALUE"
             raise InputOptionError(
                 "--dim",
-                f"{key}={size!r}: the model's inputs have no symbolic dim '{key}' "
-                f"(they have: {', '.join(sorted(names)) or 'none'}) and '{input_name or key}' "
-                f"is no input to bind by INPUT:AXIS (inputs: {', '.join(map(str, by_name))})"
-                + hint,
+                f"'{key}={size}': no input dim of the model is named '{key}' (named dims: "
+                f"{', '.join(sorted(names)) or 'none'}); {hint}",
             )
         value = by_name[input_name]
         shape = value.shape
@@ -200,7 +197,7 @@ def _bind_dims(fed: list[ir.Value], dims: dict[str, int]) -> dict[DimKey, tuple[
         if not re.fullmatch(r"[+-]?\d+", axis_text) or not -rank <= int(axis_text) < rank:
             raise InputOptionError(
                 "--dim",
-                f"{key}={size!r}: input '{input_name}' has {rank} axes: AXIS must be an "
+                f"'{key}={size}': input '{input_name}' has {rank} axes: AXIS must be an "
                 f"integer in [{-rank}, {rank - 1}]",
             )
         axis = int(axis_text) % rank
@@ -208,7 +205,7 @@ def _bind_dims(fed: list[ir.Value], dims: dict[str, int]) -> dict[DimKey, tuple[
         if isinstance(fixed, int) and fixed >= 0 and fixed != size:
             raise InputOptionError(
                 "--dim",
-                f"{key}={size!r}: axis {axis} of input '{input_name}' is {fixed} in the model",
+                f"'{key}={size}': axis {axis} of input '{input_name}' is {fixed} in the model",
             )
         bound[(input_name, axis)] = (size, source)
     return bound
@@ -296,7 +293,7 @@ def _check_size(value: ir.Value, shape: tuple[int, ...], sources: tuple[str, ...
     if nbytes <= MAX_INPUT_BYTES:
         return
     text = (
-        f"input '{value.name}' would be {value.dtype.name.lower()}"
+        f"input '{value.name}' would be {value.dtype.numpy().name}"
         f"[{','.join(map(str, shape))}], {_bytes(nbytes)}: quantgraph generates at most "
         f"{_bytes(MAX_INPUT_BYTES)} per input; bind smaller dims with --dim or pass --inputs"
     )
@@ -327,8 +324,7 @@ def _by_use(value: ir.Value, sizes: Sizes, attempt: Attempt) -> tuple[float, flo
     if not bounds:
         if kind == "f":
             return -math.inf, math.inf, "standard normal"
-        low, high = attempt.integers or INTEGER_RANGE
-        why = attempt.source if attempt.integers else RANGE_DEFAULT
+        (low, high), why = INTEGER_RANGE, RANGE_DEFAULT
     else:
         low, high = max(b[0] for b in bounds), min(b[1] for b in bounds)
         if low > high:
@@ -339,8 +335,13 @@ def _by_use(value: ir.Value, sizes: Sizes, attempt: Attempt) -> tuple[float, flo
     if low > high:
         raise ModelError(
             f"input '{value.name}': its uses ask for [{low:g}, {high:g}], which its type "
-            f"{value.dtype.name.lower()} cannot hold; pass inputs with --inputs"
+            f"{value.dtype.numpy().name} cannot hold; pass inputs with --inputs"
         )
+    if attempt.integers is not None and kind in "iu":
+        narrow_low, narrow_high = max(low, attempt.integers[0]), min(high, attempt.integers[1])
+        if narrow_low <= narrow_high and (narrow_low, narrow_high) != (low, high):
+            why = f"{why}, narrowed by {attempt.source}"
+            low, high = narrow_low, narrow_high
     return low, high, why
 
 

@@ -82,7 +82,7 @@ def check_val_range(name: str, dtype: ir.DataType, low: float, high: float) -> t
     integer type, holding at least one integer. The range to draw from."""
     text = f"{name}:{low:g},{high:g}"
     type_low, type_high = type_range(dtype)
-    type_name = dtype.name.lower()
+    type_name = dtype.numpy().name
     if low < type_low or high > type_high:
         raise InputOptionError(
             "--val-range",

@@ -270,6 +270,8 @@ def _runnable_specs(
             varied = plan(source.ir, dims=dims, val_ranges=val_ranges, attempt=attempt)
         except ModelError:  # e.g. inputs too large at this size: try the next
             continue
+        if _same_draw(varied, specs):  # nothing this attempt varies applies here
+            continue
         feeds = draw(varied, seed)
         try:
             outputs = _run(session, names, feeds)
@@ -283,6 +285,10 @@ def _runnable_specs(
         f"{source.label}: the original model fails on the generated inputs "
         f"({describe(first_feeds)}): {first_error}{others}; {HINT}"
     )
+
+
+def _same_draw(one: list[InputSpec], other: list[InputSpec]) -> bool:
+    return [(s.shape, s.low, s.high) for s in one] == [(s.shape, s.low, s.high) for s in other]
 
 
 def _run_original(

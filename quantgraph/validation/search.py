@@ -7,8 +7,9 @@ three families taken in turn, one attempt each, at most :data:`MAX_ATTEMPTS` att
 - longer dims: for each length in :data:`LENGTHS`, every dim that defaulted to 1 except those
   at axis 0 (usually the batch) together, then each such dim alone (a symbolic name counts
   once, for every input using it): a reflect Pad or a window needs more than one step;
-- narrower integers: inputs drawn from the default [-100, 100] take each of
-  :data:`INTEGER_RANGES` (an index or size the graph does not show, a flag or a sample rate).
+- narrower integers: the range of every integer input not set by ``--val-range`` (the default
+  [-100, 100] or what the graph bounds) is cut to each of :data:`INTEGER_RANGES` where they
+  overlap: an index or size the graph does not show (an index doubled on its way), a flag.
 
 An attempt whose inputs would be too large is skipped.
 """
@@ -23,7 +24,6 @@ import onnx_ir as ir
 from .inputs import (
     FROM_DEFAULT,
     FROM_IMAGE_DEFAULT,
-    RANGE_DEFAULT,
     Attempt,
     DimKey,
     InputSpec,
@@ -85,7 +85,8 @@ def _lengths(model: ir.Model, first: Sequence[InputSpec]) -> list[Attempt]:
 
 
 def _integers(first: Sequence[InputSpec]) -> list[Attempt]:
-    if not any(s.why == RANGE_DEFAULT for s in first):
+    narrowable = [s for s in first if s.why != "--val-range" and s.dtype.numpy().kind in "iu"]
+    if not narrowable:
         return []
     return [
         Attempt(label=f"integers in [{low}, {high}]", integers=(low, high))
