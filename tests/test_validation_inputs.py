@@ -41,30 +41,31 @@ class _Reader(CalibrationDataReader):  # type: ignore[misc]  # onnxruntime ships
         return next(self._samples, None)
 
 
-def quantize_static(model: onnx.ModelProto, samples: Sequence[Feeds], **options: object) -> Path:
-    """``model`` quantized by onnxruntime's quantize_static (QDQ, u8 activations, s8 weights),
-    saved in a fresh temporary folder; the path of the result."""
-    folder = Path(tempfile.mkdtemp(prefix="quantgraph-inputs-"))
-    source, out = folder / "float.onnx", folder / "qdq.onnx"
-    onnx.save(model, str(source))
+def quantize_static(
+    model: onnx.ModelProto, samples: Sequence[Feeds], **options: object
+) -> onnx.ModelProto:
+    """``model`` quantized by onnxruntime's quantize_static (QDQ, u8 activations, s8 weights)."""
     root = logging.getLogger()  # quantize_static warns on the root logger: not pre-processed
     level = root.level
     root.setLevel(logging.ERROR)
     try:
-        ort_quantize_static(
-            str(source),
-            str(out),
-            _Reader(samples),
-            quant_format=QuantFormat.QDQ,
-            activation_type=QuantType.QUInt8,
-            weight_type=QuantType.QInt8,
-            **options,
-        )
+        with tempfile.TemporaryDirectory(prefix="quantgraph-inputs-") as folder:
+            source, out = Path(folder) / "float.onnx", Path(folder) / "qdq.onnx"
+            onnx.save(model, str(source))
+            ort_quantize_static(
+                str(source),
+                str(out),
+                _Reader(samples),
+                quant_format=QuantFormat.QDQ,
+                activation_type=QuantType.QUInt8,
+                weight_type=QuantType.QInt8,
+                **options,
+            )
+            quantized = onnx.load(str(out))
     finally:
         root.setLevel(level)
-    quantized = onnx.load(str(out))
     assert any(n.op_type == "QuantizeLinear" for n in quantized.graph.node)
-    return out
+    return quantized
 
 
 def _weight(name: str, *shape: int) -> TensorProto:
@@ -101,7 +102,7 @@ def gru_model() -> onnx.ModelProto:
     )
 
 
-def gru_quantized() -> Path:
+def gru_quantized() -> onnx.ModelProto:
     samples = [
         {
             "x": RNG.standard_normal((5, 2, 8)).astype(np.float32),
@@ -134,7 +135,7 @@ def vad_model() -> onnx.ModelProto:
     )
 
 
-def vad_quantized() -> Path:
+def vad_quantized() -> onnx.ModelProto:
     samples = [{"audio": RNG.standard_normal((1, 64)).astype(np.float32)} for _ in range(2)]
     return quantize_static(vad_model(), samples)
 
@@ -156,16 +157,14 @@ def classifier_model(shape: Sequence[int | str | None]) -> onnx.ModelProto:
     return model
 
 
-def classifier_quantized(shape: Sequence[int | str | None]) -> Path:
+def classifier_quantized(shape: Sequence[int | str | None]) -> onnx.ModelProto:
     samples = [{"x": RNG.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(2)]
     model = classifier_model(["N", 3, "H", "W"])  # quantize on a clean copy, then re-declare
-    path = quantize_static(model, samples)
-    quantized = onnx.load(str(path))
+    quantized = quantize_static(model, samples)
     declared = helper.make_tensor_value_info("x", F, list(shape))
     quantized.graph.input[0].CopyFrom(declared)
     quantized.graph.ClearField("value_info")
-    onnx.save(quantized, str(path))
-    return path
+    return quantized
 
 
 def detector_model() -> onnx.ModelProto:
@@ -187,7 +186,7 @@ def detector_model() -> onnx.ModelProto:
     return model
 
 
-def detector_quantized() -> Path:
+def detector_quantized() -> onnx.ModelProto:
     samples = [{"images": RNG.standard_normal((1, 3, 320, 320)).astype(np.float32)}]
     return quantize_static(detector_model(), samples)
 
@@ -215,20 +214,22 @@ def embedding_model() -> onnx.ModelProto:
     )
 
 
-def embedding_quantized() -> Path:
+def embedding_quantized() -> onnx.ModelProto:
     samples = [{"ids": np.array([[0, 1, 2]], np.int64)}]
-    path = quantize_static(embedding_model(), samples, op_types_to_quantize=["Gather", "MatMul"])
-    quantized = onnx.load(str(path))
+    quantized = quantize_static(
+        embedding_model(), samples, op_types_to_quantize=["Gather", "MatMul"]
+    )
     kept = [v for v in quantized.graph.value_info if v.name == "e"]  # partial value_info
     quantized.graph.ClearField("value_info")
     quantized.graph.value_info.extend(kept)
-    onnx.save(quantized, str(path))
-    return path
+    return quantized
 
 
-@pytest.fixture(scope="module")
-def models() -> dict[str, Path]:
-    """Each situation quantized once, with its conversion beside it (``<name>_qg.onnx``)."""
+def write_models(folder: str | Path) -> dict[str, Path]:
+    """Each situation quantized, as ``folder/<name>.onnx`` with its conversion beside it
+    (``<name>_qg.onnx``); docs/robustness.md's commands run on these:
+    ``python -c 'import sys; sys.path.insert(0, "tests"); import test_validation_inputs as t;
+    t.write_models("scratch")'``."""
     made = {
         "gru": gru_quantized(),
         "vad": vad_quantized(),
@@ -236,9 +237,18 @@ def models() -> dict[str, Path]:
         "detector": detector_quantized(),
         "embedding": embedding_quantized(),
     }
-    for path in made.values():
-        quantgraph.convert(path).save(_converted(path))
-    return made
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    placed = {}
+    for name, model in made.items():
+        placed[name] = Path(folder) / f"{name}.onnx"
+        onnx.save(model, str(placed[name]))
+        quantgraph.convert(placed[name]).save(_converted(placed[name]))
+    return placed
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return write_models(tmp_path_factory.mktemp("inputs"))
 
 
 def _converted(path: Path) -> Path:

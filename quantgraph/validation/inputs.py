@@ -184,7 +184,7 @@ def _bind_dims(fed: list[ir.Value], dims: dict[str, int]) -> dict[DimKey, tuple[
             inputs = ", ".join(map(str, by_name))
             hint = f"write {key}:AXIS={size} to bind an axis of input '{key}'"
             if key not in by_name:
-                hint = f"the inputs ({inputs}) bind by INPUT:AXIS=VALUE"
+                hint = f"an axis of an input ({inputs}) binds as INPUT:AXIS=VALUE"
             raise InputOptionError(
                 "--dim",
                 f"'{key}={size}': no input dim of the model is named '{key}' (named dims: "
