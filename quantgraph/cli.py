@@ -173,9 +173,9 @@ def convert(
     payload: dict[str, Any] = result.report.to_dict()
     validation = None
     if validate_result and not dry_run:  # the model's word on --dim/--val-range, before writing
-        from .validation import plan_inputs
+        from .validation import check_input_options
 
-        plan_inputs(result.original(), dims=bound, val_ranges=ranges)
+        check_input_options(result.original(), dims=bound, val_ranges=ranges)
     if not dry_run:
         assert model_out is not None
         result.save(model_out, external_data=external_data)

@@ -17,6 +17,8 @@ import onnx
 import pytest
 from builders import make_model, tensor_info
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType
 from onnxruntime.quantization import quantize_static as ort_quantize_static
@@ -590,3 +592,133 @@ def test_draws_stay_in_range_and_in_their_own_type() -> None:
     assert drawn["a"].dtype == np.float32 and np.isfinite(drawn["a"]).all()
     assert drawn["b"].dtype == np.float16 and drawn["b"].min() >= -2 and drawn["b"].max() <= 3
     assert drawn["c"].dtype == np.int8 and drawn["c"].min() == -128
+
+
+# -- a property: any chain of value-passing ops keeps the indices in range -----------------------
+
+
+Step = tuple[list[onnx.NodeProto], list[TensorProto], tuple[int, ...]]
+node = helper.make_node
+
+
+def _steps(v: str, out: str, c: str, shape: tuple[int, ...]) -> dict[str, Step]:
+    """Ops passing int64 ``v`` [shape] on as ``out`` (constants named from ``c``), keyed by the
+    path the report must give; each with its nodes, constants and output shape."""
+    size, rank, even = int(np.prod(shape)), len(shape), shape[0] % 2 == 0
+    steps: dict[str, Step] = {
+        "Cast -> Cast": (
+            [node("Cast", [v], [f"{out}_32"], to=I32), node("Cast", [f"{out}_32"], [out], to=I64)],
+            [],
+            shape,
+        ),
+        "Identity": ([node("Identity", [v], [out])], [], shape),
+        "Reshape": ([node("Reshape", [v, c], [out])], [_const(c, [size])], (size,)),
+        "Unsqueeze": ([node("Unsqueeze", [v, c], [out])], [_const(c, [0])], (1, *shape)),
+        "Transpose": ([node("Transpose", [v], [out])], [], shape[::-1]),
+        "Expand": ([node("Expand", [v, c], [out])], [_const(c, [2, *shape])], (2, *shape)),
+        "Tile": (
+            [node("Tile", [v, c], [out])],
+            [_const(c, [2] * rank)],
+            tuple(2 * d for d in shape),
+        ),
+        "Slice": (
+            [node("Slice", [v, f"{c}s", f"{c}e", f"{c}a"], [out])],
+            [_const(f"{c}s", [0]), _const(f"{c}e", [1]), _const(f"{c}a", [rank - 1])],
+            (*shape[:-1], 1),
+        ),
+        "Concat": (
+            [node("Concat", [v, v], [out], axis=0)],
+            [],
+            (2 * shape[0], *shape[1:]),
+        ),
+        "Min -> Max": (
+            [node("Min", [v, v], [f"{out}_m"]), node("Max", [f"{out}_m", f"{out}_m"], [out])],
+            [],
+            shape,
+        ),
+        "ReduceMax": ([node("ReduceMax", [v], [out], keepdims=1)], [], (1,) * rank),
+        "TopK": (
+            [node("TopK", [v, c], [out, f"{out}_i"], axis=-1)],
+            [_const(c, [1])],
+            (*shape[:-1], 1),
+        ),
+        "Where": (
+            [node("Greater", [v, v], [f"{out}_g"]), node("Where", [f"{out}_g", v, v], [out])],
+            [],
+            shape,
+        ),
+        "Flatten": ([node("Flatten", [v], [out])], [], (shape[0], size // shape[0])),
+        "Gather": (
+            [node("Gather", [v, c], [out], axis=0)],
+            [_const(c, [0])],
+            (1, *shape[1:]),
+        ),
+    }
+    if even:
+        steps["Split"] = (
+            [node("Split", [v], [out, f"{out}_b"], axis=0, num_outputs=2)],
+            [],
+            (shape[0] // 2, *shape[1:]),
+        )
+    return steps
+
+
+@st.composite
+def _chains(draw: st.DrawFn) -> tuple[onnx.ModelProto, int, str]:
+    rows = draw(st.integers(2, 12))
+    nodes: list[onnx.NodeProto] = []
+    constants: list[TensorProto] = []
+    ops: list[str] = []
+    name, shape = "ids", (2, 3)
+    for count in range(draw(st.integers(1, 4))):
+        steps = _steps(name, f"v{count}", f"c{count}", shape)
+        op = draw(st.sampled_from(sorted(steps)))
+        new_nodes, new_constants, shape = steps[op]
+        nodes += new_nodes
+        constants += new_constants
+        ops.append(op)
+        name = f"v{count}"
+    table = numpy_helper.from_array(np.zeros((rows, 2), np.float32), "table")
+    gather = helper.make_node("Gather", ["table", name], ["y"], name="embed")
+    model = make_model(
+        [*nodes, gather],
+        [tensor_info("ids", I64, [2, 3])],
+        [tensor_info("y", F, None)],
+        [table, *constants],
+        opset=18,
+        check=False,
+    )
+    return model, rows, " -> ".join(ops)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_chains())
+def test_any_chain_of_value_passing_ops_keeps_indices_in_range(
+    chain: tuple[onnx.ModelProto, int, str],
+) -> None:
+    """Differential: onnxruntime runs each drawn input; the range is the table's rows."""
+    import onnxruntime as ort
+
+    model, rows, ops = chain
+    (ids,) = plan_inputs(load_model(model))
+    assert (ids.low, ids.high) == (0, rows - 1), ids.why
+    assert ids.why.endswith(f"through {ops}"), (ids.why, ops)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for seed in range(3):
+        session.run(None, {"ids": ids.draw(np.random.default_rng(seed))})
+
+
+def test_the_readme_states_the_search_as_the_code_does() -> None:
+    from quantgraph.validation import inputs, search
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Validation") : readme.index("## Evidence")]
+    text = " ".join(section.split())
+    assert f"at most {search.MAX_ATTEMPTS} attempts" in text
+    assert f"image sizes ({', '.join(map(str, search.SPATIAL_SIZES))})" in text
+    assert f"longer dims ({', '.join(map(str, search.LENGTHS))})" in text
+    ranges = ", ".join(f"[{low}, {high}]" for low, high in search.INTEGER_RANGES)
+    assert f"narrower integer ranges ({ranges}," in text
+    assert f"no input over {inputs.MAX_INPUT_BYTES >> 30} GiB" in text
+    assert f"or {inputs.SPATIAL_DEFAULT}, else {inputs.DEFAULT_DIM}." in text
+    assert "[-100, 100]" in text and inputs.INTEGER_RANGE == (-100, 100)

@@ -169,6 +169,22 @@ def plan_inputs(
     return plans
 
 
+def check_input_options(
+    model: ir.Model,
+    *,
+    dims: Mapping[str, int] | None = None,
+    val_ranges: Mapping[str, tuple[float, float]] | None = None,
+) -> None:
+    """Raise :class:`InputOptionError` if ``model`` cannot take these ``--dim``/``--val-range``
+    values; any other trouble with its inputs is validation's to report."""
+    try:
+        plan_inputs(model, dims=dims, val_ranges=val_ranges)
+    except InputOptionError:
+        raise
+    except ModelError:
+        pass
+
+
 def _bind_dims(fed: list[ir.Value], dims: dict[str, int]) -> dict[DimKey, tuple[int, str]]:
     """``--dim`` keys resolved against the model: (name, None) or (input, axis) -> size, source."""
     names = {str(d.value) for v in fed for d in v.shape or () if not isinstance(d, int) and d.value}

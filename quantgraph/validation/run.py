@@ -161,7 +161,9 @@ def validate(
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
     Inputs: ``inputs`` (a mapping, an .npz, several, or a directory of them), else
-    ``iterations`` seeded samples generated from what the graph says (:mod:`.inputs`).
+    ``iterations`` seeded samples generated from what the graph says (:mod:`.inputs`; ``dims``
+    keys are symbolic names or ``"INPUT:AXIS"``), searching other plans when the original
+    refuses the first (:mod:`.search`; the report's ``input_search``).
     ``optimized`` also compares the original at ORT_ENABLE_ALL, judged by ``atol``/``rtol``
     (the exact verdict is untouched). ``intermediate`` compares every tensor both models
     compute under one name and reports the first node where they part.
