@@ -309,7 +309,7 @@ def test_a_reflect_pad_gets_a_longer_input_from_the_search(models: dict[str, Pat
     ]
     search = report.input_search
     assert search is not None and search.attempt == 3 and search.plan == "dim 'samples' = 64"
-    assert "Pad reflect requires axis length" in search.first_error
+    assert search.first_error.startswith("Pad node 'reflect': Pad reflect requires axis length")
     payload = _validate_json(path)
     assert payload["input_search"] == search.to_dict()
     code, out, _ = _cli("validate", path, _converted(path))

@@ -9,6 +9,7 @@ available as ``optimized=True``, judged by a tolerance and never mixed up with t
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -130,10 +131,19 @@ class _Original:
 _CPU = ["CPUExecutionProvider"]
 
 
+# "2 : INVALID_ARGUMENT : Non-zero status code returned while running Pad node. Name:'p' Status
+# Message: why" says no more than "Pad node 'p': why".
+_RUN_FAILURE = re.compile(
+    r"^\d+ : \w+ : Non-zero status code returned while running (\w+) node\. "
+    r"Name:'([^']*)' Status Message: "
+)
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     line = text.splitlines()[0] if text else type(error).__name__
-    return line.replace("[ONNXRuntimeError] : ", "")
+    line = line.replace("[ONNXRuntimeError] : ", "")
+    return _RUN_FAILURE.sub(lambda m: f"{m.group(1)} node '{m.group(2)}': ", line)
 
 
 def _run(
