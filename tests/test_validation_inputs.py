@@ -722,3 +722,16 @@ def test_the_readme_states_the_search_as_the_code_does() -> None:
     assert f"no input over {inputs.MAX_INPUT_BYTES >> 30} GiB" in text
     assert f"or {inputs.SPATIAL_DEFAULT}, else {inputs.DEFAULT_DIM}." in text
     assert "[-100, 100]" in text and inputs.INTEGER_RANGE == (-100, 100)
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True), st.floats(allow_nan=True))
+def test_a_val_range_is_finite_and_ordered_or_refused(low: float, high: float) -> None:
+    text = f"x:{low!r},{high!r}"
+    try:
+        name, (got_low, got_high) = parse_val_range(text)
+    except ValueError as error:
+        assert str(error).startswith(repr(text))
+        assert not (np.isfinite(low) and np.isfinite(high) and low <= high)
+    else:
+        assert name == "x" and (got_low, got_high) == (low, high)
+        assert np.isfinite(got_low) and np.isfinite(got_high) and got_low <= got_high

@@ -199,7 +199,9 @@ def _bind_dims(fed: list[ir.Value], dims: dict[str, int]) -> dict[DimKey, tuple[
         if not sep or input_name not in by_name:
             inputs = ", ".join(map(str, by_name))
             hint = f"write {key}:AXIS={size} to bind an axis of input '{key}'"
-            if key not in by_name:
+            if not by_name:
+                hint = "the model has no inputs to generate"
+            elif key not in by_name:
                 hint = f"an axis of an input ({inputs}) binds as INPUT:AXIS=VALUE"
             raise InputOptionError(
                 "--dim",
