@@ -735,3 +735,33 @@ def test_a_val_range_is_finite_and_ordered_or_refused(low: float, high: float) -
     else:
         assert name == "x" and (got_low, got_high) == (low, high)
         assert np.isfinite(got_low) and np.isfinite(got_high) and got_low <= got_high
+
+
+def test_unnamed_dims_that_must_agree_are_lengthened_together() -> None:
+    """a [1, ?] + b [1, ?] (unnamed dims: nothing says they are one) into a reflect Pad of 20:
+    lengthening one alone breaks the Add, so the search's 'every default dim past axis 0'
+    attempt is the one that runs."""
+    nodes = [
+        helper.make_node("Add", ["a", "b"], ["s"], name="mix"),
+        helper.make_node("Unsqueeze", ["s", "one"], ["s3"], name="channel"),
+        helper.make_node("Pad", ["s3", "pads"], ["padded"], name="reflect", mode="reflect"),
+        helper.make_node("Conv", ["padded", "w"], ["y"], name="conv"),
+    ]
+    model = make_model(
+        nodes,
+        [tensor_info("a", F, [1, None]), tensor_info("b", F, [1, None])],
+        [tensor_info("y", F, [1, 4, None])],
+        [
+            numpy_helper.from_array(np.array([1], np.int64), "one"),
+            numpy_helper.from_array(np.array([0, 0, 20, 0, 0, 20], np.int64), "pads"),
+            _weight("w", 4, 1, 3),
+        ],
+    )
+    sample = {n: RNG.standard_normal((1, 64)).astype(np.float32) for n in "ab"}
+    quantized = quantize_static(model, [sample])
+    report = quantgraph.validate(quantized, quantgraph.convert(quantized).proto)
+    assert report.agree
+    expected = "search attempt 4: every default dim past axis 0 = 64"
+    assert report.inputs["a"]["shape_from"] == report.inputs["b"]["shape_from"]
+    assert report.inputs["a"]["shape_from"] == ["model", expected]
+    assert report.inputs["a"]["shape"] == [1, 64]
