@@ -181,4 +181,5 @@ def test_convert_save_validate_from_files(tmp_path: Path) -> None:
     for path in MODELS:
         out = tmp_path / path.name
         save_model(quantgraph.convert(path).proto, out)
-        _assert_agree(quantgraph.validate(path, out, backend="python", dims=DIMS), "python")
+        dims = DIMS if "transformer" in path.name else None  # a dim the model lacks: error
+        _assert_agree(quantgraph.validate(path, out, backend="python", dims=dims), "python")

@@ -765,3 +765,37 @@ def test_unnamed_dims_that_must_agree_are_lengthened_together() -> None:
     assert report.inputs["a"]["shape_from"] == report.inputs["b"]["shape_from"]
     assert report.inputs["a"]["shape_from"] == ["model", expected]
     assert report.inputs["a"]["shape"] == [1, 64]
+
+
+@pytest.mark.parametrize(
+    ("elem", "low", "high"),
+    [
+        (F, -np.inf, np.inf),
+        (F, -2.0, 3.0),
+        (TensorProto.FLOAT16, -np.inf, np.inf),
+        (I64, -5, 9),
+        (TensorProto.UINT8, 0, 100),
+        (TensorProto.BOOL, 0, 1),
+    ],
+)
+def test_a_seed_draws_what_one_whole_array_draw_gives(
+    monkeypatch: pytest.MonkeyPatch, elem: int, low: float, high: float
+) -> None:
+    """Drawn in chunks (here of 7 elements) to the same values as one float64/int64 draw cast
+    to the input's type: a seed gives the inputs it always gave."""
+    from quantgraph.validation import inputs
+
+    monkeypatch.setattr(inputs, "DRAW_CHUNK", 7)
+    dtype = inputs.ir.DataType(elem)
+    spec = inputs.InputSpec("x", dtype, (5, 6), low, high, "test")
+    got = spec.draw(np.random.default_rng(3))
+    rng = np.random.default_rng(3)
+    if np.isinf(low):
+        whole = rng.standard_normal((5, 6))
+    elif elem == F:
+        whole = rng.uniform(low, high, (5, 6))
+    else:
+        whole = rng.integers(int(low), int(high), (5, 6), endpoint=True)
+    want = whole.astype(dtype.numpy())
+    assert got.dtype == want.dtype and got.shape == (5, 6)
+    np.testing.assert_array_equal(got, want)

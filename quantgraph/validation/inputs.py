@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +31,7 @@ SPATIAL_DEFAULT = 224
 DEFAULT_DIM = 1
 INTEGER_RANGE = (-100, 100)
 MAX_INPUT_BYTES = 1 << 30
+DRAW_CHUNK = 1 << 22  # elements drawn at a time (32 MiB of float64)
 IMAGE_SIZE_KEYS = ("imgsz", "img_size", "image_size", "input_size")
 FROM_MODEL = "model"
 FROM_DEFAULT = f"default {DEFAULT_DIM}"
@@ -85,28 +86,30 @@ class InputSpec:
         }
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
-        """Values in the input's own type (no float64 copy of a large input)."""
+        """Values drawn in float64/int64 chunks and stored in the input's own type: the stream
+        of one whole-array draw (the same inputs for a seed as ever), without a float64 copy of
+        a large input."""
         np_type = self.dtype.numpy()
-        if np_type.kind == "b":
-            return rng.integers(0, 2, self.shape, dtype=np.bool_)
-        if np_type.kind in "iu":
-            return rng.integers(
-                int(self.low), int(self.high), self.shape, dtype=np_type, endpoint=True
+        low, high = self.low, self.high
+        if np_type.kind in "biu":
+            return self._chunks(
+                np_type, lambda n: rng.integers(int(low), int(high), n, endpoint=True)
             )
         if np_type.kind == "f":
-            wide = np_type if np_type in (np.float32, np.float64) else np.dtype(np.float32)
-            if not (np.isfinite(self.low) and np.isfinite(self.high)):
-                return rng.standard_normal(self.shape, dtype=wide).astype(np_type, copy=False)
-            share = rng.random(self.shape, dtype=wide)
-            lowest, highest = wide.type(self.low), wide.type(self.high)
-            with np.errstate(over="ignore"):  # a convex mix: at most one rounding over HIGH
-                mixed = share * highest + (wide.type(1) - share) * lowest
-            drawn: np.ndarray = np.clip(mixed, lowest, highest).astype(np_type, copy=False)
-            return drawn
+            if not (np.isfinite(low) and np.isfinite(high)):
+                return self._chunks(np_type, rng.standard_normal)
+            return self._chunks(np_type, lambda n: rng.uniform(low, high, n))
         raise ModelError(
             f"input '{self.name}': cannot generate values of type {self.dtype.name}; "
             "pass inputs with --inputs"
         )
+
+    def _chunks(self, np_type: np.dtype, make: Callable[[int], np.ndarray]) -> np.ndarray:
+        out = np.empty(math.prod(self.shape), np_type)
+        for start in range(0, out.size, DRAW_CHUNK):
+            stop = min(start + DRAW_CHUNK, out.size)
+            out[start:stop] = make(stop - start)
+        return out.reshape(self.shape)
 
 
 def fed_inputs(model: ir.Model) -> list[ir.Value]:
