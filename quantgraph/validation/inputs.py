@@ -45,8 +45,8 @@ DimKey = tuple[str, int | None]
 @dataclass(frozen=True)
 class Attempt:
     """A variation of the first plan, tried when the original refuses it (see :mod:`.search`):
-    another size for the image-default dims, longer sizes for some default dims, or another
-    range for the integers drawn from the default range."""
+    another size for the image-default dims, longer sizes for some default dims, or a narrower
+    range for the integers no ``--val-range`` sets."""
 
     number: int = 0
     label: str = "first plan"
@@ -262,11 +262,6 @@ def _spatial_positions(value: ir.Value) -> tuple[int, ...]:
     if isinstance(shape[3], int) and shape[3] in (1, 3, 4):
         return (1, 2)  # NHWC
     return ()
-
-
-def is_open(dim: object) -> bool:
-    """A dim the model leaves open: symbolic, unnamed, or a negative number (-1)."""
-    return not isinstance(dim, int) or dim < 0
 
 
 def _shape(
