@@ -70,17 +70,10 @@ def _errors_are_one_line(function: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _val_ranges(values: tuple[str, ...]) -> dict[str, tuple[float, float]]:
-    from .validation import parse_val_range
-
-    ranges = {}
-    for item in values:
-        try:
-            name, bounds = parse_val_range(item)
-        except ValueError as error:
-            raise click.BadParameter(str(error), param_hint="--val-range") from None
-        ranges[name] = bounds
-    return ranges
+def _val_ranges(
+    values: tuple[tuple[str, tuple[float, float]], ...],
+) -> dict[str, tuple[float, float]]:
+    return dict(values)  # parsed and checked by ValRangeType; the model checks the rest
 
 
 def _quiet_onnxruntime() -> None:
@@ -91,16 +84,8 @@ def _quiet_onnxruntime() -> None:
     onnxruntime.set_default_logger_severity(4)
 
 
-def _dims(values: tuple[str, ...]) -> dict[str, int]:
-    dims: dict[str, int] = {}
-    for item in values:
-        name, sep, number = item.partition("=")
-        if not sep or not number.lstrip("-").isdigit() or int(number) < 0:
-            raise click.BadParameter(
-                f"{item!r}: expected NAME=VALUE with VALUE >= 0", param_hint="--dim"
-            )
-        dims[name] = int(number)
-    return dims
+def _dims(values: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    return dict(values)  # parsed and checked by DimType; the model checks the rest
 
 
 def _print_json(payload: object) -> None:
@@ -181,8 +166,8 @@ def convert(
     keep_contrib: bool,
     dry_run: bool,
     force: bool,
-    dims: tuple[str, ...],
-    val_ranges: tuple[str, ...],
+    dims: tuple[tuple[str, int], ...],
+    val_ranges: tuple[tuple[str, tuple[float, float]], ...],
     seed: int,
     iterations: int,
     as_json: bool,
@@ -208,6 +193,10 @@ def convert(
         result = run_convert(model_in, static=static, contrib=not keep_contrib, progress=progress)
     payload: dict[str, Any] = result.report.to_dict()
     validation = None
+    if validate_result and not dry_run:  # the model's word on --dim/--val-range, before writing
+        from .validation import check_input_options
+
+        check_input_options(result.original(), dims=bound, val_ranges=ranges)
     if not dry_run:
         assert model_out is not None
         result.save(model_out, external_data=external_data)
@@ -322,8 +311,8 @@ def validate(
     arithmetic: str | None,
     seed: int,
     iterations: int,
-    dims: tuple[str, ...],
-    val_ranges: tuple[str, ...],
+    dims: tuple[tuple[str, int], ...],
+    val_ranges: tuple[tuple[str, tuple[float, float]], ...],
     intermediate: bool,
     optimized: bool,
     atol: float,
@@ -395,8 +384,8 @@ def run(
     backend: str | None,
     arithmetic: str | None,
     seed: int,
-    dims: tuple[str, ...],
-    val_ranges: tuple[str, ...],
+    dims: tuple[tuple[str, int], ...],
+    val_ranges: tuple[tuple[str, tuple[float, float]], ...],
     as_json: bool,
 ) -> None:
     """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""

@@ -62,12 +62,20 @@ def _wrapped(text: str, indent: str = "  ") -> None:
 
 
 def print_validation(report: Any) -> None:
+    from .validation.inputs import describe_shape
+
     click.echo(f"comparison: {report.comparison}")
     if report.comparison_note:
         _wrapped(f"why: {report.comparison_note}")
     samples = "1 sample" if report.samples == 1 else f"{report.samples} samples"
     seed = "" if report.seed is None else f" (seed {report.seed})"
     click.echo(f"inputs: {samples}{seed}")
+    search = getattr(report, "input_search", None)
+    if search is not None:
+        click.echo(
+            f"  the original refused the first plan ({search.first_error}); "
+            f"search attempt {search.attempt} runs: {search.plan}"
+        )
     for name, spec in report.inputs.items():
         shape = "x".join(map(str, spec["shape"])) or "scalar"
         source = spec.get("why") or spec.get("from", "")
@@ -76,6 +84,9 @@ def print_validation(report: Any) -> None:
             low, high = spec["range"]
             span = f" in [{low:g}, {high:g}]"
         click.echo(f"  {name}: {spec['dtype']}[{shape}]{span} ({source})")
+        dims = describe_shape(spec["shape"], spec.get("shape_from", []))
+        if dims:
+            click.echo(f"    sizes: {dims}")
     if not report.exact_expected:
         atol, rtol = report.tolerance
         click.echo(f"tolerance: atol={atol:g} rtol={rtol:g}")

@@ -273,7 +273,13 @@ def test_validate_with_dim(runner: CliRunner, work: Path) -> None:
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["inputs"] == {
-        "input": {"dtype": "float32", "shape": [3, 8, 32], "range": None, "why": "standard normal"}
+        "input": {
+            "dtype": "float32",
+            "shape": [3, 8, 32],
+            "range": None,
+            "why": "standard normal",
+            "shape_from": ["--dim batch=3", "model", "model"],
+        }
     }
     assert payload["agree"] is True
 

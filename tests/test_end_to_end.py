@@ -82,9 +82,10 @@ def test_converted_model_agrees_with_original(model_path: Path, static: bool, ba
     digest = _sha256(model_path)
     result = quantgraph.convert(model_path, static=static)
     assert _sha256(model_path) == digest, "convert changed its input file"
+    dims = DIMS if "transformer" in model_path.name else None  # a dim the model lacks: error
     for seed in (0, 1):
         report = quantgraph.validate(
-            model_path, result.proto, backend=backend, seed=seed, dims=DIMS
+            model_path, result.proto, backend=backend, seed=seed, dims=dims
         )
         _assert_agree(report, backend)
         if "transformer" in model_path.name:
@@ -180,4 +181,5 @@ def test_convert_save_validate_from_files(tmp_path: Path) -> None:
     for path in MODELS:
         out = tmp_path / path.name
         save_model(quantgraph.convert(path).proto, out)
-        _assert_agree(quantgraph.validate(path, out, backend="python", dims=DIMS), "python")
+        dims = DIMS if "transformer" in path.name else None  # a dim the model lacks: error
+        _assert_agree(quantgraph.validate(path, out, backend="python", dims=dims), "python")

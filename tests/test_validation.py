@@ -269,6 +269,7 @@ def test_cli_flags_for_dims_ranges_and_iterations(runner: CliRunner, tmp_path: P
         "shape": [1, 3],
         "range": [2.0, 5.0],
         "why": "--val-range",
+        "shape_from": ["default 1", "--dim seq=3"],
     }
     text = runner.invoke(main, ["validate", str(model), str(out), "--dim", "seq=3"]).stdout
     assert "ids: int64[1x3] in [0, 14] (indices of 'embed' (Gather)" in text

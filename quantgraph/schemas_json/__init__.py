@@ -80,8 +80,10 @@ DEFS: dict[str, Schema] = {
                 "oneOf": [{"type": "null"}, {"type": "array", "items": FLOAT, "minItems": 2}]
             },
             "why": STRING,
+            "shape_from": _array(STRING),  # per axis: where its size came from
         }
     ),
+    "input_search": _object({"first_error": STRING, "attempt": INT, "plan": STRING}),
     "given_input": _object({"dtype": STRING, "shape": SHAPE, "from": {"const": "--inputs"}}),
     "optimized": _object(
         {
@@ -139,6 +141,7 @@ DEFS: dict[str, Schema] = {
             "outputs": _array({"$ref": "#/$defs/tensor_comparison"}),
             "optimized": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/optimized"}]},
             "intermediate": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/intermediate"}]},
+            "input_search": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/input_search"}]},
         }
     ),
     "node_support": _object(

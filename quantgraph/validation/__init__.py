@@ -1,20 +1,25 @@
 """Validation: run the original and the rewritten model on inputs that make sense for them and
 say how far they agree, output by output (and tensor by tensor)."""
 
-from .inputs import InputSpec, parse_val_range, plan_inputs
-from .report import EXACT, OPTIMIZED, Divergence, IntermediateReport, ValidationReport
+from .inputs import InputSpec, check_input_options, plan_inputs
+from .options import InputOptionError, parse_dim, parse_val_range
+from .report import EXACT, OPTIMIZED, Divergence, InputSearch, IntermediateReport, ValidationReport
 from .run import input_samples, load_inputs, make_inputs, validate
 
 __all__ = [
     "EXACT",
     "OPTIMIZED",
     "Divergence",
+    "InputOptionError",
+    "InputSearch",
     "InputSpec",
     "IntermediateReport",
     "ValidationReport",
+    "check_input_options",
     "input_samples",
     "load_inputs",
     "make_inputs",
+    "parse_dim",
     "parse_val_range",
     "plan_inputs",
     "validate",

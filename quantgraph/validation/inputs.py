@@ -1,44 +1,71 @@
-"""Inputs that make sense for a model: shapes for its symbolic dims, values its consumers take.
+"""Inputs that make sense for a model: a size for every dim it leaves open, values its
+consumers take, and for each of them where it came from.
 
-What the graph says decides, in this order: ``--val-range`` for a value range and ``--dim`` for
-a symbolic dim; a dim the model's metadata pins (a ``metadata_props`` key equal to the dim's
-name with an integer value); the spatial dims of an image-like input (rank 4 with 1, 3 or 4
-channels: NCHW or NHWC) default to 224 (:data:`SPATIAL_SIZES` are tried in turn when the
-original refuses one); any other symbolic dim is 1.
-
-Integer inputs are traced through Cast, Identity, Unsqueeze, Squeeze, Reshape, Flatten and Add
-or Sub of a constant to what consumes them: indices of Gather, GatherElements or GatherND are
-drawn inside the indexed dimension (less the constant added on the way); the sequence_lens of
-an RNN, GRU or LSTM between 1 and the sequence length; counts and sizes (TopK's k, OneHot's
-depth, Tile's repeats, ConstantOfShape's shape, Range's limit) between 1 and 8. Other integers
-lie in [-100, 100] (clipped to the type); booleans are booleans; floats are standard normal.
+A dim the model fixes keeps its size. Any other dim (symbolic, unnamed, or -1) takes, in this
+order: ``--dim INPUT:AXIS=V``, ``--dim NAME=V`` (a symbolic name: every input using it), a
+``metadata_props`` entry named like the dim holding an integer, for the spatial dims of an
+image-like input (rank 4, float, 1, 3 or 4 channels: NCHW or NHWC) an image size in the
+metadata (``imgsz``, ``img_size``, ``image_size`` or ``input_size``: ``320``, ``[320, 320]``) or
+else 224, and otherwise 1. Values: ``--val-range`` if given; else the bounds the graph puts on
+them (:mod:`.bounds`: indices inside what they index, sequence lengths inside the sequence, counts
+in [1, 8], followed through ops that pass values on); else [-100, 100] for integers (clipped to
+the type), booleans, standard normal floats. When the original refuses these, :mod:`.search`
+varies the defaults. No input over :data:`MAX_INPUT_BYTES` is generated.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import onnx_ir as ir
 
-from .._ir import constant_array
 from ..errors import ModelError
+from .bounds import Sizes, value_bounds
+from .options import InputOptionError, check_val_range, type_range
 
 SPATIAL_DEFAULT = 224
-SPATIAL_SIZES = (224, 256, 320, 384, 416, 512, 640, 128, 96, 64, 32)
 DEFAULT_DIM = 1
 INTEGER_RANGE = (-100, 100)
-COUNT_RANGE = (1, 8)
-_PASS_THROUGH = {"Cast", "Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten"}
-_COUNTS = {"TopK": 1, "OneHot": 1, "Tile": 1, "ConstantOfShape": 0, "Range": 1}
-_RNNS = {"RNN", "GRU", "LSTM"}
+MAX_INPUT_BYTES = 1 << 30
+DRAW_CHUNK = 1 << 22  # elements drawn at a time (32 MiB of float64)
+IMAGE_SIZE_KEYS = ("imgsz", "img_size", "image_size", "input_size")
+FROM_MODEL = "model"
+FROM_DEFAULT = f"default {DEFAULT_DIM}"
+FROM_IMAGE_DEFAULT = f"image default {SPATIAL_DEFAULT}"
+RANGE_DEFAULT = "default"
+
+# A dim for --dim and the search: a symbolic name (name, None) or one axis of an input.
+DimKey = tuple[str, int | None]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A variation of the first plan, tried when the original refuses it (see :mod:`.search`):
+    another size for the image-default dims, longer sizes for some default dims, or a narrower
+    range for the integers no ``--val-range`` sets."""
+
+    number: int = 0
+    label: str = "first plan"
+    spatial: int | None = None
+    lengths: tuple[tuple[DimKey, int], ...] = ()
+    integers: tuple[int, int] | None = None
+
+    @property
+    def source(self) -> str:
+        return f"search attempt {self.number}: {self.label}"
+
+
+FIRST = Attempt()
 
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One generated input: its type, shape, value range and why that range."""
+    """One generated input: its type, shape, value range, why that range, and where each dim's
+    size came from."""
 
     name: str
     dtype: ir.DataType
@@ -46,6 +73,7 @@ class InputSpec:
     low: float
     high: float
     why: str
+    shape_from: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         bounded = np.isfinite(self.low) and np.isfinite(self.high)
@@ -54,38 +82,47 @@ class InputSpec:
             "shape": list(self.shape),
             "range": [self.low, self.high] if bounded else None,
             "why": self.why,
+            "shape_from": list(self.shape_from),
         }
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """Values drawn in float64/int64 chunks and stored in the input's own type: the stream
+        of one whole-array draw (the same inputs for a seed as ever), without a float64 copy of
+        a large input."""
         np_type = self.dtype.numpy()
-        if np_type.kind == "b":
-            return rng.integers(0, 2, self.shape).astype(bool)
-        if np_type.kind in "iu":
-            info = np.iinfo(np_type)
-            low, high = max(int(self.low), int(info.min)), min(int(self.high), int(info.max))
-            return rng.integers(low, high, self.shape, endpoint=True).astype(np_type)
+        low, high = self.low, self.high
+        if np_type.kind in "biu":
+            return self._chunks(
+                np_type, lambda n: rng.integers(int(low), int(high), n, endpoint=True)
+            )
         if np_type.kind == "f":
-            if not (np.isfinite(self.low) and np.isfinite(self.high)):
-                return rng.standard_normal(self.shape).astype(np_type)
-            return rng.uniform(self.low, self.high, self.shape).astype(np_type)
+            if not (np.isfinite(low) and np.isfinite(high)):
+                return self._chunks(np_type, rng.standard_normal)
+            return self._chunks(np_type, lambda n: rng.uniform(low, high, n))
         raise ModelError(
             f"input '{self.name}': cannot generate values of type {self.dtype.name}; "
             "pass inputs with --inputs"
         )
 
+    def _chunks(self, np_type: np.dtype, make: Callable[[int], np.ndarray]) -> np.ndarray:
+        out = np.empty(math.prod(self.shape), np_type)
+        for start in range(0, out.size, DRAW_CHUNK):
+            stop = min(start + DRAW_CHUNK, out.size)
+            out[start:stop] = make(stop - start)
+        return out.reshape(self.shape)
 
-def parse_val_range(text: str) -> tuple[str, tuple[float, float]]:
-    """``NAME:LOW,HIGH`` -> (NAME, (LOW, HIGH)); ValueError with what is wrong."""
-    match = re.fullmatch(r"(.+):([^,]+),([^,]+)", text)
-    if match is None:
-        raise ValueError(f"{text!r}: expected NAME:LOW,HIGH")
-    try:
-        low, high = float(match.group(2)), float(match.group(3))
-    except ValueError:
-        raise ValueError(f"{text!r}: LOW and HIGH must be numbers") from None
-    if not low <= high:
-        raise ValueError(f"{text!r}: LOW must not exceed HIGH")
-    return match.group(1), (low, high)
+
+def fed_inputs(model: ir.Model) -> list[ir.Value]:
+    return [v for v in model.graph.inputs if not v.is_initializer() and v.name]
+
+
+def dim_key(value: ir.Value, axis: int) -> DimKey:
+    """The key the search varies a dim by: its symbolic name, else the input and axis."""
+    assert value.shape is not None and value.name is not None
+    dim = value.shape[axis]
+    if not isinstance(dim, int) and dim.value:
+        return (str(dim.value), None)
+    return (value.name, axis)
 
 
 def plan_inputs(
@@ -93,51 +130,125 @@ def plan_inputs(
     *,
     dims: Mapping[str, int] | None = None,
     val_ranges: Mapping[str, tuple[float, float]] | None = None,
-    spatial: int = SPATIAL_DEFAULT,
+    attempt: Attempt = FIRST,
 ) -> list[InputSpec]:
-    """What to generate for each fed input of ``model`` (see the module doc)."""
-    dims = dict(dims or {})
+    """What to generate for each fed input of ``model`` (see the module doc). ``dims`` keys are
+    symbolic names or ``INPUT:AXIS``; a key or range the model cannot take raises
+    :class:`InputOptionError`."""
     ranges = dict(val_ranges or {})
-    graph = model.graph
-    fed = [v for v in graph.inputs if not v.is_initializer() and v.name]
-    unknown = sorted(set(ranges) - {v.name for v in fed})
+    fed = fed_inputs(model)
+    by_name = {v.name: v for v in fed}
+    unknown = sorted(set(ranges) - set(by_name))
     if unknown:
-        raise ModelError(f"--val-range names no input of the model: {', '.join(unknown)}")
-    pinned = _metadata_dims(model)
-    plans = []
-    _inferred.clear()  # graphs of an earlier call may be gone, and their ids reused
+        raise InputOptionError(
+            "--val-range",
+            f"names no input of the model: {', '.join(unknown)} "
+            f"(its inputs: {', '.join(map(str, by_name)) or 'none'})",
+        )
     for value in fed:
-        assert value.name is not None
         if value.dtype is None or value.shape is None:
             raise ModelError(
                 f"input '{value.name}' has no tensor type and shape to generate from; "
                 "pass inputs with --inputs"
             )
-        shape = _shape(value, dims, pinned, spatial)
+    bound = _bind_dims(fed, dict(dims or {}))
+    pinned, image = _metadata(model)
+    shapes: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {}
+    for value in fed:
+        assert value.name is not None
+        shapes[value.name] = _shape(value, bound, pinned, image, attempt)
+        _check_size(value, *shapes[value.name])
+    sizes = Sizes(model, {name: shape for name, (shape, _) in shapes.items()})
+    plans = []
+    for value in fed:
+        assert value.name is not None and value.dtype is not None
+        shape, shape_from = shapes[value.name]
         if value.name in ranges:
-            low, high = ranges[value.name]
-            plans.append(InputSpec(value.name, value.dtype, shape, low, high, "--val-range"))
+            low, high = check_val_range(value.name, value.dtype, *ranges[value.name])
+            why = "--val-range"
         else:
-            plans.append(_by_use(value, shape, dims, pinned, spatial))
-    _inferred.clear()
+            low, high, why = _by_use(value, sizes, attempt)
+        plans.append(InputSpec(value.name, value.dtype, shape, low, high, why, shape_from))
     return plans
 
 
-def has_spatial_dims(model: ir.Model) -> bool:
-    """Whether some input has symbolic spatial dims that default to SPATIAL_DEFAULT."""
-    for value in model.graph.inputs:
-        positions = _spatial_positions(value)
-        if value.shape is not None and any(not isinstance(value.shape[p], int) for p in positions):
-            return True
-    return False
+def check_input_options(
+    model: ir.Model,
+    *,
+    dims: Mapping[str, int] | None = None,
+    val_ranges: Mapping[str, tuple[float, float]] | None = None,
+) -> None:
+    """Raise :class:`InputOptionError` if ``model`` cannot take these ``--dim``/``--val-range``
+    values; any other trouble with its inputs is validation's to report."""
+    try:
+        plan_inputs(model, dims=dims, val_ranges=val_ranges)
+    except InputOptionError:
+        raise
+    except ModelError:
+        pass
 
 
-def _metadata_dims(model: ir.Model) -> dict[str, int]:
-    pinned = {}
+def _bind_dims(fed: list[ir.Value], dims: dict[str, int]) -> dict[DimKey, tuple[int, str]]:
+    """``--dim`` keys resolved against the model: (name, None) or (input, axis) -> size, source."""
+    names = {str(d.value) for v in fed for d in v.shape or () if not isinstance(d, int) and d.value}
+    by_name = {v.name: v for v in fed}
+    bound: dict[DimKey, tuple[int, str]] = {}
+    for key, size in dims.items():
+        source = f"--dim {key}={size}"
+        if key in names:
+            bound[(key, None)] = (size, source)
+            continue
+        input_name, sep, axis_text = key.rpartition(":")
+        if not sep or input_name not in by_name:
+            inputs = ", ".join(map(str, by_name))
+            hint = f"write {key}:AXIS={size} to bind an axis of input '{key}'"
+            if not by_name:
+                hint = "the model has no inputs to generate"
+            elif key not in by_name:
+                hint = f"an axis of an input ({inputs}) binds as INPUT:AXIS=VALUE"
+            raise InputOptionError(
+                "--dim",
+                f"'{key}={size}': no input dim of the model is named '{key}' (named dims: "
+                f"{', '.join(sorted(names)) or 'none'}); {hint}",
+            )
+        value = by_name[input_name]
+        shape = value.shape
+        assert shape is not None
+        rank = len(shape)
+        if not re.fullmatch(r"[+-]?\d+", axis_text) or not -rank <= int(axis_text) < rank:
+            raise InputOptionError(
+                "--dim",
+                f"'{key}={size}': input '{input_name}' has {rank} axes: AXIS must be an "
+                f"integer in [{-rank}, {rank - 1}]",
+            )
+        axis = int(axis_text) % rank
+        fixed = shape[axis]
+        if isinstance(fixed, int) and fixed >= 0 and fixed != size:
+            raise InputOptionError(
+                "--dim",
+                f"'{key}={size}': axis {axis} of input '{input_name}' is {fixed} in the model",
+            )
+        bound[(input_name, axis)] = (size, source)
+    return bound
+
+
+def _metadata(model: ir.Model) -> tuple[dict[str, int], tuple[str, tuple[int, int]] | None]:
+    """Dims the metadata pins by name, and an image size (key, (height, width)) if it has one."""
+    pinned: dict[str, int] = {}
+    image = None
     for key, text in model.metadata_props.items():
-        if text.strip().lstrip("-").isdigit() and int(text) > 0:
+        text = text.strip()
+        if re.fullmatch(r"\d+", text) and int(text) > 0:
             pinned[key] = int(text)
-    return pinned
+        if key.lower() in IMAGE_SIZE_KEYS and image is None:
+            # "320", "[320, 320]", "(480, 640)", "320,320": height then width
+            match = re.fullmatch(r"[\[(]?\s*(\d+)\s*(?:,\s*(\d+)\s*)?[\])]?", text)
+            if match and int(match.group(1)) > 0:
+                height = int(match.group(1))
+                width = int(match.group(2) or height)
+                if width > 0:
+                    image = (key, (height, width))
+    return pinned, image
 
 
 def _spatial_positions(value: ir.Value) -> tuple[int, ...]:
@@ -154,159 +265,116 @@ def _spatial_positions(value: ir.Value) -> tuple[int, ...]:
 
 
 def _shape(
-    value: ir.Value, dims: Mapping[str, int], pinned: Mapping[str, int], spatial: int
-) -> tuple[int, ...]:
-    assert value.shape is not None
-    spatial_at = _spatial_positions(value)
-    shape = []
-    for index, dim in enumerate(value.shape):
-        if isinstance(dim, int):
-            shape.append(dim)
-            continue
-        name = str(dim.value) if dim.value is not None else ""
-        if name in dims:
-            shape.append(int(dims[name]))
-        elif name in pinned:
-            shape.append(pinned[name])
-        elif index in spatial_at:
-            shape.append(spatial)
-        else:
-            shape.append(DEFAULT_DIM)
-    return tuple(shape)
-
-
-def _uses(value: ir.Value, offset: int = 0) -> Iterator[tuple[ir.Node, int, int]]:
-    """(consumer, input index, constant added on the way) past pass-through ops."""
-    for node, index in value.uses():
-        if node.op_type in _PASS_THROUGH and index == 0 and node.outputs:
-            yield from _uses(node.outputs[0], offset)
-        elif _is_shift(node, index):
-            step = int(np.asarray(constant_array(node.inputs[1])).reshape(-1)[0])
-            yield from _uses(node.outputs[0], offset + (step if node.op_type == "Add" else -step))
-        else:
-            yield node, index, offset
-
-
-def _is_shift(node: ir.Node, index: int) -> bool:
-    """``x + c`` or ``x - c`` for a scalar integer constant c (x the node's first input)."""
-    if node.op_type not in ("Add", "Sub") or index != 0 or len(node.inputs) != 2:
-        return False
-    other = constant_array(node.inputs[1])
-    return other is not None and other.size == 1 and other.dtype.kind in "iu"
-
-
-def _dim_of(value: ir.Value | None, axis: int, shape_of: Mapping[str, int]) -> int | None:
-    if value is None:
-        return None
-    if value.shape is None:
-        array = constant_array(value)
-        if array is not None:
-            return array.shape[axis] if -array.ndim <= axis < array.ndim else None
-        # A computed value (an RNN's X after a DequantizeLinear): as shape inference finds it.
-        dims = _inferred_shapes(value).get(value.name or "")
-        if dims is None or not -len(dims) <= axis < len(dims):
-            return None
-        found = dims[axis]
-        return found if isinstance(found, int) else shape_of.get(found) if found else None
-    if not -len(value.shape) <= axis < len(value.shape):
-        return None
-    dim = value.shape[axis]
-    if isinstance(dim, int):
-        return dim
-    return shape_of.get(str(dim.value)) if dim.value is not None else None
-
-
-_inferred: dict[int, dict[str, tuple[int | str | None, ...]]] = {}
-
-
-def _inferred_shapes(value: ir.Value) -> dict[str, tuple[int | str | None, ...]]:
-    """Shapes (symbolic dims by name) ONNX's shape inference finds for the values of the graph
-    ``value`` is in, on a serialized copy; inferred once per graph and plan_inputs call."""
-    graph = value.graph
-    if graph is None:
-        return {}
-    key = id(graph)  # plan_inputs clears the cache around each call
-    if key not in _inferred:
-        _inferred[key] = _infer(graph)
-    return _inferred[key]
-
-
-def _infer(graph: ir.Graph) -> dict[str, tuple[int | str | None, ...]]:
-    import onnx
-
-    model = ir.Model(graph, ir_version=10)
-    try:
-        found = onnx.shape_inference.infer_shapes(ir.to_proto(model)).graph
-    except Exception:  # a hint only
-        return {}
-    shapes: dict[str, tuple[int | str | None, ...]] = {}
-    for info in found.value_info:
-        if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
-            shapes[info.name] = tuple(
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                for d in info.type.tensor_type.shape.dim
-            )
-    return shapes
-
-
-def _by_use(
     value: ir.Value,
-    shape: tuple[int, ...],
-    dims: Mapping[str, int],
+    bound: Mapping[DimKey, tuple[int, str]],
     pinned: Mapping[str, int],
-    spatial: int,
-) -> InputSpec:
+    image: tuple[str, tuple[int, int]] | None,
+    attempt: Attempt,
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    assert value.shape is not None and value.name is not None
+    spatial_at = _spatial_positions(value)
+    lengths = dict(attempt.lengths)
+    shape: list[int] = []
+    sources: list[str] = []
+    for axis, dim in enumerate(value.shape):
+        name = str(dim.value) if not isinstance(dim, int) and dim.value else None
+        key = dim_key(value, axis)
+        if isinstance(dim, int) and dim >= 0:
+            size, source = dim, FROM_MODEL
+        elif (value.name, axis) in bound:
+            size, source = bound[(value.name, axis)]
+        elif name is not None and (name, None) in bound:
+            size, source = bound[(name, None)]
+        elif name is not None and name in pinned:
+            size, source = pinned[name], f"metadata '{name}'"
+        elif axis in spatial_at and image is not None:
+            size, source = image[1][spatial_at.index(axis)], f"metadata '{image[0]}'"
+        elif axis in spatial_at and attempt.spatial is not None:
+            size, source = attempt.spatial, attempt.source
+        elif axis in spatial_at:
+            size, source = SPATIAL_DEFAULT, FROM_IMAGE_DEFAULT
+        elif key in lengths:
+            size, source = lengths[key], attempt.source
+        else:
+            size, source = DEFAULT_DIM, FROM_DEFAULT
+        shape.append(size)
+        sources.append(source)
+    return tuple(shape), tuple(sources)
+
+
+def _check_size(value: ir.Value, shape: tuple[int, ...], sources: tuple[str, ...]) -> None:
+    """Refuse an input too large to generate before allocating it."""
+    assert value.dtype is not None
+    nbytes = math.prod(shape) * value.dtype.bitwidth // 8
+    if nbytes <= MAX_INPUT_BYTES:
+        return
+    text = (
+        f"input '{value.name}' would be {value.dtype.numpy().name}"
+        f"[{','.join(map(str, shape))}], {_bytes(nbytes)}: quantgraph generates at most "
+        f"{_bytes(MAX_INPUT_BYTES)} per input; bind smaller dims with --dim or pass --inputs"
+    )
+    if any(source.startswith("--dim") for source in sources):
+        raise InputOptionError("--dim", text)
+    raise ModelError(text)
+
+
+def _bytes(count: int) -> str:
+    size = float(count)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024 or unit == "PiB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.3g} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def _by_use(value: ir.Value, sizes: Sizes, attempt: Attempt) -> tuple[float, float, str]:
     assert value.dtype is not None and value.name is not None
-    np_type = value.dtype.numpy()
-    name, dtype = value.name, value.dtype
-    if np_type.kind == "b":
-        return InputSpec(name, dtype, shape, 0, 1, "boolean")
-    if np_type.kind not in "iu":
-        return InputSpec(name, dtype, shape, -np.inf, np.inf, "standard normal")
-    symbols = {**pinned, **dims}
-    bounds: list[tuple[int, int, str]] = []
-    for node, index, offset in _uses(value):
-        found = _bounds_for(node, index, symbols)
-        if found is not None:
-            low, high, why = found
-            bounds.append((low - offset, high - offset, why))
+    low: float
+    high: float
+    kind = value.dtype.numpy().kind
+    if kind == "b":
+        return 0, 1, "boolean"
+    if kind not in "iuf":
+        return -math.inf, math.inf, "standard normal"
+    bounds = value_bounds(value, sizes)
     if not bounds:
-        low, high = INTEGER_RANGE
-        return InputSpec(name, dtype, shape, low, high, "default")
-    low = max(b[0] for b in bounds)
-    high = min(b[1] for b in bounds)
+        if kind == "f":
+            return -math.inf, math.inf, "standard normal"
+        (low, high), why = INTEGER_RANGE, RANGE_DEFAULT
+    else:
+        low, high = max(b[0] for b in bounds), min(b[1] for b in bounds)
+        if low > high:
+            raise ModelError(f"input '{value.name}': its uses ask for no common range ({bounds})")
+        why = "; ".join(dict.fromkeys(b[2] for b in bounds))
+    type_low, type_high = type_range(value.dtype)
+    low, high = max(low, type_low), min(high, type_high)
     if low > high:
-        raise ModelError(f"input '{name}': its uses ask for no common range ({bounds})")
-    return InputSpec(name, dtype, shape, low, high, "; ".join(dict.fromkeys(b[2] for b in bounds)))
-
-
-def _bounds_for(
-    node: ir.Node, index: int, symbols: Mapping[str, int]
-) -> tuple[int, int, str] | None:
-    label = f"'{node.name}' ({node.op_type})" if node.name else node.op_type
-    op = node.op_type
-    if op in ("Gather", "GatherElements") and index == 1:
-        axis = node.attributes.get_int("axis", 0)
-        size = _dim_of(node.inputs[0], axis, symbols)
-        if size:
-            return 0, size - 1, f"indices of {label}, axis {axis} of size {size}"
-    if op == "GatherND" and index == 1:
-        data = node.inputs[0]
-        if data is not None and data.shape is not None:
-            sizes = [_dim_of(data, a, symbols) for a in range(len(data.shape))]
-            known = [s for s in sizes if s]
-            if known:
-                return 0, min(known) - 1, f"indices of {label}, dims {sizes}"
-    if op in _RNNS and index == 4:
-        length = _dim_of(node.inputs[0], 0, symbols)
-        if length:
-            return 1, length, f"sequence_lens of {label}, sequence length {length}"
-    if _COUNTS.get(op) == index:
-        low, high = COUNT_RANGE
-        return low, high, f"a count or size of {label}"
-    return None
+        raise ModelError(
+            f"input '{value.name}': its uses ask for [{low:g}, {high:g}], which its type "
+            f"{value.dtype.numpy().name} cannot hold; pass inputs with --inputs"
+        )
+    if attempt.integers is not None and kind in "iu":
+        narrow_low, narrow_high = max(low, attempt.integers[0]), min(high, attempt.integers[1])
+        if narrow_low <= narrow_high and (narrow_low, narrow_high) != (low, high):
+            why = f"{why}, narrowed by {attempt.source}"
+            low, high = narrow_low, narrow_high
+    return low, high, why
 
 
 def describe(feeds: Mapping[str, np.ndarray]) -> str:
     """``x: float32[1,3,224,224], ids: int64[1,16]`` for messages."""
     return ", ".join(f"{k}: {v.dtype}[{','.join(map(str, v.shape))}]" for k, v in feeds.items())
+
+
+def describe_shape(shape: list[int], shape_from: list[str]) -> str:
+    """Where the sizes the model leaves open came from: ``axis 0 = 1 (default 1), axes 2, 3 =
+    320 (metadata 'imgsz')``; empty when the model fixes every dim."""
+    groups: dict[tuple[int, str], list[int]] = {}
+    for axis, (size, source) in enumerate(zip(shape, shape_from, strict=False)):
+        if source != FROM_MODEL:
+            groups.setdefault((size, source), []).append(axis)
+    parts = []
+    for (size, source), axes in groups.items():
+        label = "axis" if len(axes) == 1 else "axes"
+        parts.append(f"{label} {', '.join(map(str, axes))} = {size} ({source})")
+    return ", ".join(parts)

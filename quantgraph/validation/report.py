@@ -65,6 +65,19 @@ class IntermediateReport:
         }
 
 
+@dataclass(frozen=True)
+class InputSearch:
+    """The original refused the first plan of generated inputs; search attempt ``attempt``
+    (see quantgraph.validation.search) is the plan it ran."""
+
+    first_error: str
+    attempt: int
+    plan: str
+
+    def to_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
 @dataclass
 class ValidationReport:
     comparison: str
@@ -79,6 +92,7 @@ class ValidationReport:
     arithmetic: str = "onnx"  # the rewritten side's (see quantgraph.backends)
     engine: str | None = None  # the oneDNN that ran the rewritten side (onednn backend)
     comparison_note: str = ""  # why the comparison is judged as it is
+    input_search: InputSearch | None = None  # set when the first plan of inputs was refused
 
     @property
     def exact_expected(self) -> bool:
@@ -107,6 +121,7 @@ class ValidationReport:
             "seed": self.seed,
             "samples": self.samples,
             "inputs": self.inputs,
+            "input_search": None if self.input_search is None else self.input_search.to_dict(),
             "outputs": [o.to_dict() for o in self.outputs],
             "optimized": {
                 "comparison": OPTIMIZED,

@@ -9,6 +9,7 @@ available as ``optimized=True``, judged by a tolerance and never mixed up with t
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from ..errors import ModelError
 from ..io import ModelLike, load_model, source_files
 from ..session import InferenceSession
 from . import feeds
-from .inputs import SPATIAL_DEFAULT, SPATIAL_SIZES, InputSpec, describe, has_spatial_dims
+from .inputs import FIRST, InputSpec, describe
 from .inputs import plan_inputs as plan
 from .intermediate import producers, with_all_outputs
 from .report import (
@@ -31,14 +32,16 @@ from .report import (
     ONEDNN_ARITHMETIC,
     ONEDNN_NOTE,
     Divergence,
+    InputSearch,
     IntermediateReport,
     ValidationReport,
 )
+from .search import attempts
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 HINT = (
-    "bind symbolic dims with --dim NAME=VALUE, value ranges with --val-range NAME:LOW,HIGH, "
-    "or pass inputs with --inputs"
+    "bind dims with --dim NAME=VALUE or --dim INPUT:AXIS=VALUE, value ranges with "
+    "--val-range NAME:LOW,HIGH, or pass inputs with --inputs"
 )
 
 # onnxruntime's type strings ("tensor(float8e4m3fn)") and the ONNX element types they name.
@@ -133,10 +136,20 @@ class _Original:
 _CPU = ["CPUExecutionProvider"]
 
 
+# "2 : INVALID_ARGUMENT : Non-zero status code returned while running Pad node. Name:'p' Status
+# Message: why" says no more than "Pad node 'p': why".
+_RUN_FAILURE = re.compile(
+    r"^\d+ : \w+ : Non-zero status code returned while running (\w+) node\. "
+    r"Name:'([^']*)' Status Message: "
+)
+
+
 def _ort_message(error: BaseException) -> str:
-    """onnxruntime's whole message on one line (its later lines say which dims differ)."""
+    """onnxruntime's whole message on one line (its later lines say which dims differ),
+    without its status prefix."""
     text = " ".join(str(error).split()) or type(error).__name__
-    return text.replace("[ONNXRuntimeError] : ", "")
+    text = text.replace("[ONNXRuntimeError] : ", "")
+    return _RUN_FAILURE.sub(lambda m: f"{m.group(1)} node '{m.group(2)}': ", text)
 
 
 def _run(
@@ -164,7 +177,9 @@ def validate(
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
     Inputs: ``inputs`` (a mapping, an .npz, several, or a directory of them), else
-    ``iterations`` seeded samples generated from what the graph says (:mod:`.inputs`).
+    ``iterations`` seeded samples generated from what the graph says (:mod:`.inputs`; ``dims``
+    keys are symbolic names or ``"INPUT:AXIS"``), searching other plans when the original
+    refuses the first (:mod:`.search`; the report's ``input_search``).
     ``optimized`` also compares the original at ORT_ENABLE_ALL, judged by ``atol``/``rtol``
     (the exact verdict is untouched). ``intermediate`` compares every tensor both models
     compute under one name and reports the first node where they part.
@@ -189,9 +204,10 @@ def validate(
             for k, v in samples[0].items()
         }
         used_seed: int | None = None
+        search: InputSearch | None = None
         expected = [_run_original(session, wanted, s, source.label, f) for f, s in given]
     else:
-        specs, first = _runnable_specs(source, session, wanted, dims, val_ranges, seed)
+        specs, first, search = _runnable_specs(source, session, wanted, dims, val_ranges, seed)
         samples = [draw(specs, seed + i) for i in range(iterations)]
         later = [_run_original(session, wanted, s, source.label, None) for s in samples[1:]]
         expected = [first, *later]
@@ -235,6 +251,7 @@ def validate(
         seed=used_seed,
         samples=len(samples),
         tolerance=(atol, rtol),
+        input_search=search,
     )
     if optimized:
         fused = source.session(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
@@ -260,24 +277,40 @@ def _runnable_specs(
     dims: Mapping[str, int] | None,
     val_ranges: Mapping[str, tuple[float, float]] | None,
     seed: int,
-) -> tuple[list[InputSpec], list[np.ndarray]]:
-    """Input specs the original runs on, and its outputs for the first sample: image-like
-    inputs try SPATIAL_SIZES in turn when the default size is refused."""
-    sizes = SPATIAL_SIZES if has_spatial_dims(source.ir) else (SPATIAL_DEFAULT,)
-    first_error: tuple[dict[str, np.ndarray], BaseException] | None = None
-    for size in sizes:
-        specs = plan(source.ir, dims=dims, val_ranges=val_ranges, spatial=size)
-        feeds = draw(specs, seed)
+) -> tuple[list[InputSpec], list[np.ndarray], InputSearch | None]:
+    """Input specs the original runs on, its outputs for the first sample, and the search that
+    found them (None when the first plan ran): see :mod:`.search`."""
+    specs = plan(source.ir, dims=dims, val_ranges=val_ranges, attempt=FIRST)
+    feeds = draw(specs, seed)
+    try:
+        return specs, _run(session, names, feeds), None
+    except Exception as error:
+        first_feeds, first_error = feeds, _ort_message(error)
+    tried: list[str] = []
+    for attempt in attempts(source.ir, specs):
         try:
-            return specs, _run(session, names, feeds)
-        except Exception as error:
-            first_error = first_error or (feeds, error)
-    assert first_error is not None
-    tried = "" if len(sizes) == 1 else f" (and spatial sizes {', '.join(map(str, sizes[1:]))})"
+            varied = plan(source.ir, dims=dims, val_ranges=val_ranges, attempt=attempt)
+        except ModelError:  # e.g. inputs too large at this size: try the next
+            continue
+        if _same_draw(varied, specs):  # nothing this attempt varies applies here
+            continue
+        feeds = draw(varied, seed)
+        try:
+            outputs = _run(session, names, feeds)
+        except Exception:
+            tried.append(attempt.label)
+            continue
+        return varied, outputs, InputSearch(first_error, attempt.number, attempt.label)
+    shown = "; ".join(tried[:4]) + ("; ..." if len(tried) > 4 else "")
+    others = f"; {len(tried)} other plans failed too ({shown})" if tried else ""
     raise ModelError(
         f"{source.label}: the original model fails on the generated inputs "
-        f"({describe(first_error[0])}{tried}): {_ort_message(first_error[1])}; {HINT}"
+        f"({describe(first_feeds)}): {first_error}{others}; {HINT}"
     )
+
+
+def _same_draw(one: list[InputSpec], other: list[InputSpec]) -> bool:
+    return [(s.shape, s.low, s.high) for s in one] == [(s.shape, s.low, s.high) for s in other]
 
 
 def _run_original(
