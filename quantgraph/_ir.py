@@ -193,27 +193,57 @@ class ConstantFactory:
         suffix: str,
         dtype: ir.DataType | None = None,
     ) -> ir.Value:
-        """``Reshape(value, shape)`` inserted before ``before``: for run-time scales/zps."""
+        """``Reshape(value, shape)`` inserted before ``before``: for run-time scales/zps.
+
+        onnxruntime has no 4-bit Reshape (nor Unsqueeze, Identity...), only Cast: a 4-bit value
+        is reshaped as 8-bit and cast back, exact both ways."""
         target = self.constant(
             f"quantgraph_shape_{'x'.join(map(str, shape)) or 'scalar'}",
             np.array(shape, np.int64),
             before,
         )
+        known = value.type or (ir.TensorType(dtype) if dtype is not None else None)
+        narrow = known.dtype if known is not None else None
+        wide = _WIDE_FOR_4_BIT.get(narrow) if narrow is not None else None
+        source = value
+        if wide is not None:
+            source = self._cast(value, wide, before, f"{value.name}_{wide.short_name()}")
         reshape = ir.Node(
             "",
             "Reshape",
-            [value, target],
+            [source, target],
             name=self.unique_name(f"{before.name or value.name}_to_{suffix}"),
             num_outputs=1,
         )
         out = reshape.outputs[0]
-        out.name = self.unique_name(f"{value.name}_{suffix}")
-        known = value.type or (ir.TensorType(dtype) if dtype is not None else None)
+        out.name = self.unique_name(f"{value.name}_{suffix}{'_wide' if wide else ''}")
         if known is not None:  # a shape without a type cannot be serialized
-            out.type = known
+            out.type = ir.TensorType(wide) if wide is not None else known
             out.shape = ir.Shape(shape)
         self.graph.insert_before(before, reshape)
+        if wide is not None and narrow is not None:
+            out = self._cast(out, narrow, before, f"{value.name}_{suffix}")
+            out.shape = ir.Shape(shape)
         return out
+
+    def _cast(self, value: ir.Value, to: ir.DataType, before: ir.Node, name: str) -> ir.Value:
+        cast = ir.Node(
+            "",
+            "Cast",
+            [value],
+            [ir.AttrInt64("to", int(to))],
+            name=self.unique_name(f"{name}_cast"),
+            num_outputs=1,
+        )
+        out = cast.outputs[0]
+        out.name = self.unique_name(name)
+        out.type = ir.TensorType(to)
+        out.shape = value.shape
+        self.graph.insert_before(before, cast)
+        return out
+
+
+_WIDE_FOR_4_BIT = {ir.DataType.INT4: ir.DataType.INT8, ir.DataType.UINT4: ir.DataType.UINT8}
 
 
 def used_names(model: ir.Model) -> set[str]:
