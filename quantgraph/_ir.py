@@ -4,11 +4,15 @@ and types, making new constants and names. Knows the spec's op names, nothing of
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx_ir as ir
 
 from .spec import DOMAIN, OPS, OpSpec
+
+if TYPE_CHECKING:
+    import onnx
 
 GraphLike = ir.Graph | ir.Function
 
@@ -320,7 +324,8 @@ def inferred_values(model: ir.Model) -> dict[str, tuple[ir.DataType | None, Shap
     import onnx
 
     try:
-        inferred = onnx.shape_inference.infer_shapes(ir.to_proto(model), data_prop=True)
+        proto = negative_dims_unknown(ir.to_proto(model))
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception:
         return {}
     found: dict[str, tuple[ir.DataType | None, Shape | None]] = {}
@@ -336,3 +341,30 @@ def inferred_values(model: ir.Model) -> dict[str, tuple[ir.DataType | None, Shap
             )
         found[info.name] = (dtype, shape)
     return found
+
+
+def negative_dims_unknown(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """Every negative dim value of ``proto``'s declared shapes made unknown (in place; returned).
+
+    For a serialized copy about to meet ONNX's shape inference: a ``-1`` (as Paddle2ONNX
+    declares) that reaches Slice's inference trips a ``std::clamp`` assertion that aborts the
+    process (onnx 1.23); onnxruntime reads such dims as unknown too."""
+    import onnx
+
+    def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+        yield graph
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    yield from graphs(attribute.g)
+                for sub in attribute.graphs:
+                    yield from graphs(sub)
+
+    for graph in graphs(proto.graph):
+        for info in (*graph.input, *graph.output, *graph.value_info):
+            if not info.type.HasField("tensor_type"):
+                continue
+            for dim in info.type.tensor_type.shape.dim:
+                if dim.HasField("dim_value") and dim.dim_value < 0:
+                    dim.ClearField("dim_value")
+    return proto

@@ -115,6 +115,29 @@ def test_unknown_dims_load_and_agree(
         assert_identical(expected, session.run(None, {"x": x}), f"{backend}, feed {number}")
 
 
+def test_a_minus_one_dim_never_reaches_onnx_inference() -> None:
+    """ONNX's own Slice inference aborts on a declared -1 (onnx 1.23): every place quantgraph
+    runs ONNX's shape inference on a model makes such dims unknown first. In a child process,
+    since the failure is an abort."""
+    code = (
+        "import numpy as np, onnx_ir as ir, quantgraph\n"
+        "from quantgraph._ir import inferred_values\n"
+        "from quantgraph.backends.support import node_support\n"
+        "from quantgraph.validation.intermediate import with_all_outputs\n"
+        "from tests.test_unknown_dims import _model\n"
+        "m = _model(-1, zp=np.array(128, np.uint8), value_info='partial', output=[1, None],"
+        " relu=True)\n"
+        "inferred_values(ir.from_proto(m))\n"
+        "with_all_outputs(ir.from_proto(m))\n"
+        "converted = quantgraph.convert(m).model\n"
+        "print(len(node_support(converted, 'native')))\n"
+        "quantgraph.lower(converted)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "2"
+
+
 def test_an_unnamed_dim_never_aborts_the_process() -> None:
     """The abort killed the process: run the historic repro in a child and read its exit code."""
     code = (
