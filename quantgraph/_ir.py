@@ -4,11 +4,15 @@ and types, making new constants and names. Knows the spec's op names, nothing of
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx_ir as ir
 
 from .spec import DOMAIN, OPS, OpSpec
+
+if TYPE_CHECKING:
+    import onnx
 
 GraphLike = ir.Graph | ir.Function
 
@@ -193,27 +197,57 @@ class ConstantFactory:
         suffix: str,
         dtype: ir.DataType | None = None,
     ) -> ir.Value:
-        """``Reshape(value, shape)`` inserted before ``before``: for run-time scales/zps."""
+        """``Reshape(value, shape)`` inserted before ``before``: for run-time scales/zps.
+
+        onnxruntime has no 4-bit Reshape (nor Unsqueeze, Identity...), only Cast: a 4-bit value
+        is reshaped as 8-bit and cast back, exact both ways."""
         target = self.constant(
             f"quantgraph_shape_{'x'.join(map(str, shape)) or 'scalar'}",
             np.array(shape, np.int64),
             before,
         )
+        known = value.type or (ir.TensorType(dtype) if dtype is not None else None)
+        narrow = known.dtype if known is not None else None
+        wide = _WIDE_FOR_4_BIT.get(narrow) if narrow is not None else None
+        source = value
+        if wide is not None:
+            source = self._cast(value, wide, before, f"{value.name}_{wide.short_name()}")
         reshape = ir.Node(
             "",
             "Reshape",
-            [value, target],
+            [source, target],
             name=self.unique_name(f"{before.name or value.name}_to_{suffix}"),
             num_outputs=1,
         )
         out = reshape.outputs[0]
-        out.name = self.unique_name(f"{value.name}_{suffix}")
-        known = value.type or (ir.TensorType(dtype) if dtype is not None else None)
+        out.name = self.unique_name(f"{value.name}_{suffix}{'_wide' if wide else ''}")
         if known is not None:  # a shape without a type cannot be serialized
-            out.type = known
+            out.type = ir.TensorType(wide) if wide is not None else known
             out.shape = ir.Shape(shape)
         self.graph.insert_before(before, reshape)
+        if wide is not None and narrow is not None:
+            out = self._cast(out, narrow, before, f"{value.name}_{suffix}")
+            out.shape = ir.Shape(shape)
         return out
+
+    def _cast(self, value: ir.Value, to: ir.DataType, before: ir.Node, name: str) -> ir.Value:
+        cast = ir.Node(
+            "",
+            "Cast",
+            [value],
+            [ir.AttrInt64("to", int(to))],
+            name=self.unique_name(f"{name}_cast"),
+            num_outputs=1,
+        )
+        out = cast.outputs[0]
+        out.name = self.unique_name(name)
+        out.type = ir.TensorType(to)
+        out.shape = value.shape
+        self.graph.insert_before(before, cast)
+        return out
+
+
+_WIDE_FOR_4_BIT = {ir.DataType.INT4: ir.DataType.INT8, ir.DataType.UINT4: ir.DataType.UINT8}
 
 
 def used_names(model: ir.Model) -> set[str]:
@@ -290,7 +324,8 @@ def inferred_values(model: ir.Model) -> dict[str, tuple[ir.DataType | None, Shap
     import onnx
 
     try:
-        inferred = onnx.shape_inference.infer_shapes(ir.to_proto(model), data_prop=True)
+        proto = negative_dims_unknown(ir.to_proto(model))
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception:
         return {}
     found: dict[str, tuple[ir.DataType | None, Shape | None]] = {}
@@ -306,3 +341,30 @@ def inferred_values(model: ir.Model) -> dict[str, tuple[ir.DataType | None, Shap
             )
         found[info.name] = (dtype, shape)
     return found
+
+
+def negative_dims_unknown(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """Every negative dim value of ``proto``'s declared shapes made unknown (in place; returned).
+
+    For a serialized copy about to meet ONNX's shape inference: a ``-1`` (as Paddle2ONNX
+    declares) that reaches Slice's inference trips a ``std::clamp`` assertion that aborts the
+    process (onnx 1.23); onnxruntime reads such dims as unknown too."""
+    import onnx
+
+    def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+        yield graph
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.GRAPH:
+                    yield from graphs(attribute.g)
+                for sub in attribute.graphs:
+                    yield from graphs(sub)
+
+    for graph in graphs(proto.graph):
+        for info in (*graph.input, *graph.output, *graph.value_info):
+            if not info.type.HasField("tensor_type"):
+                continue
+            for dim in info.type.tensor_type.shape.dim:
+                if dim.HasField("dim_value") and dim.dim_value < 0:
+                    dim.ClearField("dim_value")
+    return proto

@@ -17,6 +17,7 @@ from onnx.shape_inference import InferenceContext, InferenceError
 
 from .spec import (
     DOMAIN,
+    DST_FROM_ZPS,
     OPS,
     OPSET_VERSION,
     Attribute,
@@ -183,6 +184,16 @@ def _checked_dst_type(op: OpSpec, ctx: InferenceContext) -> int:
     return check_node(op, _node_name(ctx.get_display_name()), facts).dst
 
 
+def _declaration_decides(op: OpSpec, ctx: InferenceContext) -> bool:
+    """A quantize op whose dst neither output_dtype nor s8/u8 zps decide."""
+    if not op.is_quantize or _attr_value(ctx, "output_dtype"):
+        return False
+    if op.is_static:
+        return True
+    zps_type, _ = _elem_and_shape(ctx, 2)
+    return (dtypes.from_onnx(zps_type) if zps_type else None) not in DST_FROM_ZPS
+
+
 def _infer_checked(op: OpSpec, ctx: InferenceContext) -> None:
     key, src_type = _fingerprint(op, ctx)
     dst_type = _valid_calls.get(key)
@@ -192,6 +203,11 @@ def _infer_checked(op: OpSpec, ctx: InferenceContext) -> None:
             if len(_valid_calls) >= _MAX_VALID_CALLS:
                 _valid_calls.clear()
             _valid_calls[key] = dst_type
+    if _declaration_decides(op, ctx):
+        # The declared output type decides dst (the seed's rule) and the context cannot see the
+        # declaration: infer nothing (onnx refuses an unset element type), so the declared
+        # type stands.
+        return
     output = onnx.TypeProto()
     output.tensor_type.elem_type = dst_type
     source = src_type.tensor_type if src_type is not None else None

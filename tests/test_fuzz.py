@@ -32,13 +32,16 @@ from onnx import TensorProto
 import quantgraph
 from quantgraph import reference
 from quantgraph.backends import native_available
+from quantgraph.backends.onednn import unavailable_reason as onednn_unavailable
 from quantgraph.compare import compare
 from quantgraph.errors import BackendError
+from quantgraph.spec import OPS as SPEC_OPS
 from quantgraph.spec import PER_CHANNEL, PER_TENSOR, dtypes
 from tools import fuzz
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = native_available()
+ONEDNN = onednn_unavailable() is None
 SEED = int(os.environ.get("QUANTGRAPH_FUZZ_SEED", "20240601"))
 
 
@@ -90,6 +93,26 @@ def test_ci_profile_covers_every_op_and_runner(ci_report: fuzz.FuzzReport) -> No
     payload = ci_report.to_dict()
     json.dumps(payload)  # serializable
     assert payload["totals"]["examples"] == 4 * profile.examples_per_op
+
+
+def test_ci_profile_draws_every_row_and_runs_onednn(ci_report: fuzz.FuzzReport) -> None:
+    """Every row of every op's table with every zps type (4-bit src, f16/bf16 scales and dst
+    included), per_group with 4-bit src, and the onednn backend where oneDNN is loaded."""
+    for op in SPEC_OPS.values():
+        drawn = set(ci_report.ops[op.name].rows)
+        for row in op.type_rows:
+            scales = row.dst.name if op.name == "DynamicDequantize" else "f32"
+            prefix = f"{row.src}->{row.dst} scales {scales} zps "
+            assert any(r.startswith(prefix) for r in drawn), (op.name, prefix)
+        if not op.is_static:  # and every zps type (each of ~40 pairs: too rare to demand)
+            for zps in {"none", *(z.name for row in op.type_rows for z in row.zps)}:
+                assert any(f" zps {zps}" in r for r in drawn), (op.name, zps)
+    grouped = [r for r in ci_report.ops["DynamicDequantize"].rows if r.endswith("per_group")]
+    assert any(r.startswith(("s4", "u4")) for r in grouped), grouped
+    if ONEDNN:
+        compared = sum(s.compared.get("onednn-vs-reference", 0) for s in ci_report.ops.values())
+        assert compared > 0
+        assert ci_report.total("onednn_refused") > 0  # v3.2 refuses 4-bit rows, for one
 
 
 @pytest.mark.parametrize("op", ["Quantize", "Dequantize"])

@@ -89,9 +89,17 @@ def int_values(draw: Any, name: str, count: int) -> np.ndarray:
 # ------------------------------------------------------------------------------------------
 
 
-@given(data=st.data(), zp_type=st.sampled_from(["u8", "s8", None]))
+@given(
+    data=st.data(),
+    zp_type=st.sampled_from(["u8", "s8", "s32", None]),
+    output_dtype=st.sampled_from([None, "u8", "s8"]),
+)
 @CI
-def test_dynamic_quantize_matches_reference(data: Any, zp_type: str | None) -> None:
+def test_dynamic_quantize_matches_reference(
+    data: Any, zp_type: str | None, output_dtype: str | None
+) -> None:
+    """Every dst with every zps type, s32 ones and a dst other than the zps type included (the
+    backend runs those as DynamicQuantize_<dst>)."""
     shape, qtype, axis, count = data.draw(layouts())
     src = float_src(data.draw, shape)
     scales = np.asarray(data.draw(st.lists(SCALES, min_size=count, max_size=count)), F32)
@@ -100,9 +108,12 @@ def test_dynamic_quantize_matches_reference(data: Any, zp_type: str | None) -> N
     if zp_type is not None:
         zps = int_values(data.draw, zp_type, count)
         inputs["zps"] = zps
-    out_type = ONNX[zp_type or "u8"]
-    got = run_spec_op("python", "DynamicQuantize", src, inputs, out_type, qtype=qtype, axis=axis)
-    want = reference.dynamic_quantize(src, scales, zps, qtype=qtype, axis=axis)
+    attributes: dict[str, Any] = {"qtype": qtype, "axis": axis}
+    if output_dtype is not None:
+        attributes["output_dtype"] = ONNX[output_dtype]
+    dst = output_dtype or (zp_type if zp_type in ("u8", "s8") else "u8")
+    got = run_spec_op("python", "DynamicQuantize", src, inputs, ONNX[dst], **attributes)
+    want = reference.dynamic_quantize(src, scales, zps, **attributes)
     same(got, want)
 
 
@@ -231,10 +242,13 @@ def test_onednn_quantize() -> None:
     same(got, np.array([-10, 0, 5, 10], np.int8).reshape(1, 2, 2))
 
 
-def test_onednn_dynamic_quantize() -> None:
-    inputs: Feed = {"scales": np.array([0.1], F32), "zps": np.array([10], np.uint8)}
+@pytest.mark.parametrize("zps_type", [np.uint8, np.int32], ids=["u8", "s32"])
+def test_onednn_dynamic_quantize(zps_type: type) -> None:
+    """oneDNN's hand case, with its u8 zps and as s32 zps (dst u8 by default)."""
+    inputs: Feed = {"scales": np.array([0.1], F32), "zps": np.array([10], zps_type)}
     got = run_spec_op("python", "DynamicQuantize", X, inputs, TensorProto.UINT8)
     same(got, np.array([0, 10, 20, 30], np.uint8).reshape(1, 2, 2))
+    same(got, reference.dynamic_quantize(X, inputs["scales"], inputs["zps"]))
 
 
 def test_onednn_dynamic_dequantize() -> None:
@@ -417,22 +431,6 @@ def test_kernel_error_is_raised_with_parallel_execution() -> None:
             TensorProto.FLOAT,
             {"scales": [1.0]},
             id="dequantize-f8e5m2",
-        ),
-        pytest.param(
-            "DynamicQuantize",
-            X,
-            {"scales": np.array([0.1], F32), "zps": np.array([3], np.int32)},
-            TensorProto.UINT8,
-            {},
-            id="dynamic-quantize-s32-zps",
-        ),
-        pytest.param(
-            "DynamicQuantize",
-            X,
-            {"scales": np.array([0.1], F32), "zps": np.array([3], np.uint8)},
-            TensorProto.INT8,
-            {"output_dtype": TensorProto.INT8},
-            id="dynamic-quantize-s8-dst-u8-zps",
         ),
     ],
 )

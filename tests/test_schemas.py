@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from builders import Operand, spec_op_model
+from builders import EVERY_BACKEND, Operand, graph_input, run_quantgraph, spec_op_model
 from onnx import TensorProto, defs, helper
 from onnx.reference import ReferenceEvaluator
 
@@ -50,6 +50,13 @@ def inferred_dst(model: onnx.ModelProto) -> onnx.TypeProto:
     found = [v.type for v in inferred.graph.value_info if v.name == "dst"]
     assert len(found) == 1, inferred.graph.value_info
     return found[0]
+
+
+def inferred_dst_or_none(model: onnx.ModelProto) -> onnx.TypeProto | None:
+    onnx.checker.check_model(model, full_check=True)
+    inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    found = [v.type for v in inferred.graph.value_info if v.name == "dst"]
+    return found[0] if found else None
 
 
 def dims(type_proto: onnx.TypeProto) -> list[int | str | None]:
@@ -160,8 +167,8 @@ def test_each_type_row_checks_and_infers(op_name: str, row: Any, zps: dtypes.DTy
         inputs.append(("scales", row.scales.onnx, [1]))
         if zps is not None:
             inputs.append(("zps", zps.onnx, [1]))
-        if op.is_quantize and row.dst != (zps if zps in (dtypes.S8, dtypes.U8) else dtypes.U8):
-            attributes["output_dtype"] = row.dst.onnx
+        if op.is_quantize and (zps not in (dtypes.S8, dtypes.U8) or row.dst != zps):
+            attributes["output_dtype"] = row.dst.onnx  # else only a declaration would say
     found = inferred_dst(op_model(op_name, inputs, attributes))
     assert found.tensor_type.elem_type == row.dst.onnx
     assert dims(found) == shape
@@ -184,14 +191,18 @@ def test_each_type_row_checks_and_infers(op_name: str, row: Any, zps: dtypes.DTy
 def test_dynamic_quantize_dst_type(
     zps: int | None, output_dtype: int | None, expected: int
 ) -> None:
-    """dst = output_dtype if given, else the zps type when 8-bit, else u8."""
+    """dst = output_dtype if given, else the zps type when 8-bit, else the declared type (u8
+    when nothing is declared): inference, which cannot see a declaration, leaves that one be."""
     inputs: list[tuple[str, int, Shape]] = [("src", TensorProto.FLOAT, [2, 3])]
     inputs.append(("scales", TensorProto.FLOAT, [1]))
     if zps is not None:
         inputs.append(("zps", zps, [1]))
     attributes = {} if output_dtype is None else {"output_dtype": output_dtype}
-    found = inferred_dst(op_model("DynamicQuantize", inputs, attributes))
-    assert found.tensor_type.elem_type == expected
+    model = op_model("DynamicQuantize", inputs, attributes)
+    if output_dtype is None and zps not in (TensorProto.INT8, TensorProto.UINT8):
+        assert inferred_dst_or_none(model) is None
+    else:
+        assert inferred_dst(model).tensor_type.elem_type == expected
     # the reference kernel agrees
     zp = None if zps is None else np.zeros(1, helper.tensor_dtype_to_np_dtype(zps))
     out = reference.dynamic_quantize(
@@ -215,7 +226,38 @@ def test_static_quantize_dst_type(output_dtype: int | None, expected: int) -> No
     if output_dtype is not None:
         attributes["output_dtype"] = output_dtype
     model = op_model("Quantize", [("src", TensorProto.FLOAT, [5])], attributes)
-    assert inferred_dst(model).tensor_type.elem_type == expected
+    if output_dtype is None:  # the declaration decides: inference leaves it be
+        assert inferred_dst_or_none(model) is None
+        assert reference.quantize(np.ones(5, F32), scales=[0.1]).dtype == np.uint8
+    else:
+        assert inferred_dst(model).tensor_type.elem_type == expected
+
+
+@pytest.mark.parametrize("backend", EVERY_BACKEND)
+@pytest.mark.parametrize("declared", [TensorProto.INT8, TensorProto.UINT8], ids=["s8", "u8"])
+@pytest.mark.parametrize("case", ["dynamic-no-zps", "dynamic-s32-zps", "static-no-zps"])
+def test_a_declared_dst_passes_the_checker_and_runs(backend: str, declared: int, case: str) -> None:
+    """The seed's rule: with neither output_dtype nor s8/u8 zps, the declared dst type decides.
+    onnx.checker (full_check, strict inference) accepts the model, and every backend computes
+    that type (quantgraph.InferenceSession writes it as output_dtype)."""
+    src = np.array([-1.0, 0.0, 1.0, 2.0, -300.0, 300.0], F32)
+    scales = np.array([0.1], F32)
+    zps = np.array([-5], np.int32) if case == "dynamic-s32-zps" else None
+    if case == "static-no-zps":
+        model = spec_op_model("Quantize", graph_input(src), [0.1], dst_type=declared)
+        feeds = {"src": src}
+    else:
+        operands: list[Any] = [graph_input(src), graph_input(scales)]
+        feeds = {"src": src, "scales": scales}
+        if zps is not None:
+            operands.append(graph_input(zps))
+            feeds["zps"] = zps
+        model = spec_op_model("DynamicQuantize", *operands, dst_type=declared)
+    onnx.checker.check_model(model, full_check=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    got = run_quantgraph(model, backend, feeds)[0]
+    want = reference.dynamic_quantize(src, scales, zps, output_dtype=declared)
+    np.testing.assert_array_equal(got, want, strict=True)
 
 
 @pytest.mark.parametrize(
@@ -267,7 +309,13 @@ def test_per_channel_shapes_infer(shape: Shape, axis: int, count: int) -> None:
         (
             "Quantize",
             [("src", TensorProto.FLOAT, shape)],
-            {"qtype": "per_channel", "axis": axis, "scales": [0.5] * count, "zps": [1] * count},
+            {
+                "qtype": "per_channel",
+                "axis": axis,
+                "scales": [0.5] * count,
+                "zps": [1] * count,
+                "output_dtype": TensorProto.UINT8,  # else the declaration decides
+            },
         ),
         (
             "Dequantize",

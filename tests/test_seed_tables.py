@@ -347,14 +347,12 @@ def spec_model(call: Call) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
 
 
 def python_cannot_run(call: Call) -> bool:
-    """What quantgraph/backends/python.py documents it cannot express: float8 anywhere, and
-    DynamicQuantize whose zps are s32 or not of the dst type. A static Quantize runs as
-    DynamicQuantize with zps of the dst type, so static zps that do not fit it fall under the
-    same limit (the docstring does not spell that case out)."""
+    """What quantgraph/backends/python.py documents it cannot express: float8 anywhere. A
+    static Quantize runs as DynamicQuantize with zps of the dst type, so static zps that do not
+    fit it cannot run either (the docstring does not spell that case out). DynamicQuantize with
+    s32 zps or a dst other than the zps type runs (as DynamicQuantize_<dst>)."""
     if call.src.dtype in F8 or call.dst in F8:
         return True
-    if call.op == "DynamicQuantize":
-        return call.zps is not None and call.zps.dtype != call.dst
     if call.op == "Quantize" and call.zps is not None:
         info = np.iinfo(call.dst)
         return bool(np.any((call.zps < info.min) | (call.zps > info.max)))

@@ -1,5 +1,6 @@
 #include "ort_ops.h"
 
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -149,6 +150,12 @@ struct OpDef : OrtCustomOp {
 
 namespace {
 
+// A dim name unique in the process: ONNX reads distinct names as unrelated unknown dims.
+std::string FreshSymbol() {
+  static std::atomic<uint64_t> counter{0};
+  return "quantgraph_unk__" + std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+}
+
 bool IsNumericOnnxType(int type) {
   if (type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED ||
       type == ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING) {
@@ -220,6 +227,17 @@ OrtStatusPtr InferOutput(const OpDef& op, OrtShapeInferContext* ctx) {
     if (rank != 0) {
       Ort::ThrowOnError(api.GetDimensions(src_info, dims.data(), rank));
       Ort::ThrowOnError(api.GetSymbolicDimensions(src_info, symbols.data(), rank));
+    }
+    // onnxruntime reads a dim without value or symbol as -1, and writes a dim without symbol as
+    // that value: -1 would become a dim_value that fails merging with declared shapes or aborts
+    // downstream inference (Slice's std::clamp). A fresh symbol keeps the dim unknown.
+    std::vector<std::string> fresh;
+    fresh.reserve(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      if (dims[d] < 0 && (symbols[d] == nullptr || symbols[d][0] == '\0')) {
+        fresh.push_back(FreshSymbol());
+        symbols[d] = fresh.back().c_str();
+      }
     }
     OrtTensorTypeAndShapeInfo* out = nullptr;
     Ort::ThrowOnError(api.CreateTensorTypeAndShapeInfo(&out));

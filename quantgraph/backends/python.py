@@ -18,12 +18,15 @@ and cannot express, and how each limit is handled:
   with ``Attribute name and type don't match``). The preparation writes qtype/axis explicitly
   and turns static ops into dynamic ones with constant scales/zero points.
 * Overloads of one op must have one input count, and may not differ only in output type:
-  kernels take three inputs (zps explicit), DynamicQuantize's dst is its zps type (s8/u8).
-  The preparation adds zero zps where they are missing. Needing the native backend
-  (each raises :class:`BackendError` naming the node): s32 zps on DynamicQuantize, dst of
-  another type than its zps, static Quantize whose zps do not fit its dst type (e.g. u8 with
-  zps=[300]), per_channel ops without zps whose channel count is symbolic, and every float8
-  type (onnxruntime-extensions has no float8 tensor type). A type outside the spec's tables, or
+  kernels take three inputs (zps explicit; the preparation adds zero zps where they are
+  missing). DynamicQuantize's dst is its zps type (s8/u8); a DynamicQuantize whose dst is
+  another type (s32 zps, or output_dtype over s8/u8 zps) runs as ``DynamicQuantize_<dst>`` of
+  the prepared domain (:data:`~quantgraph.backends.python_prepare.DST_VARIANT`), an op of its
+  own per dst with an explicit ``output_dtype``. Needing the native backend (each raises
+  :class:`BackendError` naming the node): static Quantize whose zps do not fit its dst type
+  (e.g. u8 with zps=[300]), per_channel ops without zps whose channel count is symbolic, a
+  computed zps whose type nothing declares, and every float8 type (onnxruntime-extensions has
+  no float8 tensor type). A type outside the spec's tables, or
   a missing ``scales`` input, is the spec's rule error (:class:`SpecError`) before any of that,
   since no backend runs it.
 """
@@ -45,7 +48,7 @@ from ..errors import KernelError
 from ..passes.stamp_origin import MODEL_OP, NODE_NAME
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, DYNAMIC_QUANTIZE, OPS, SpecError, dtypes
 from . import numpy_kernels
-from .python_prepare import GROUP_SHAPE_TEXT, PREPARED_DOMAIN
+from .python_prepare import DST_VARIANT, GROUP_SHAPE_TEXT, PREPARED_DOMAIN
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +103,9 @@ def _guarded(op: str, dst: np.dtype) -> Callable[..., Any]:
         groups = str(attributes.pop(GROUP_SHAPE_TEXT, ""))
         if groups:
             attributes["group_shape"] = [int(g) for g in groups.split(",")]
-        if "axis" in attributes:
-            attributes["axis"] = int(attributes["axis"])  # extensions pass strings through
+        for name in ("axis", "output_dtype"):
+            if name in attributes:  # extensions pass strings through
+                attributes[name] = int(attributes[name])
         try:
             call = reference.checked_call(OPS[op], inputs, attributes, node=node)
             if call.op.is_quantize:
@@ -137,13 +141,29 @@ def _define(op: str, inputs: list[dtypes.DType], dst: dtypes.DType) -> None:
         _our_kernels[definition._id] = dst.numpy
 
 
+def _define_variant(row_src: dtypes.DType, zps: dtypes.DType, dst: dtypes.DType) -> None:
+    """DynamicQuantize to ``dst`` with zps of another type: an op of its own per dst, only in
+    the prepared domain, with output_dtype (written by the preparation) as an attribute."""
+    attributes = {**_ATTRS, **_ORIGIN_ATTRS, "output_dtype": PyCustomOpDef.dt_int64}
+    definition = _onnx_op(
+        op_type=f"{PREPARED_DOMAIN}::{DST_VARIANT.format(dst=dst.name)}",
+        inputs=[_DT[row_src], _DT[dtypes.F32], _DT[zps]],
+        outputs=[_DT[dst]],
+        attrs=attributes,
+    )(_guarded(DYNAMIC_QUANTIZE.name, dst.numpy))
+    _our_kernels[definition._id] = dst.numpy
+
+
 def _define_all() -> None:
     """One overload per (src, zps) pair of the spec tables that extensions can express."""
     for row in DYNAMIC_QUANTIZE.type_rows:
         if not {row.src, row.dst} <= _DT.keys():
             continue
-        # dst cannot be chosen by the model here, so it is the zps type.
+        # Overloads cannot differ only in dst: the op's own name takes dst = zps type...
         _define(DYNAMIC_QUANTIZE.name, [row.src, dtypes.F32, row.dst], row.dst)
+        for zps in row.zps:  # ...and DynamicQuantize_<dst> every other zps type
+            if zps != row.dst and zps in _DT:
+                _define_variant(row.src, zps, row.dst)
     for row in DYNAMIC_DEQUANTIZE.type_rows:
         if not {row.src, row.dst} <= _DT.keys() or row.dst != dtypes.F32:
             continue  # 4-bit, f16 and bf16 rows: see the module doc

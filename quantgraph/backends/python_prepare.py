@@ -30,6 +30,7 @@ from ..spec import DOMAIN, DST_FROM_ZPS, dst_type, dtypes
 
 PREPARED_DOMAIN = f"{DOMAIN}.prepared"
 GROUP_SHAPE_TEXT = "group_shape_text"  # group_shape as "32,1": extensions read no int lists
+DST_VARIANT = "DynamicQuantize_{dst}"  # DynamicQuantize to a dst other than its zps type
 # Types onnxruntime-extensions' Python ops cannot carry (module doc of backends/python.py);
 # float8 ones are static ops', which StaticToDynamicPass reports.
 UNSUPPORTED = {
@@ -73,14 +74,16 @@ class GroupShapeAsTextPass(ir.passes.InPlacePass):
 
 
 class PythonLimitsPass(ir.passes.InPlacePass):
-    """Raises :class:`BackendError` for a DynamicQuantize whose dst is not its zps type.
+    """DynamicQuantize whose dst is not its zps type becomes ``DynamicQuantize_<dst>`` with an
+    explicit output_dtype; :class:`BackendError` when the zps type is unknown.
 
-    Overloads of an onnxruntime-extensions op cannot differ only in output type, so the
-    kernel's dst is its zps type, which must then be s8 or u8.
+    Overloads of an onnxruntime-extensions op cannot differ only in output type, so the op's
+    own kernels' dst is their zps type (s8/u8), and each other dst has an op of its own.
     """
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         inferred: dict[str, tuple[ir.DataType | None, object]] | None = None
+        modified = False
         for _, node, op in spec_nodes(model):
             if not op.is_quantize or op.is_static:
                 continue
@@ -93,16 +96,22 @@ class PythonLimitsPass(ir.passes.InPlacePass):
             zp_type = dtypes.from_onnx(int(raw)) if raw is not None else None
             wanted = node.attributes.get_int("output_dtype", 0)
             zps = zp_type.onnx if zp_type is not None else None
-            if zp_type in DST_FROM_ZPS and dst_type(op, output_dtype=wanted, zps=zps) == zps:
+            dst = dst_type(op, output_dtype=wanted, zps=zps)
+            if zp_type in DST_FROM_ZPS and dst == zps:
+                continue
+            dst_dtype = dtypes.from_onnx(dst)  # the rules passed: a type of the tables
+            if zp_type is not None and dst_dtype is not None:
+                node.op_type = DST_VARIANT.format(dst=dst_dtype.name)
+                node.attributes["output_dtype"] = ir.AttrInt64("output_dtype", dst)
+                modified = True
                 continue
             model_op = node.attributes.get_string(MODEL_OP, node.op_type)
             raise BackendError(
-                f"python backend: {model_op} node '{node.name}' needs dst type "
-                f"{dtypes.onnx_name(wanted) if wanted else 'u8'} with zps of type "
-                f"{zp_type or 'unknown'}; onnxruntime-extensions overloads cannot differ only "
-                "in output type, so dst must be the zps type (s8/u8); use backend='native'"
+                f"python backend: {model_op} node '{node.name}' has zps whose type nothing "
+                "declares, and onnxruntime-extensions overloads cannot differ only in output "
+                "type (declare the zps type, or use backend='native')"
             )
-        return ir.passes.PassResult(model, modified=False)
+        return ir.passes.PassResult(model, modified=modified)
 
 
 def prepare_model(model: ir.Model) -> bool:

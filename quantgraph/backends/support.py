@@ -20,7 +20,7 @@ import onnx
 import onnx_ir as ir
 from onnx import helper
 
-from .._ir import all_graphs, spec_op
+from .._ir import all_graphs, negative_dims_unknown, spec_op
 from ..errors import BackendError, QuantgraphError, one_line
 
 RUNS, REFUSED, UNKNOWN = "runs", "refused", "unknown"
@@ -46,7 +46,7 @@ def node_support(
     register()
     proto = ir.to_proto(model)
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto)
+        inferred = onnx.shape_inference.infer_shapes(negative_dims_unknown(proto))
     except Exception:  # what inference cannot say stays unknown
         inferred = proto
     types = _value_types(inferred)

@@ -12,6 +12,7 @@ from .report import ConvertedNode, RewriteReport, RewriteResult, Skip, SkippedNo
 from .spec_to_qdq import SpecToQdqPass
 from .stamp_origin import StampOriginPass
 from .static_to_dynamic import NoDynamicForm, StaticToDynamicPass
+from .unknown_dims import UnknownDimsPass
 
 __all__ = [
     "QDQ_OPS",
@@ -32,4 +33,5 @@ __all__ = [
     "SpecToQdqPass",
     "StampOriginPass",
     "StaticToDynamicPass",
+    "UnknownDimsPass",
 ]

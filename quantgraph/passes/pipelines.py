@@ -9,6 +9,7 @@ from .node_rewrite import Progress
 from .qdq_to_spec import QdqToSpecPass
 from .report import RewriteReport
 from .spec_to_qdq import SpecToQdqPass
+from .unknown_dims import UnknownDimsPass
 
 
 def conversion(
@@ -21,12 +22,12 @@ def conversion(
 ) -> ir.passes.PassManager:
     """Q/DQ -> spec ops, then onnx's full check (schemas and shape inference included)."""
     rewrite = QdqToSpecPass(static=static, contrib=contrib, report=report, progress=progress)
-    return _with_check([rewrite], check)
+    return _with_check([UnknownDimsPass(), rewrite], check)
 
 
 def lowering(report: RewriteReport, *, check: bool = True) -> ir.passes.PassManager:
     """Spec ops -> standard Q/DQ, then onnx's full check."""
-    return _with_check([SpecToQdqPass(report=report)], check)
+    return _with_check([UnknownDimsPass(), SpecToQdqPass(report=report)], check)
 
 
 def _with_check(passes: list[ir.passes.PassBase], check: bool) -> ir.passes.PassManager:

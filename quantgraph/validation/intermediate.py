@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import onnx
 import onnx_ir as ir
 
-from .._ir import GraphLike
+from .._ir import GraphLike, negative_dims_unknown
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ def with_all_outputs(model: ir.Model) -> tuple[onnx.ModelProto, list[str]]:
 
     register()  # the rewritten model's ops need their schemas for inference
     proto = ir.to_proto(model)
-    inferred = onnx.shape_inference.infer_shapes(proto)
+    inferred = onnx.shape_inference.infer_shapes(negative_dims_unknown(proto))
     typed = {
         info.name: info
         for info in (*inferred.graph.value_info, *inferred.graph.output)

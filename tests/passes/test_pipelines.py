@@ -28,6 +28,7 @@ from quantgraph.passes import (
     SpecToQdqPass,
     StampOriginPass,
     StaticToDynamicPass,
+    UnknownDimsPass,
     pipelines,
 )
 from quantgraph.passes.stamp_origin import MODEL_OP, NODE_NAME
@@ -73,14 +74,16 @@ def test_the_pipelines_and_their_options() -> None:
         progress=lambda done, total: calls.append((done, total)),
     )
     assert manager.steps == 1
-    rewrite, _check = manager.passes  # the rewrite, then the full check
+    # Negative dims made unknown, the rewrite, then the full check.
+    dims, rewrite, _check = manager.passes
+    assert isinstance(dims, UnknownDimsPass)
     assert isinstance(rewrite, QdqToSpecPass)
     assert (rewrite.static, rewrite.contrib, rewrite.report) == (True, False, report)
-    (unchecked,) = pipelines.conversion(report, check=False).passes
+    (_, unchecked) = pipelines.conversion(report, check=False).passes
     assert isinstance(unchecked, QdqToSpecPass)
-    lower, _check = pipelines.lowering(report).passes
+    _, lower, _check = pipelines.lowering(report).passes
     assert isinstance(lower, SpecToQdqPass) and lower.report is report
-    (unchecked,) = pipelines.lowering(report, check=False).passes
+    (_, unchecked) = pipelines.lowering(report, check=False).passes
     assert isinstance(unchecked, SpecToQdqPass)
 
     model = ir.from_proto(_qdq_model())
@@ -238,13 +241,6 @@ def test_prepare_model_raises_the_rule_error_not_a_pass_error() -> None:
             "do not fit u8",
             id="static-zps-beyond-u8",
         ),
-        pytest.param(
-            spec_op_model(
-                "DynamicQuantize", (F, [4]), (F, [1]), (TensorProto.INT32, [1]), dst_type=U8
-            ),
-            "dst must be the zps type",
-            id="dynamic-s32-zps",
-        ),
     ],
 )
 def test_what_the_python_kernels_cannot_run_is_a_backend_error(
@@ -259,26 +255,27 @@ def test_what_the_python_kernels_cannot_run_is_a_backend_error(
 
 
 @pytest.mark.parametrize("stamped", [False, True], ids=["unstamped", "stamped"])
-def test_python_limits_pass_checks_dst_against_the_zps_type(stamped: bool) -> None:
-    """onnxruntime-extensions overloads cannot differ only in output type: dst s8 with u8 zps
-    cannot run; dst u8 with u8 zps can. Nothing is changed either way."""
-    bad = ir.from_proto(
-        spec_op_model(
-            "DynamicQuantize",
-            (F, [4]),
-            (F, [1]),
-            (U8, [1]),
-            dst_type=TensorProto.INT8,
-            output_dtype=TensorProto.INT8,
-        )
+@pytest.mark.parametrize(
+    ("zps", "dst", "output_dtype"),
+    [(U8, TensorProto.INT8, TensorProto.INT8), (TensorProto.INT32, U8, 0)],
+    ids=["s8-dst-u8-zps", "s32-zps"],
+)
+def test_python_limits_pass_gives_another_dst_an_op_of_its_own(
+    stamped: bool, zps: int, dst: int, output_dtype: int
+) -> None:
+    """onnxruntime-extensions overloads cannot differ only in output type: a dst that is not
+    the zps type runs as DynamicQuantize_<dst> with an explicit output_dtype; dst u8 with u8
+    zps runs as it is."""
+    attributes = {"output_dtype": output_dtype} if output_dtype else {}
+    other = ir.from_proto(
+        spec_op_model("DynamicQuantize", (F, [4]), (F, [1]), (zps, [1]), dst_type=dst, **attributes)
     )
     if stamped:
-        StampOriginPass()(bad)
-    with pytest.raises(BackendError) as raised:
-        PythonLimitsPass()(bad)
-    assert str(raised.value).startswith(
-        "python backend: DynamicQuantize node 'node0' needs dst type s8 with zps of type u8"
-    )
+        StampOriginPass()(other)
+    assert PythonLimitsPass()(other).modified
+    node = next(iter(other.graph))
+    assert node.op_type == f"DynamicQuantize_{'s8' if dst == TensorProto.INT8 else 'u8'}"
+    assert node.attributes.get_int("output_dtype") == dst
     good = ir.from_proto(
         spec_op_model("DynamicQuantize", (F, [4]), (F, [1]), (U8, [1]), dst_type=U8)
     )
