@@ -151,6 +151,13 @@ def main(debug: bool) -> None:
 @DIM_OPTION
 @VAL_RANGE_OPTION
 @ITERATIONS_OPTION
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the validation as one self-contained HTML page (charts, tables; opens "
+    "offline). With --validate; replaced only with --force.",
+)
 @JSON_OPTION
 @_errors_are_one_line
 def convert(
@@ -167,6 +174,7 @@ def convert(
     dims: tuple[str, ...],
     val_ranges: tuple[str, ...],
     iterations: int,
+    report_path: Path | None,
     as_json: bool,
 ) -> None:
     """Rewrite IN's Q/DQ nodes into quantgraph ops and write OUT (atomically).
@@ -179,6 +187,8 @@ def convert(
 
     if model_out is None and not dry_run:
         raise click.UsageError("OUT is required unless --dry-run is given")
+    if report_path is not None and not validate_result:
+        raise click.UsageError("--report needs --validate (the page shows a validation)")
     bound = _dims(dims)  # a bad --dim or --val-range fails before anything is written
     ranges = _val_ranges(val_ranges)
     if model_out is not None and not dry_run:
@@ -207,12 +217,23 @@ def convert(
                 iterations=iterations,
             )
             payload["validation"] = validation.to_dict()
+            if report_path is not None:
+                _write_page(
+                    report_path,
+                    validation,
+                    model_in,
+                    model_out,
+                    force=force,
+                    conversion=result.report,
+                )
     if as_json:
         _print_json(payload)
     else:
         print_conversion(result.report, dry_run, model_out)
         if validation is not None:
             print_validation(validation)
+        if report_path is not None and validation is not None:
+            click.echo(f"wrote {report_path}")
     if validation is not None and not validation.agree:
         sys.exit(EXIT_DISAGREE)
 
@@ -287,6 +308,14 @@ def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_j
 @click.option(
     "--rtol", type=float, default=0.0, show_default=True, help="Relative tolerance (as --atol)."
 )
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the validation as one self-contained HTML page (charts, tables; opens "
+    "offline). Replaced only with --force.",
+)
+@click.option("--force", is_flag=True, help="Replace the --report page if it exists.")
 @JSON_OPTION
 @_errors_are_one_line
 def validate(
@@ -303,6 +332,8 @@ def validate(
     optimized: bool,
     atol: float,
     rtol: float,
+    report_path: Path | None,
+    force: bool,
     as_json: bool,
 ) -> None:
     """Run ORIGINAL (at ORT_DISABLE_ALL) and REWRITTEN on the same inputs; compare outputs.
@@ -316,6 +347,8 @@ def validate(
       quantgraph validate lm.onnx lm_qg.onnx --val-range input_ids:0,15
       quantgraph validate model.onnx out.onnx --inputs samples/ --intermediate --json
       quantgraph validate model.onnx out.onnx --optimized --atol 0.05
+      quantgraph validate model.onnx out.onnx --intermediate --report report.html
+      quantgraph validate float.onnx qdq.onnx --intermediate --report where-it-hurts.html
     """
     from .validation import validate as run_validate
 
@@ -335,11 +368,31 @@ def validate(
         atol=atol,
         rtol=rtol,
     )
+    if report_path is not None:
+        _write_page(report_path, report, original, rewritten, force=force)
     if as_json:
         _print_json(report.to_dict())
     else:
         print_validation(report)
+        if report_path is not None:
+            click.echo(f"wrote {report_path}")
     sys.exit(EXIT_OK if report.agree else EXIT_DISAGREE)
+
+
+def _write_page(
+    path: Path,
+    report: Any,
+    original: Path | str,
+    rewritten: Path | str,
+    *,
+    force: bool,
+    conversion: Any = None,
+) -> None:
+    from .io import write_file
+    from .validation.html_page import render
+
+    page = render(report, original=str(original), rewritten=str(rewritten), conversion=conversion)
+    write_file(path, page.encode("utf-8"), force=force)
 
 
 @main.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..compare import TensorComparison
+from .error_stats import ErrorStats
 
 EXACT = (
     "original vs rewritten, both at ORT_DISABLE_ALL (unfused Q/DQ: the spec's composition; "
@@ -16,6 +17,11 @@ ONEDNN_ARITHMETIC = (
     "float32 where ONNX computes rne(x / s) + zp, so values at or near .5 ties can land one "
     "quantization step apart (and so can everything computed from them), and float8 overflow "
     "becomes NaN where ONNX saturates; judged by --atol/--rtol"
+)
+QUANTIZATION_ERROR = (
+    "float model vs quantized model, both at ORT_DISABLE_ALL, tensors paired by name: the "
+    "quantization error itself, not expected to be exact (SQNR per tensor, as onnxruntime's "
+    "qdq_loss_debug computes it); judged by --atol/--rtol"
 )
 OPTIMIZED = (
     "original at ORT_ENABLE_ALL (fused integer kernels) vs rewritten: not expected to be exact "
@@ -46,6 +52,10 @@ class IntermediateReport:
     tensors_differing: int
     first_divergence: Divergence | None
     differing: list[TensorComparison] = field(default_factory=list)
+    # Every compared tensor's name in the original's node order (the page plots along it),
+    # with the original's node and op type that computes it.
+    order: list[str] = field(default_factory=list)
+    producers: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         first = self.first_divergence
@@ -70,11 +80,15 @@ class ValidationReport:
     intermediate: IntermediateReport | None = None
     arithmetic: str = "onnx"  # the rewritten side's (see quantgraph.backends)
     engine: str | None = None  # the oneDNN that ran the rewritten side (onednn backend)
+    # The original is a float model and the other its quantized form: the quantization error.
+    float_reference: bool = False
+    # Distributions of the differences, outputs then intermediate tensors (the HTML page).
+    error_stats: dict[str, ErrorStats] = field(default_factory=dict)
 
     @property
     def exact_expected(self) -> bool:
         """Both sides compute ONNX's arithmetic: any difference is a disagreement."""
-        return self.arithmetic == "onnx"
+        return self.arithmetic == "onnx" and not self.float_reference
 
     @property
     def agree(self) -> bool:
@@ -108,4 +122,10 @@ class ValidationReport:
             if self.optimized
             else None,
             "intermediate": None if self.intermediate is None else self.intermediate.to_dict(),
+            "float_reference": self.float_reference,
+            "error_stats": [
+                self.error_stats[o.name].to_dict()
+                for o in self.outputs
+                if o.name in self.error_stats
+            ],
         }

@@ -17,14 +17,22 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
-from ..compare import TensorComparison, compare, merge
+from ..compare import TensorComparison, compare, merge, typed
 from ..errors import ModelError
 from ..io import ModelLike, load_model, source_files
 from ..session import InferenceSession
+from .error_stats import ErrorStats, has_quantization, quantization_steps
 from .inputs import SPATIAL_DEFAULT, SPATIAL_SIZES, InputSpec, describe, has_spatial_dims
 from .inputs import plan_inputs as plan
-from .intermediate import producers, with_all_outputs
-from .report import EXACT, ONEDNN_ARITHMETIC, Divergence, IntermediateReport, ValidationReport
+from .intermediate import after_quantization, producers, with_all_outputs
+from .report import (
+    EXACT,
+    ONEDNN_ARITHMETIC,
+    QUANTIZATION_ERROR,
+    Divergence,
+    IntermediateReport,
+    ValidationReport,
+)
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 HINT = (
@@ -184,9 +192,11 @@ def validate(
         described = {spec.name: spec.to_dict() for spec in specs}
         used_seed = seed
 
+    rewritten_ir = load_model(rewritten)
+    float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
     candidate_model: ModelLike = rewritten
     if intermediate:
-        candidate_model = with_all_outputs(load_model(rewritten))[0]
+        candidate_model = with_all_outputs(rewritten_ir)[0]
     candidate = InferenceSession(
         candidate_model,
         backend,
@@ -194,12 +204,16 @@ def validate(
         options=quiet_options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL),
     )
     candidate_names = {o.name for o in candidate.get_outputs()}
-    common = [n for n in tensor_names if n in candidate_names]
-    actual = [candidate.run(outputs + common, s) for s in samples]
+    alias = after_quantization(rewritten_ir.graph) if float_reference else {}
+    common = [n for n in tensor_names if alias.get(n, n) in candidate_names]
+    fetched = outputs + [alias.get(n, n) for n in common]
+    actual = [candidate.run(fetched, s) for s in samples]
 
     n_out = len(outputs)
-    exact = candidate.arithmetic == "onnx"
-    if exact:
+    exact = candidate.arithmetic == "onnx" and not float_reference
+    if float_reference:
+        comparison = f"{QUANTIZATION_ERROR}; quantized side on the {candidate.backend} backend"
+    elif exact:
         comparison = f"{EXACT} on the {candidate.backend} backend"
     else:
         engine = candidate.onednn_version or "oneDNN's arithmetic on the native backend"
@@ -220,6 +234,15 @@ def validate(
         seed=used_seed,
         samples=len(samples),
         tolerance=(atol, rtol),
+        float_reference=float_reference,
+    )
+    index = {name: i for i, name in enumerate(wanted)}
+    report.error_stats = _error_stats(
+        outputs + common,
+        declared,
+        [[e[index[n]] for n in outputs + common] for e in expected],
+        actual,
+        {**quantization_steps(rewritten_ir.graph), **quantization_steps(source.ir.graph)},
     )
     if optimized:
         fused = source.session(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
@@ -228,14 +251,28 @@ def validate(
             outputs, declared, fused_out, [a[:n_out] for a in actual], tolerance=(atol, rtol)
         )
     if intermediate:
-        index = {name: i for i, name in enumerate(wanted)}
         pairs = [
             ([e[index[n]] for n in common], a[n_out:])
             for e, a in zip(expected, actual, strict=True)
         ]
         compared = _aggregate(common, declared, [p[0] for p in pairs], [p[1] for p in pairs])
-        report.intermediate = _intermediate(source, load_model(rewritten), compared)
+        report.intermediate = _intermediate(source, rewritten_ir, compared)
     return report
+
+
+def _error_stats(
+    names: list[str],
+    declared: Mapping[str, int | None],
+    expected: Sequence[Sequence[np.ndarray]],
+    actual: Sequence[Sequence[np.ndarray]],
+    steps: Mapping[str, float],
+) -> dict[str, ErrorStats]:
+    found = {name: ErrorStats(name, step=steps.get(name)) for name in names}
+    for want, got in zip(expected, actual, strict=True):
+        for index, name in enumerate(names):
+            elem_type = declared.get(name)
+            found[name].add(typed(want[index], elem_type), typed(got[index], elem_type))
+    return found
 
 
 def _runnable_specs(
@@ -315,4 +352,6 @@ def _intermediate(
             top.mismatches,
             top.elements,
         )
-    return IntermediateReport(len(compared), len(differing), first, differing)
+    order = [c.name for c in compared]
+    found = {n: (made_by[n].node, made_by[n].op_type) for n in order if n in made_by}
+    return IntermediateReport(len(compared), len(differing), first, differing, order, found)
