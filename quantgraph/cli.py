@@ -20,6 +20,7 @@ from .cli_options import (
     ARITHMETIC_OPTION,
     BACKEND_OPTION,
     DIM_OPTION,
+    FUSION_OPTION,
     ITERATIONS_OPTION,
     JSON_OPTION,
     VAL_RANGE_OPTION,
@@ -27,6 +28,7 @@ from .cli_options import (
 from .cli_text import (
     describe,
     print_conversion,
+    print_plan,
     print_support,
     print_validation,
 )
@@ -316,6 +318,7 @@ def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_j
     "offline). Replaced only with --force.",
 )
 @click.option("--force", is_flag=True, help="Replace the --report page if it exists.")
+@FUSION_OPTION
 @JSON_OPTION
 @_errors_are_one_line
 def validate(
@@ -334,11 +337,13 @@ def validate(
     rtol: float,
     report_path: Path | None,
     force: bool,
+    fusion: str,
     as_json: bool,
 ) -> None:
     """Run ORIGINAL (at ORT_DISABLE_ALL) and REWRITTEN on the same inputs; compare outputs.
 
-    Exit 0 when every output is identical, 1 when any differs, 2 on an error.
+    Exit 0 when every output is identical, 1 when any differs, 2 on an error. With --fusion
+    onnxruntime both run at ORT_ENABLE_ALL (still an exact comparison).
 
     \b
     Examples:
@@ -367,6 +372,7 @@ def validate(
         optimized=optimized,
         atol=atol,
         rtol=rtol,
+        fusion=fusion,
     )
     if report_path is not None:
         _write_page(report_path, report, original, rewritten, force=force)
@@ -412,6 +418,7 @@ def _write_page(
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
 @DIM_OPTION
 @VAL_RANGE_OPTION
+@FUSION_OPTION
 @JSON_OPTION
 @_errors_are_one_line
 def run(
@@ -423,6 +430,7 @@ def run(
     seed: int,
     dims: tuple[str, ...],
     val_ranges: tuple[str, ...],
+    fusion: str,
     as_json: bool,
 ) -> None:
     """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""
@@ -433,7 +441,7 @@ def run(
 
     _quiet_onnxruntime()
     bound, ranges = _dims(dims), _val_ranges(val_ranges)
-    session = InferenceSession(model, backend, arithmetic=arithmetic)
+    session = InferenceSession(model, backend, arithmetic=arithmetic, fusion=fusion)
     feeds = (
         load_inputs(inputs)
         if inputs
@@ -451,6 +459,7 @@ def run(
                 "backend": session.backend,
                 "arithmetic": session.arithmetic,
                 "onednn": session.onednn_version,
+                "fusion_plan": session.fusion_plan.to_dict(),
                 "outputs": summary,
                 "output_file": str(output) if output else None,
             }
@@ -458,6 +467,8 @@ def run(
     else:
         engine = f", {session.onednn_version}" if session.onednn_version else ""
         click.echo(f"backend: {session.backend} ({session.arithmetic} arithmetic{engine})")
+        if fusion != "none":
+            print_plan(session.fusion_plan)
         for item in summary:
             click.echo(
                 f"  {item['name']}: {item['dtype']}{item['shape']} "
@@ -475,6 +486,7 @@ def run(
     is_flag=True,
     help="Leave com.microsoft QuantizeLinear/DequantizeLinear unchanged (listed).",
 )
+@FUSION_OPTION
 @JSON_OPTION
 @_errors_are_one_line
 def inspect(
@@ -483,12 +495,15 @@ def inspect(
     keep_contrib: bool,
     backend: str | None,
     arithmetic: str | None,
+    fusion: str,
     as_json: bool,
 ) -> None:
     """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why.
 
     With --backend, also try every spec op of the result alone on that backend and say which
-    ones it runs (e.g. --backend onednn: which nodes oneDNN refuses, and why).
+    ones it runs (e.g. --backend onednn: which nodes oneDNN refuses, and why). With --fusion,
+    also the fusion plan a session would make: each unit, its nodes and kernel, and why each
+    other spec op runs alone.
     """
     from .converter import convert as run_convert
 
@@ -505,12 +520,21 @@ def inspect(
             "engine": _engine(backend),
             "nodes": [s.to_dict() for s in support],
         }
+    plan = None
+    if fusion != "none":
+        from .session import InferenceSession
+
+        _quiet_onnxruntime()
+        plan = InferenceSession(result.model, backend, arithmetic=arithmetic, fusion=fusion)
+        payload["fusion_plan"] = plan.fusion_plan.to_dict()
     if as_json:
         _print_json(payload)
         return
     print_conversion(result.report, True, None)
     if support is not None:
         print_support(backend or "", _engine(backend), support)
+    if plan is not None:
+        print_plan(plan.fusion_plan)
 
 
 def _engine(backend: str | None) -> str | None:
@@ -555,6 +579,39 @@ def _engine(backend: str | None) -> str | None:
     is_flag=True,
     help="Intra-op threads sleep after a run instead of spin-waiting (onnxruntime's default).",
 )
+@click.option(
+    "--model",
+    "models",
+    nargs=2,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="ORIGINAL REWRITTEN",
+    help="Time whole models instead of kernels: ORIGINAL at ORT_ENABLE_ALL (the baseline) and "
+    "ORT_DISABLE_ALL, REWRITTEN per --backends and --fusions; each variant in its own process.",
+)
+@click.option(
+    "--backends",
+    default="native",
+    show_default=True,
+    help="With --model: comma-separated backends for REWRITTEN.",
+)
+@click.option(
+    "--fusions",
+    default="none,onnxruntime",
+    show_default=True,
+    help="With --model: comma-separated fusion modes for REWRITTEN.",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="With --model: processes per variant (one per round, interleaved).",
+)
+@click.option(
+    "--inputs",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With --model: an .npz of inputs (default: generated as validate does).",
+)
 @JSON_OPTION
 @_errors_are_one_line
 def bench(
@@ -564,10 +621,24 @@ def bench(
     threads: int,
     weights: str,
     no_spinning: bool,
+    models: tuple[Path, Path] | None,
+    backends: str,
+    fusions: str,
+    rounds: int,
+    inputs: Path | None,
     as_json: bool,
 ) -> None:
     """Time the kernels against onnxruntime's QuantizeLinear/DequantizeLinear, plain numpy and
-    np.copyto, measured in the same run."""
+    np.copyto, measured in the same run; or, with --model, whole models.
+
+    \b
+    Examples:
+      quantgraph bench --sizes 1048576 --weights ''
+      quantgraph bench --model model.onnx model_qg.onnx --fusions none,onnxruntime --rounds 7
+    """
+    if models:
+        _bench_models(models, backends, fusions, rounds, repeat, threads, inputs, as_json)
+        return
     from . import bench as benchmarks
 
     counts = tuple(int(s) for s in sizes.split(",") if s.strip())
@@ -594,6 +665,56 @@ def bench(
         _print_json([row.to_dict() for row in rows])
     else:
         click.echo(benchmarks.format_table(rows))
+
+
+def _bench_models(
+    models: tuple[Path, Path],
+    backends: str,
+    fusions: str,
+    rounds: int,
+    runs: int,
+    threads: int,
+    inputs: Path | None,
+    as_json: bool,
+) -> None:
+    from .backends import BACKENDS
+    from .bench_models import bench_models
+    from .fusion.plan import MODES
+    from .validation import load_inputs
+
+    chosen = [b.strip() for b in backends.split(",") if b.strip()]
+    modes = [f.strip() for f in fusions.split(",") if f.strip()]
+    for name, values, allowed in (("--backends", chosen, BACKENDS), ("--fusions", modes, MODES)):
+        for value in values:
+            if value not in allowed:
+                raise click.BadParameter(
+                    f"{value!r} is not one of {', '.join(allowed)}", param_hint=name
+                )
+    progress = (
+        None if as_json or not sys.stderr.isatty() else (lambda text: click.echo(text, err=True))
+    )
+    timings = bench_models(
+        models[0],
+        models[1],
+        backends=chosen,
+        fusions=modes,
+        rounds=rounds,
+        runs=runs,
+        threads=threads,
+        inputs=load_inputs(inputs) if inputs else None,
+        progress=progress,
+    )
+    if as_json:
+        _print_json([t.to_dict() for t in timings])
+        return
+    click.echo(f"{'variant':<40} {'median ms':>10} {'ratio':>7}  (to the original at ENABLE_ALL)")
+    for timing in timings:
+        if timing.error is not None:
+            click.echo(f"{timing.label:<40} failed: {timing.error}")
+            continue
+        median, ratio = timing.median_ms, timing.ratio
+        shown = "-" if ratio is None else f"{ratio:.2f}x"
+        click.echo(f"{timing.label:<40} {median or 0:>10.3f} {shown:>7}")
 
 
 class _progress:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .backends import ARITHMETICS, BACKENDS
+from .fusion.plan import MODES as FUSION_MODES
 
 BACKEND_OPTION = click.option(
     "--backend",
@@ -42,5 +43,14 @@ ITERATIONS_OPTION = click.option(
     default=1,
     show_default=True,
     help="Input samples to generate (seeds SEED, SEED+1, ...); the report aggregates them.",
+)
+FUSION_OPTION = click.option(
+    "--fusion",
+    type=click.Choice(FUSION_MODES),
+    default="none",
+    show_default=True,
+    help="none: each spec op alone (the spec's exact composition). onnxruntime: units of spec "
+    "ops and their compute (DQ -> Conv -> Q, int4 weight -> MatMul, ...) run as onnxruntime's "
+    "fused kernels at ORT_ENABLE_ALL, as for the original QDQ model; the rest on --backend.",
 )
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

@@ -58,7 +58,7 @@ def render(
         _optimized(report),
         _intermediate(report),
         _conversion(conversion),
-        _fusion(fusion_plan),
+        _fusion(fusion_plan if fusion_plan is not None else report.fusion_plan),
         "<p class='muted'>Written by quantgraph. Every figure is also in "
         "<code>quantgraph validate --json</code>.</p></body></html>",
     ]
@@ -77,7 +77,7 @@ def _header(report: ValidationReport, original: str, rewritten: str) -> str:
         ("backend", report.backend),
         ("arithmetic", report.arithmetic),
         ("oneDNN", report.engine or "not used"),
-        ("fusion", getattr(report, "fusion", None) or "none (each spec op alone)"),
+        ("fusion", report.fusion if report.fusion != "none" else "none (each spec op alone)"),
         ("tolerance", f"atol={atol:g} rtol={rtol:g}" if not report.exact_expected else "exact"),
         ("samples", f"{report.samples}" + ("" if report.seed is None else f", seed {report.seed}")),
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..compare import TensorComparison
 from .error_stats import ErrorStats
@@ -17,6 +18,11 @@ ONEDNN_ARITHMETIC = (
     "float32 where ONNX computes rne(x / s) + zp, so values at or near .5 ties can land one "
     "quantization step apart (and so can everything computed from them), and float8 overflow "
     "becomes NaN where ONNX saturates; judged by --atol/--rtol"
+)
+FUSED = (
+    "original vs rewritten with fusion '{fusion}', both at ORT_ENABLE_ALL: the rewritten "
+    "model's units run as onnxruntime's fused kernels, as the original's Q/DQ do, and its other "
+    "spec ops on the {backend} backend; expected to be exact"
 )
 QUANTIZATION_ERROR = (
     "float model vs quantized model, both at ORT_DISABLE_ALL, tensors paired by name: the "
@@ -82,6 +88,8 @@ class ValidationReport:
     engine: str | None = None  # the oneDNN that ran the rewritten side (onednn backend)
     # The original is a float model and the other its quantized form: the quantization error.
     float_reference: bool = False
+    fusion: str = "none"  # the rewritten side's fusion mode (quantgraph.fusion)
+    fusion_plan: Any = None  # its FusionPlan when fusion was used
     # Distributions of the differences, outputs then intermediate tensors (the HTML page).
     error_stats: dict[str, ErrorStats] = field(default_factory=dict)
 
@@ -123,6 +131,8 @@ class ValidationReport:
             else None,
             "intermediate": None if self.intermediate is None else self.intermediate.to_dict(),
             "float_reference": self.float_reference,
+            "fusion": self.fusion,
+            "fusion_plan": None if self.fusion_plan is None else self.fusion_plan.to_dict(),
             "error_stats": [
                 self.error_stats[o.name].to_dict()
                 for o in self.outputs

@@ -27,6 +27,7 @@ from .inputs import plan_inputs as plan
 from .intermediate import after_quantization, producers, with_all_outputs
 from .report import (
     EXACT,
+    FUSED,
     ONEDNN_ARITHMETIC,
     QUANTIZATION_ERROR,
     Divergence,
@@ -157,6 +158,7 @@ def validate(
     intermediate: bool = False,
     atol: float = 0.0,
     rtol: float = 0.0,
+    fusion: str = "none",
 ) -> ValidationReport:
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
@@ -164,13 +166,21 @@ def validate(
     ``iterations`` seeded samples generated from what the graph says (:mod:`.inputs`).
     ``optimized`` also compares the original at ORT_ENABLE_ALL, judged by ``atol``/``rtol``
     (the exact verdict is untouched). ``intermediate`` compares every tensor both models
-    compute under one name and reports the first node where they part.
+    compute under one name and reports the first node where they part. ``fusion``: the
+    rewritten model's fusion mode (:mod:`quantgraph.fusion`); with "onnxruntime" both sides
+    run at ORT_ENABLE_ALL, where its units are onnxruntime's fused kernels on both sides, and
+    the comparison is still exact.
     """
     if iterations < 1:
         raise ModelError("--iterations must be at least 1")
     source = _Original(original)
     exposed, tensor_names = with_all_outputs(source.ir) if intermediate else (None, [])
-    session = source.session(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, exposed)
+    level = (
+        ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        if fusion == "none"
+        else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    )
+    session = source.session(level, exposed)
     outputs = [o.name for o in session.get_outputs()][: len(source.ir.graph.outputs)]
     declared = {o.name: ELEM_TYPES.get(o.type) for o in session.get_outputs()}
     tensor_names = [n for n in tensor_names if n not in outputs]
@@ -201,7 +211,8 @@ def validate(
         candidate_model,
         backend,
         arithmetic=arithmetic,
-        options=quiet_options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL),
+        options=quiet_options(level),
+        fusion=fusion,
     )
     candidate_names = {o.name for o in candidate.get_outputs()}
     alias = after_quantization(rewritten_ir.graph) if float_reference else {}
@@ -213,6 +224,8 @@ def validate(
     exact = candidate.arithmetic == "onnx" and not float_reference
     if float_reference:
         comparison = f"{QUANTIZATION_ERROR}; quantized side on the {candidate.backend} backend"
+    elif exact and fusion != "none":
+        comparison = FUSED.format(fusion=fusion, backend=candidate.backend)
     elif exact:
         comparison = f"{EXACT} on the {candidate.backend} backend"
     else:
@@ -235,6 +248,8 @@ def validate(
         samples=len(samples),
         tolerance=(atol, rtol),
         float_reference=float_reference,
+        fusion=fusion,
+        fusion_plan=candidate.fusion_plan if fusion != "none" else None,
     )
     index = {name: i for i, name in enumerate(wanted)}
     report.error_stats = _error_stats(
