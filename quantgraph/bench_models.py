@@ -98,7 +98,7 @@ def bench_models(
     with tempfile.TemporaryDirectory(prefix="quantgraph-bench-") as scratch:
         feed_path = Path(scratch) / "inputs.npz"
         with open(feed_path, "wb") as stream:
-            np.savez(stream, **feeds)
+            np.savez(stream, **feeds)  # type: ignore[arg-type]
         for round_index in range(rounds):
             shift = round_index % len(chosen)
             order = chosen[shift:] + chosen[:shift]

@@ -193,9 +193,8 @@ def _attribute(attribute: ir.Attr) -> object:
 def _units(lowered: ir.Model, handed: set[str], after: dict[str, onnx.NodeProto]) -> list[Unit]:
     """Handed-over Q/DQ nodes grouped with their compute node, in graph order."""
     by_name: dict[str, list[onnx.NodeProto]] = {}
-    for node in {id(n): n for n in after.values()}.values():
-        base = node.name.split("_token_")[0]
-        by_name.setdefault(base, []).append(node)
+    for made in {id(n): n for n in after.values()}.values():
+        by_name.setdefault(made.name.split("_token_")[0], []).append(made)
     units: dict[tuple[str, str], list[str]] = {}
     compute_of: dict[tuple[str, str], ir.Node | None] = {}
     graph_of: dict[tuple[str, str], str] = {}
@@ -320,4 +319,3 @@ def _proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
                 yield from _proto_graphs(attribute.g)
             for inner in attribute.graphs:
                 yield from _proto_graphs(inner)
-

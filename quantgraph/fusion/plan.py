@@ -48,7 +48,12 @@ class LeftAlone:
     graph: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        return {"node": self.node, "op_type": self.op_type, "reason": self.reason, "graph": self.graph}
+        return {
+            "node": self.node,
+            "op_type": self.op_type,
+            "reason": self.reason,
+            "graph": self.graph,
+        }
 
 
 @dataclass
