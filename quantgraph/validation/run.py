@@ -231,6 +231,12 @@ def validate(
     else:
         engine = candidate.onednn_version or "oneDNN's arithmetic on the native backend"
         comparison = ONEDNN_ARITHMETIC.format(engine=engine)
+        if fusion != "none":
+            comparison = comparison.replace(
+                "both at ORT_DISABLE_ALL",
+                f"both at ORT_ENABLE_ALL (fusion '{fusion}': onnxruntime's fused kernels on both "
+                "sides, the spec ops it does not fuse on the rewritten side)",
+            )
     report = ValidationReport(
         comparison=comparison,
         backend=candidate.backend,
