@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.quantgraph-installed
 NATIVE_SOURCES := $(shell find custom_ops -type f 2>/dev/null) pyproject.toml
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup browser demo test lint bench clean
 
 $(STAMP): $(NATIVE_SOURCES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,18 @@ setup: $(STAMP)
 demo: setup
 	$(BIN)/quantgraph convert models/cnn_u8.onnx build/demo/cnn_u8.quantgraph.onnx --validate --force
 
+# A headless Chromium for the HTML report's tests: Debian's chromium-headless-shell, installed
+# when missing and this runs as root on Debian (as CI does); elsewhere those tests skip and say why.
+browser:
+	@if command -v chromium-headless-shell >/dev/null || command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's chromium-headless-shell for the HTML report tests (~2 min)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    chromium-headless-shell >/dev/null; \
+	else echo "no headless Chromium and no root: the HTML report's browser tests will skip"; fi
+
 # Tests, including ruff and mypy (tests/test_quality.py).
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest
 
 lint: setup

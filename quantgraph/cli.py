@@ -21,6 +21,7 @@ from .cli_options import (
     ARITHMETIC_OPTION,
     BACKEND_OPTION,
     DIM_OPTION,
+    FUSION_OPTION,
     GENERATION_OPTIONS,
     INPUTS_HELP,
     ITERATIONS_OPTION,
@@ -34,6 +35,7 @@ from .cli_options import (
 from .cli_text import (
     describe,
     print_conversion,
+    print_plan,
     print_support,
     print_validation,
 )
@@ -153,6 +155,13 @@ def main(debug: bool) -> None:
 @VAL_RANGE_OPTION
 @SEED_OPTION
 @ITERATIONS_OPTION
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the validation as one self-contained HTML page (charts, tables; opens "
+    "offline). With --validate; replaced only with --force.",
+)
 @JSON_OPTION
 @_errors_are_one_line
 def convert(
@@ -170,6 +179,7 @@ def convert(
     val_ranges: tuple[tuple[str, tuple[float, float]], ...],
     seed: int,
     iterations: int,
+    report_path: Path | None,
     as_json: bool,
 ) -> None:
     """Rewrite IN's Q/DQ nodes into quantgraph ops and write OUT (atomically).
@@ -221,12 +231,23 @@ def convert(
             iterations=iterations,
         )
         payload["validation"] = validation.to_dict()
+        if report_path is not None:
+            _write_page(
+                report_path,
+                validation,
+                model_in,
+                model_out or model_in,
+                force=force,
+                conversion=result.report,
+            )
     if as_json:
         _print_json(payload)
     else:
         print_conversion(result.report, dry_run, model_out)
         if validation is not None:
             print_validation(validation)
+        if report_path is not None and validation is not None:
+            click.echo(f"wrote {report_path}")
     if validation is not None and not validation.agree:
         sys.exit(EXIT_DISAGREE)
 
@@ -301,6 +322,15 @@ def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_j
 @click.option(
     "--rtol", type=float, default=0.0, show_default=True, help="Relative tolerance (as --atol)."
 )
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the validation as one self-contained HTML page (charts, tables; opens "
+    "offline). Replaced only with --force.",
+)
+@click.option("--force", is_flag=True, help="Replace the --report page if it exists.")
+@FUSION_OPTION
 @JSON_OPTION
 @_errors_are_one_line
 def validate(
@@ -317,11 +347,15 @@ def validate(
     optimized: bool,
     atol: float,
     rtol: float,
+    report_path: Path | None,
+    force: bool,
+    fusion: str,
     as_json: bool,
 ) -> None:
     """Run ORIGINAL (at ORT_DISABLE_ALL) and REWRITTEN on the same inputs; compare outputs.
 
-    Exit 0 when every output is identical, 1 when any differs, 2 on an error.
+    Exit 0 when every output is identical, 1 when any differs, 2 on an error. With --fusion
+    onnxruntime both run at ORT_ENABLE_ALL (still an exact comparison).
 
     \b
     Examples:
@@ -330,6 +364,8 @@ def validate(
       quantgraph validate lm.onnx lm_qg.onnx --val-range input_ids:0,15
       quantgraph validate model.onnx out.onnx --inputs samples/ --intermediate --json
       quantgraph validate model.onnx out.onnx --optimized --atol 0.05
+      quantgraph validate model.onnx out.onnx --intermediate --report report.html
+      quantgraph validate float.onnx qdq.onnx --intermediate --report where-it-hurts.html
     """
     from .validation import validate as run_validate
 
@@ -350,12 +386,33 @@ def validate(
         optimized=optimized,
         atol=atol,
         rtol=rtol,
+        fusion=fusion,
     )
+    if report_path is not None:
+        _write_page(report_path, report, original, rewritten, force=force)
     if as_json:
         _print_json(report.to_dict())
     else:
         print_validation(report)
+        if report_path is not None:
+            click.echo(f"wrote {report_path}")
     sys.exit(EXIT_OK if report.agree else EXIT_DISAGREE)
+
+
+def _write_page(
+    path: Path,
+    report: Any,
+    original: Path | str,
+    rewritten: Path | str,
+    *,
+    force: bool,
+    conversion: Any = None,
+) -> None:
+    from .io import write_file
+    from .validation.html_page import render
+
+    page = render(report, original=str(original), rewritten=str(rewritten), conversion=conversion)
+    write_file(path, page.encode("utf-8"), force=force)
 
 
 @main.command()
@@ -375,6 +432,7 @@ def validate(
 @SEED_OPTION
 @DIM_OPTION
 @VAL_RANGE_OPTION
+@FUSION_OPTION
 @JSON_OPTION
 @_errors_are_one_line
 def run(
@@ -386,6 +444,7 @@ def run(
     seed: int,
     dims: tuple[tuple[str, int], ...],
     val_ranges: tuple[tuple[str, tuple[float, float]], ...],
+    fusion: str,
     as_json: bool,
 ) -> None:
     """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""
@@ -398,7 +457,7 @@ def run(
         refuse_given(GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
     _quiet_onnxruntime()
     bound, ranges = _dims(dims), _val_ranges(val_ranges)
-    session = InferenceSession(model, backend, arithmetic=arithmetic)
+    session = InferenceSession(model, backend, arithmetic=arithmetic, fusion=fusion)
     feeds = (
         load_inputs(inputs, model)
         if inputs
@@ -416,6 +475,7 @@ def run(
                 "backend": session.backend,
                 "arithmetic": session.arithmetic,
                 "onednn": session.onednn_version,
+                "fusion_plan": session.fusion_plan.to_dict(),
                 "outputs": summary,
                 "output_file": str(output) if output else None,
             }
@@ -423,6 +483,8 @@ def run(
     else:
         engine = f", {session.onednn_version}" if session.onednn_version else ""
         click.echo(f"backend: {session.backend} ({session.arithmetic} arithmetic{engine})")
+        if fusion != "none":
+            print_plan(session.fusion_plan)
         for item in summary:
             click.echo(
                 f"  {item['name']}: {item['dtype']}{item['shape']} "
@@ -440,6 +502,7 @@ def run(
     is_flag=True,
     help="Leave com.microsoft QuantizeLinear/DequantizeLinear unchanged (listed).",
 )
+@FUSION_OPTION
 @JSON_OPTION
 @_errors_are_one_line
 def inspect(
@@ -448,12 +511,15 @@ def inspect(
     keep_contrib: bool,
     backend: str | None,
     arithmetic: str | None,
+    fusion: str,
     as_json: bool,
 ) -> None:
     """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why.
 
     With --backend, also try every spec op of the result alone on that backend and say which
-    ones it runs (e.g. --backend onednn: which nodes oneDNN refuses, and why).
+    ones it runs (e.g. --backend onednn: which nodes oneDNN refuses, and why). With --fusion,
+    also the fusion plan a session would make: each unit, its nodes and kernel, and why each
+    other spec op runs alone.
     """
     from .converter import convert as run_convert
 
@@ -470,12 +536,21 @@ def inspect(
             "onednn": _engine(backend),
             "nodes": [s.to_dict() for s in support],
         }
+    plan = None
+    if fusion != "none":
+        from .session import InferenceSession
+
+        _quiet_onnxruntime()
+        plan = InferenceSession(result.model, backend, arithmetic=arithmetic, fusion=fusion)
+        payload["fusion_plan"] = plan.fusion_plan.to_dict()
     if as_json:
         _print_json(payload)
         return
     print_conversion(result.report, True, None)
     if support is not None:
         print_support(backend or "", _engine(backend), support)
+    if plan is not None:
+        print_plan(plan.fusion_plan)
 
 
 def _engine(backend: str | None) -> str | None:
@@ -488,6 +563,39 @@ def _engine(backend: str | None) -> str | None:
 
 @main.command()
 @bench_options
+@click.option(
+    "--model",
+    "models",
+    nargs=2,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="ORIGINAL REWRITTEN",
+    help="Time whole models instead of kernels: ORIGINAL at ORT_ENABLE_ALL (the baseline) and "
+    "ORT_DISABLE_ALL, REWRITTEN per --backends and --fusions; each variant in its own process.",
+)
+@click.option(
+    "--backends",
+    default="native",
+    show_default=True,
+    help="With --model: comma-separated backends for REWRITTEN.",
+)
+@click.option(
+    "--fusions",
+    default="none,onnxruntime",
+    show_default=True,
+    help="With --model: comma-separated fusion modes for REWRITTEN.",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="With --model: processes per variant (one per round, interleaved).",
+)
+@click.option(
+    "--inputs",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With --model: an .npz of inputs (default: generated as validate does).",
+)
 @JSON_OPTION
 @_errors_are_one_line
 def bench(
@@ -497,10 +605,24 @@ def bench(
     threads: int,
     weights: tuple[tuple[int, int], ...],
     no_spinning: bool,
+    models: tuple[Path, Path] | None,
+    backends: str,
+    fusions: str,
+    rounds: int,
+    inputs: Path | None,
     as_json: bool,
 ) -> None:
     """Time the kernels against onnxruntime's QuantizeLinear/DequantizeLinear, plain numpy and
-    np.copyto, measured in the same run."""
+    np.copyto, measured in the same run; or, with --model, whole models.
+
+    \b
+    Examples:
+      quantgraph bench --sizes 1048576 --weights ''
+      quantgraph bench --model model.onnx model_qg.onnx --fusions none,onnxruntime --rounds 7
+    """
+    if models:
+        _bench_models(models, backends, fusions, rounds, repeat, threads, inputs, as_json)
+        return
     from . import bench as benchmarks
 
     if sizes and columns and max(columns) > min(sizes):
@@ -526,6 +648,56 @@ def bench(
         _print_json([row.to_dict() for row in rows])
     else:
         click.echo(benchmarks.format_table(rows))
+
+
+def _bench_models(
+    models: tuple[Path, Path],
+    backends: str,
+    fusions: str,
+    rounds: int,
+    runs: int,
+    threads: int,
+    inputs: Path | None,
+    as_json: bool,
+) -> None:
+    from .backends import BACKENDS
+    from .bench_models import bench_models
+    from .fusion.plan import MODES
+    from .validation import load_inputs
+
+    chosen = [b.strip() for b in backends.split(",") if b.strip()]
+    modes = [f.strip() for f in fusions.split(",") if f.strip()]
+    for name, values, allowed in (("--backends", chosen, BACKENDS), ("--fusions", modes, MODES)):
+        for value in values:
+            if value not in allowed:
+                raise click.BadParameter(
+                    f"{value!r} is not one of {', '.join(allowed)}", param_hint=name
+                )
+    progress = (
+        None if as_json or not sys.stderr.isatty() else (lambda text: click.echo(text, err=True))
+    )
+    timings = bench_models(
+        models[0],
+        models[1],
+        backends=chosen,
+        fusions=modes,
+        rounds=rounds,
+        runs=runs,
+        threads=threads,
+        inputs=load_inputs(inputs) if inputs else None,
+        progress=progress,
+    )
+    if as_json:
+        _print_json([t.to_dict() for t in timings])
+        return
+    click.echo(f"{'variant':<40} {'median ms':>10} {'ratio':>7}  (to the original at ENABLE_ALL)")
+    for timing in timings:
+        if timing.error is not None:
+            click.echo(f"{timing.label:<40} failed: {timing.error}")
+            continue
+        median, ratio = timing.median_ms, timing.ratio
+        shown = "-" if ratio is None else f"{ratio:.2f}x"
+        click.echo(f"{timing.label:<40} {median or 0:>10.3f} {shown:>7}")
 
 
 class _progress:

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from .backends import ARITHMETICS, BACKENDS
+from .fusion.plan import MODES as FUSION_MODES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -172,7 +173,15 @@ def _which(item: str, text: str) -> str:
 
 
 # convert's options that only --validate uses; the options that only shape generated inputs.
-VALIDATE_OPTIONS = ("backend", "arithmetic", "dims", "val_ranges", "seed", "iterations")
+VALIDATE_OPTIONS = (
+    "backend",
+    "arithmetic",
+    "dims",
+    "val_ranges",
+    "seed",
+    "iterations",
+    "report_path",
+)
 GENERATION_OPTIONS = ("dims", "val_ranges", "seed", "iterations")
 
 
@@ -245,3 +254,14 @@ _BENCH_OPTIONS = [
         help="Intra-op threads sleep after a run instead of spin-waiting (onnxruntime's default).",
     ),
 ]
+
+
+FUSION_OPTION = click.option(
+    "--fusion",
+    type=click.Choice(FUSION_MODES),
+    default="none",
+    show_default=True,
+    help="none: each spec op alone (the spec's exact composition). onnxruntime: units of spec "
+    "ops and their compute (DQ -> Conv -> Q, int4 weight -> MatMul, ...) run as onnxruntime's "
+    "fused kernels at ORT_ENABLE_ALL, as for the original QDQ model; the rest on --backend.",
+)

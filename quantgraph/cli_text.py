@@ -149,3 +149,24 @@ def print_support(backend: str, engine: str | None, support: Any) -> None:
     for item in support:
         if item.status != "runs":
             click.echo(f"  {item.status}: {item.op} '{item.node}': {item.reason}")
+
+
+def print_plan(plan: Any, limit: int = 40) -> None:
+    """A session's fusion plan (quantgraph.fusion): its units, then the spec ops left alone."""
+    click.echo(
+        f"fusion {plan.mode}: {len(plan.units)} unit(s) with {plan.fused_nodes} spec op(s); "
+        f"{len(plan.alone)} spec op(s) alone"
+    )
+    for unit in plan.units[:limit]:
+        compute = f"{unit.compute} ({unit.op_type})" if unit.compute else "Q/DQ only"
+        where = f" (in {unit.graph})" if unit.graph else ""
+        click.echo(
+            f"  unit {compute}{where} -> {unit.engine} {unit.kernel}: {', '.join(unit.nodes)}"
+        )
+    if len(plan.units) > limit:
+        click.echo(f"  ... and {len(plan.units) - limit} more units (--json lists all)")
+    for alone in plan.alone[:limit]:
+        where = f" (in {alone.graph})" if alone.graph else ""
+        click.echo(f"  alone {alone.node}{where} ({alone.op_type}): {alone.reason}")
+    if len(plan.alone) > limit:
+        click.echo(f"  ... and {len(plan.alone) - limit} more (--json lists all)")

@@ -252,3 +252,19 @@ def _check_external_locations(proto: onnx.ModelProto, path: Path) -> None:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return text[0] if text else type(error).__name__
+
+
+def write_file(path: str | os.PathLike[str], data: bytes, *, force: bool = False) -> Path:
+    """Write ``data`` to ``path`` atomically (a temporary file beside it, then a rename);
+    an existing ``path`` is replaced only with ``force``, and only when it is a regular file."""
+    target = Path(path)
+    if target.exists() or target.is_symlink():
+        if not force:
+            raise ModelError(f"{target}: already exists (use --force to replace it)")
+        if not target.is_file():
+            raise ModelError(f"{target}: is not a regular file; it is never replaced")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _temporary(target) as temporary:
+        _write_bytes(temporary, data)
+        os.replace(temporary, target)
+    return target

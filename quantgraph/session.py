@@ -13,6 +13,7 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
+from . import fusion as fusion_engines
 from .backends import resolve, resolve_arithmetic, session_options
 from .io import ModelLike, has_external_data, load_model, save_model
 from .passes.declared_dst import DeclaredDstPass, needs_declared_dst
@@ -29,6 +30,12 @@ class InferenceSession:
     the Python backend the model is put in the form its kernels accept (static ops become
     dynamic ones with constant inputs), and kernel errors recorded during a run are raised from
     :meth:`run`.
+
+    ``fusion``: "none" (default; each spec op alone, the spec's exact composition) or
+    "onnxruntime" (units of spec ops and their compute run as onnxruntime's fused kernels, as
+    it runs the original QDQ model at the session's optimization level; see
+    :mod:`quantgraph.fusion`). :attr:`fusion_plan` says which unit runs where and why a spec
+    op runs alone.
     """
 
     def __init__(
@@ -39,13 +46,21 @@ class InferenceSession:
         arithmetic: str | None = None,
         options: ort.SessionOptions | None = None,
         providers: Sequence[str] = ("CPUExecutionProvider",),
+        fusion: str = fusion_engines.NONE,
     ) -> None:
         register_schemas()
         self.backend = resolve(backend)
         self.arithmetic = resolve_arithmetic(self.backend, arithmetic)
         self.onednn_version: str | None = None  # which oneDNN runs the ops (onednn backend)
+        self.fusion = fusion
+        self.fusion_plan = fusion_engines.FusionPlan(fusion_engines.NONE)
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
-        source = self._prepare(model)
+        level = int(
+            options.graph_optimization_level
+            if options is not None
+            else ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # onnxruntime's own default
+        )
+        source = self._prepare(model, level)
         if self.backend == "python":
             # Kernel errors are recorded per thread; parallel execution would run kernels on
             # onnxruntime's threads, where run() could not see them.
@@ -61,16 +76,22 @@ class InferenceSession:
 
             self.onednn_version = onednn.version()
 
-    def _prepare(self, model: ModelLike) -> str | bytes:
+    def _prepare(self, model: ModelLike, level: int) -> str | bytes:
         """What onnxruntime loads: the file itself or the caller's serialized model when they
         run as they are, else a prepared private copy."""
         is_path = isinstance(model, (str, os.PathLike))
         loaded = load_model(model)  # the same clear errors everywhere for a bad file
         declared = needs_declared_dst(loaded)
-        if loaded is model and (declared or self.backend == "python"):
+        fused = self.fusion != fusion_engines.NONE
+        if loaded is model and (declared or fused or self.backend == "python"):
             loaded = ir.from_proto(ir.to_proto(loaded))  # the caller's object stays as it was
         # The seed's dst rule: a declared output type no kernel could see becomes output_dtype.
         changed = declared and DeclaredDstPass()(loaded).modified
+        if fused:
+            self.fusion_plan = fusion_engines.apply(
+                loaded, self.fusion, level=level, backend=self.backend
+            )
+            changed = changed or bool(self.fusion_plan.units)
         if self.backend == "python":
             from .backends.python_prepare import prepare_model
 

@@ -142,6 +142,55 @@ DEFS: dict[str, Schema] = {
             "optimized": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/optimized"}]},
             "intermediate": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/intermediate"}]},
             "input_search": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/input_search"}]},
+            "float_reference": BOOL,
+            "fusion": {"enum": ["none", "onnxruntime"]},
+            "fusion_plan": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/fusion_plan"}]},
+            "error_stats": _array({"$ref": "#/$defs/error_stats"}),
+        }
+    ),
+    "error_stats": _object(
+        {
+            "name": STRING,
+            "elements": INT,
+            "sqnr_db": {"type": ["number", "null"]},  # null: no noise (identical)
+            "identical": BOOL,
+            "nonfinite_differences": INT,
+            "max_abs_diff": {"type": "number"},
+            "step": {"type": ["number", "null"]},
+            "abs_histogram": {"type": "object", "additionalProperties": INT},
+            "step_histogram": {
+                "oneOf": [{"type": "null"}, {"type": "object", "additionalProperties": INT}]
+            },
+        }
+    ),
+    "fusion_unit": _object(
+        {
+            "compute": STRING,
+            "op_type": STRING,
+            "nodes": _array(STRING),
+            "engine": STRING,
+            "kernel": STRING,
+            "graph": STRING,
+        }
+    ),
+    "fusion_alone": _object({"node": STRING, "op_type": STRING, "reason": STRING, "graph": STRING}),
+    "fusion_plan": _object(
+        {
+            "mode": {"enum": ["none", "onnxruntime"]},
+            "fused_spec_ops": INT,
+            "spec_ops_alone": INT,
+            "units": _array({"$ref": "#/$defs/fusion_unit"}),
+            "alone": _array({"$ref": "#/$defs/fusion_alone"}),
+        }
+    ),
+    "model_timing": _object(
+        {
+            "label": STRING,
+            "process_medians_ms": _array({"type": "number"}),
+            "ratios": _array({"type": "number"}),
+            "error": NULLABLE_STRING,
+            "median_ms": {"type": ["number", "null"]},
+            "ratio_to_original": {"type": ["number", "null"]},
         }
     ),
     "node_support": _object(
@@ -210,6 +259,7 @@ _TOP: dict[str, tuple[str, Schema]] = {
                 "backend": {"enum": ["native", "python", "onednn"]},
                 "arithmetic": {"enum": ["onnx", "onednn"]},
                 "onednn": {"$ref": "#/$defs/onednn"},
+                "fusion_plan": {"$ref": "#/$defs/fusion_plan"},
                 "outputs": _array({"$ref": "#/$defs/output_summary"}),
                 "output_file": NULLABLE_STRING,
             }
@@ -227,13 +277,20 @@ _TOP: dict[str, tuple[str, Schema]] = {
                         "onednn": {"$ref": "#/$defs/onednn"},
                         "nodes": _array({"$ref": "#/$defs/node_support"}),
                     }
-                )
+                ),
+                "fusion_plan": {"$ref": "#/$defs/fusion_plan"},
             },
         ),
     ),
     "bench": (
-        "quantgraph bench --json: one row per op, layout and size (an array).",
-        _array({"$ref": "#/$defs/bench_row"}),
+        "quantgraph bench --json: one row per op, layout and size (an array); with --model, "
+        "one row per variant of the whole models.",
+        {
+            "anyOf": [
+                _array({"$ref": "#/$defs/bench_row"}),
+                _array({"$ref": "#/$defs/model_timing"}),
+            ]
+        },
     ),
     "error": (
         "Any command's --json output when it fails (exit code 2; the same message is on stderr).",

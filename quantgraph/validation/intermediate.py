@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import onnx
 import onnx_ir as ir
 
-from .._ir import GraphLike, negative_dims_unknown
+from .._ir import GraphLike, negative_dims_unknown, spec_op
 
 
 @dataclass(frozen=True)
@@ -56,3 +56,29 @@ def producers(graph: GraphLike) -> dict[str, Producer]:
             if value.name:
                 found[value.name] = Producer(node.name or "", node.op_type)
     return found
+
+
+def after_quantization(graph: GraphLike) -> dict[str, str]:
+    """For a quantized model compared with its float original: each tensor that is quantized
+    and dequantized again, mapped to the dequantized tensor, which is what the next layer
+    reads (as onnxruntime's ``qdq_loss_debug`` pairs a float activation with its post-QDQ
+    value). quantize_static folds a Relu into Q's clamp, so the pre-QDQ tensor of that name
+    still holds negatives: comparing it with the float Relu's output would measure nothing."""
+    found: dict[str, str] = {}
+    for node in graph:
+        if not _is_qdq(node, quantize=True) or not node.inputs or node.inputs[0] is None:
+            continue
+        source = node.inputs[0].name
+        for use in node.outputs[0].uses():
+            consumer = use.node
+            if _is_qdq(consumer, quantize=False) and consumer.outputs[0].name and source:
+                found.setdefault(source, consumer.outputs[0].name)
+    return found
+
+
+def _is_qdq(node: ir.Node, *, quantize: bool) -> bool:
+    op = spec_op(node)
+    if op is not None:
+        return op.is_quantize == quantize
+    wanted = "QuantizeLinear" if quantize else "DequantizeLinear"
+    return node.op_type == wanted and node.domain in ("", "ai.onnx", "com.microsoft")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..compare import TensorComparison
+from .error_stats import ErrorStats
 
 # Each comparison is a short line (``comparison``) and why it is judged so (``..._NOTE``).
 EXACT = "original vs rewritten on the {backend} backend, both at ORT_DISABLE_ALL: must be identical"
@@ -20,6 +22,24 @@ ONEDNN_NOTE = (
     "oneDNN quantizes as rne(x * (1/s) + zp) in float32 where ONNX computes rne(x / s) + zp, so "
     "values at or near .5 ties can land one quantization step apart (and so can everything "
     "computed from them), and float8 overflow becomes NaN where ONNX saturates"
+)
+FUSED = (
+    "original vs rewritten with fusion '{fusion}' on the {backend} backend, both at "
+    "ORT_ENABLE_ALL: must be identical"
+)
+FUSED_NOTE = (
+    "the rewritten model's units run as onnxruntime's fused kernels, as the original's Q/DQ do; "
+    "the spec ops onnxruntime does not fuse run on the backend, bit-exact with its "
+    "QuantizeLinear/DequantizeLinear"
+)
+QUANTIZATION_ERROR = (
+    "float model vs quantized model on the {backend} backend, both at ORT_DISABLE_ALL: the "
+    "quantization error, judged by --atol/--rtol"
+)
+QUANTIZATION_NOTE = (
+    "tensors are paired by name, each float activation with its value after its Q/DQ pair (what "
+    "the next layer reads, as onnxruntime's qdq_loss_debug pairs them); not expected to be exact: "
+    "the page of --report shows the SQNR of every tensor"
 )
 OPTIMIZED = (
     "original at ORT_ENABLE_ALL vs rewritten: informational, not part of the verdict; judged by "
@@ -54,6 +74,10 @@ class IntermediateReport:
     tensors_differing: int
     first_divergence: Divergence | None
     differing: list[TensorComparison] = field(default_factory=list)
+    # Every compared tensor's name in the original's node order (the page plots along it),
+    # with the original's node and op type that computes it.
+    order: list[str] = field(default_factory=list)
+    producers: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         first = self.first_divergence
@@ -93,11 +117,17 @@ class ValidationReport:
     engine: str | None = None  # the oneDNN that ran the rewritten side (onednn backend)
     comparison_note: str = ""  # why the comparison is judged as it is
     input_search: InputSearch | None = None  # set when the first plan of inputs was refused
+    # The original is a float model and the other its quantized form: the quantization error.
+    float_reference: bool = False
+    fusion: str = "none"  # the rewritten side's fusion mode (quantgraph.fusion)
+    fusion_plan: Any = None  # its FusionPlan when fusion was used
+    # Distributions of the differences, outputs then intermediate tensors (the HTML page).
+    error_stats: dict[str, ErrorStats] = field(default_factory=dict)
 
     @property
     def exact_expected(self) -> bool:
         """Both sides compute ONNX's arithmetic: any difference is a disagreement."""
-        return self.arithmetic == "onnx"
+        return self.arithmetic == "onnx" and not self.float_reference
 
     @property
     def agree(self) -> bool:
@@ -135,4 +165,12 @@ class ValidationReport:
             if self.optimized
             else None,
             "intermediate": None if self.intermediate is None else self.intermediate.to_dict(),
+            "float_reference": self.float_reference,
+            "fusion": self.fusion,
+            "fusion_plan": None if self.fusion_plan is None else self.fusion_plan.to_dict(),
+            "error_stats": [
+                self.error_stats[o.name].to_dict()
+                for o in self.outputs
+                if o.name in self.error_stats
+            ],
         }

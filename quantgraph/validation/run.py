@@ -18,19 +18,24 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
-from ..compare import TensorComparison, compare, merge
+from ..compare import TensorComparison, compare, merge, typed
 from ..errors import ModelError
 from ..io import ModelLike, load_model, source_files
 from ..session import InferenceSession
 from . import feeds
+from .error_stats import ErrorStats, has_quantization, quantization_steps
 from .inputs import FIRST, InputSpec, describe
 from .inputs import plan_inputs as plan
-from .intermediate import producers, with_all_outputs
+from .intermediate import after_quantization, producers, with_all_outputs
 from .report import (
     EXACT,
     EXACT_NOTE,
+    FUSED,
+    FUSED_NOTE,
     ONEDNN_ARITHMETIC,
     ONEDNN_NOTE,
+    QUANTIZATION_ERROR,
+    QUANTIZATION_NOTE,
     Divergence,
     InputSearch,
     IntermediateReport,
@@ -173,6 +178,7 @@ def validate(
     intermediate: bool = False,
     atol: float = 0.0,
     rtol: float = 0.0,
+    fusion: str = "none",
 ) -> ValidationReport:
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
@@ -182,7 +188,10 @@ def validate(
     refuses the first (:mod:`.search`; the report's ``input_search``).
     ``optimized`` also compares the original at ORT_ENABLE_ALL, judged by ``atol``/``rtol``
     (the exact verdict is untouched). ``intermediate`` compares every tensor both models
-    compute under one name and reports the first node where they part.
+    compute under one name and reports the first node where they part. ``fusion``: the
+    rewritten model's fusion mode (:mod:`quantgraph.fusion`); with "onnxruntime" both sides
+    run at ORT_ENABLE_ALL, where its units are onnxruntime's fused kernels on both sides, and
+    the comparison is still exact.
     """
     if iterations < 1:
         raise ModelError("--iterations must be at least 1")
@@ -190,7 +199,12 @@ def validate(
     rewritten_ir = load_model(rewritten)
     _same_inputs(source, rewritten_ir, _label(rewritten, rewritten_ir, "the rewritten model"))
     exposed, tensor_names = with_all_outputs(source.ir) if intermediate else (None, [])
-    session = source.session(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, exposed)
+    level = (
+        ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        if fusion == "none"
+        else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    )
+    session = source.session(level, exposed)
     outputs = [o.name for o in session.get_outputs()][: len(source.ir.graph.outputs)]
     declared = {o.name: ELEM_TYPES.get(o.type) for o in session.get_outputs()}
     tensor_names = [n for n in tensor_names if n not in outputs]
@@ -214,6 +228,7 @@ def validate(
         described = {spec.name: spec.to_dict() for spec in specs}
         used_seed = seed
 
+    float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
     candidate_model: ModelLike = rewritten
     if intermediate:
         candidate_model = with_all_outputs(rewritten_ir)[0]
@@ -221,19 +236,35 @@ def validate(
         candidate_model,
         backend,
         arithmetic=arithmetic,
-        options=quiet_options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL),
+        options=quiet_options(level),
+        fusion=fusion,
     )
     candidate_names = {o.name for o in candidate.get_outputs()}
-    common = [n for n in tensor_names if n in candidate_names]
-    actual = [candidate.run(outputs + common, s) for s in samples]
+    alias = after_quantization(rewritten_ir.graph) if float_reference else {}
+    common = [n for n in tensor_names if alias.get(n, n) in candidate_names]
+    fetched = outputs + [alias.get(n, n) for n in common]
+    actual = [candidate.run(fetched, s) for s in samples]
 
     n_out = len(outputs)
-    exact = candidate.arithmetic == "onnx"
-    if exact:
-        comparison, note = EXACT.format(backend=candidate.backend), EXACT_NOTE
+    exact = candidate.arithmetic == "onnx" and not float_reference
+    backend_name = candidate.backend
+    if float_reference:
+        comparison, note = QUANTIZATION_ERROR.format(backend=backend_name), QUANTIZATION_NOTE
+    elif exact and fusion != "none":
+        comparison, note = FUSED.format(fusion=fusion, backend=backend_name), FUSED_NOTE
+    elif exact:
+        comparison, note = EXACT.format(backend=backend_name), EXACT_NOTE
     else:
         engine = candidate.onednn_version or "oneDNN's arithmetic on the native backend"
         comparison, note = ONEDNN_ARITHMETIC.format(engine=engine), ONEDNN_NOTE
+        if fusion != "none":
+            comparison = comparison.replace(
+                "both at ORT_DISABLE_ALL", f"both at ORT_ENABLE_ALL (fusion '{fusion}')"
+            )
+            note += (
+                f"; fusion '{fusion}': onnxruntime's fused kernels run the units on both sides, "
+                "the spec ops it does not fuse run on the rewritten side's backend"
+            )
     report = ValidationReport(
         comparison=comparison,
         comparison_note=note,
@@ -252,6 +283,17 @@ def validate(
         samples=len(samples),
         tolerance=(atol, rtol),
         input_search=search,
+        float_reference=float_reference,
+        fusion=fusion,
+        fusion_plan=candidate.fusion_plan if fusion != "none" else None,
+    )
+    index = {name: i for i, name in enumerate(wanted)}
+    report.error_stats = _error_stats(
+        outputs + common,
+        declared,
+        [[e[index[n]] for n in outputs + common] for e in expected],
+        actual,
+        {**quantization_steps(rewritten_ir.graph), **quantization_steps(source.ir.graph)},
     )
     if optimized:
         fused = source.session(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
@@ -260,7 +302,6 @@ def validate(
             outputs, declared, fused_out, [a[:n_out] for a in actual], tolerance=(atol, rtol)
         )
     if intermediate:
-        index = {name: i for i, name in enumerate(wanted)}
         pairs = [
             ([e[index[n]] for n in common], a[n_out:])
             for e, a in zip(expected, actual, strict=True)
@@ -268,6 +309,21 @@ def validate(
         compared = _aggregate(common, declared, [p[0] for p in pairs], [p[1] for p in pairs])
         report.intermediate = _intermediate(source, rewritten_ir, compared)
     return report
+
+
+def _error_stats(
+    names: list[str],
+    declared: Mapping[str, int | None],
+    expected: Sequence[Sequence[np.ndarray]],
+    actual: Sequence[Sequence[np.ndarray]],
+    steps: Mapping[str, float],
+) -> dict[str, ErrorStats]:
+    found = {name: ErrorStats(name, step=steps.get(name)) for name in names}
+    for want, got in zip(expected, actual, strict=True):
+        for index, name in enumerate(names):
+            elem_type = declared.get(name)
+            found[name].add(typed(want[index], elem_type), typed(got[index], elem_type))
+    return found
 
 
 def _runnable_specs(
@@ -388,4 +444,6 @@ def _intermediate(
             top.mismatches,
             top.elements,
         )
-    return IntermediateReport(len(compared), len(differing), first, differing)
+    order = [c.name for c in compared]
+    found = {n: (made_by[n].node, made_by[n].op_type) for n in order if n in made_by}
+    return IntermediateReport(len(compared), len(differing), first, differing, order, found)

@@ -80,3 +80,21 @@ def test_cli_json(cnn: tuple[Path, Path]) -> None:
     assert payload["backend"] == "onednn" and payload["arithmetic"] == "onednn"
     assert payload["onednn"].startswith("oneDNN v3.")
     assert {"mismatches", "max_abs_diff", "max_ulp_diff"} <= payload["outputs"][0].keys()
+
+
+def test_fusion_keeps_the_spec_ops_onnxruntime_leaves_on_onednn(cnn: tuple[Path, Path]) -> None:
+    """With fusion='onnxruntime' the units run as onnxruntime's kernels on both sides and the
+    spec ops it leaves alone (the input's quantize, the output's dequantize) run on oneDNN:
+    the same arithmetic as the native backend in oneDNN's arithmetic, at ORT_ENABLE_ALL."""
+    session = quantgraph.InferenceSession(cnn[1], "onednn", fusion="onnxruntime")
+    assert {a.node for a in session.fusion_plan.alone} == {
+        "input_QuantizeLinear",
+        "output_DequantizeLinear",
+    }
+    onednn = validate(*cnn, backend="onednn", iterations=30, fusion="onnxruntime")
+    native = validate(
+        *cnn, backend="native", arithmetic="onednn", iterations=30, fusion="onnxruntime"
+    )
+    assert not onednn.exact_expected and "both at ORT_ENABLE_ALL" in onednn.comparison
+    assert onednn.outputs[0].mismatches == native.outputs[0].mismatches
+    assert onednn.outputs[0].max_abs_diff == native.outputs[0].max_abs_diff

@@ -1,0 +1,321 @@
+"""The onnxruntime engine: units go back to onnxruntime's own fused kernels, in their standard
+Q/DQ form, at session time (the model file is never changed).
+
+Which Q/DQ nodes onnxruntime fuses is decided by its optimizer (``qdq_selector_action_
+transformer.cc``, the layout transformer, the Q/DQ clean-ups), and its rules change between
+versions. So the plan does not guess: it lowers a private copy of the model to Q/DQ, lets the
+installed onnxruntime optimize it at the session's level, and reads the optimized graph back.
+
+* A Q/DQ node that comes out of the optimizer exactly as it went in (same op, inputs, constant
+  values, attributes) is not fused: its spec op stays and runs on the session's backend. Our
+  kernels are bit-exact with onnxruntime's QuantizeLinear/DequantizeLinear, so this costs no
+  exactness.
+* Every other spec op is handed over in its Q/DQ form, so the session's model is, for the
+  optimizer, the original QDQ model: what it fuses, it fuses as it does for the original, and
+  the outputs equal the original's at the same optimization level, bit for bit.
+
+Units group the handed-over spec ops with the compute node they feed (DequantizeLinear) or are
+fed by (QuantizeLinear); the kernel is what the optimized graph computes that unit with.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+
+from .._ir import GraphLike, all_graphs, constant_array, spec_op
+from ..errors import one_line
+from ..passes.report import RewriteReport
+from ..passes.spec_to_qdq import SpecToQdqPass
+from .plan import ONNXRUNTIME, FusionPlan, LeftAlone, Unit
+
+QDQ = ("QuantizeLinear", "DequantizeLinear")
+LEVEL_NAMES = {0: "ORT_DISABLE_ALL", 1: "ORT_ENABLE_BASIC", 2: "ORT_ENABLE_EXTENDED"}
+# Initializers at least this large go to a side file when onnxruntime writes the optimized
+# model (weights are never compared by value: an unchanged node keeps its weight's name).
+EXTERNAL_THRESHOLD = 1024
+
+
+class _LowerSome(SpecToQdqPass):
+    """Lowers only the spec ops whose first output is named in ``names``."""
+
+    def __init__(self, names: set[str], report: RewriteReport) -> None:
+        super().__init__(report=report)
+        self.names = names
+
+    def matches(self, node: ir.Node) -> bool:
+        return super().matches(node) and _key(node) in self.names
+
+
+def plan(model: ir.Model, level: int, backend: str) -> FusionPlan:
+    """The plan for ``model`` (spec ops) at onnxruntime optimization ``level``, and the model
+    rewritten in place to carry it out (handed-over units in Q/DQ form)."""
+    import onnxruntime as ort
+
+    found = FusionPlan(ONNXRUNTIME)
+    spec = {_key(node): (graph, node) for graph, node in _spec_nodes(model)}
+    if not spec:
+        return found
+    level_name = LEVEL_NAMES.get(level, "ORT_ENABLE_ALL")
+    if level == int(ort.GraphOptimizationLevel.ORT_DISABLE_ALL):
+        reason = f"the session's optimization level ({level_name}) fuses nothing"
+        found.alone = [_alone(_where(model, g), n, reason) for g, n in spec.values()]
+        return found
+
+    lowered = ir.from_proto(ir.to_proto(model))
+    report = RewriteReport()
+    SpecToQdqPass(report=report)(lowered)
+    cannot = {s.node: s.reason for s in report.skipped}
+    optimized = _optimize(lowered, level)
+    after = _outputs_index(optimized)
+    constants = _constants(optimized)
+
+    opset = lowered.opset_imports.get("", 1)
+    keep: set[str] = set()
+    in_functions = {_key(n) for f in model.functions.values() for n in f}
+    for graph, node in _graph_nodes_all(lowered):
+        key = _key(node)
+        if key not in spec:
+            continue
+        where = _where(lowered, graph)
+        original = spec[key][1]
+        if spec_op(node) is not None:  # SpecToQdqPass could not lower it
+            keep.add(key)
+            reason = cannot.get(node.name or "", "it has no standard Q/DQ form")
+            found.alone.append(_alone(where, original, f"no standard Q/DQ form: {reason}"))
+        elif key not in in_functions and _unchanged(node, after.get(key), constants, opset):
+            keep.add(key)
+            found.alone.append(
+                _alone(
+                    where,
+                    original,
+                    f"onnxruntime keeps this {node.op_type} as it is at {level_name} (no fused "
+                    "kernel takes it): runs on the session's backend",
+                )
+            )
+    handed = set(spec) - keep
+    found.units = _units(lowered, handed, after)
+    _LowerSome(handed, RewriteReport())(model)
+    return found
+
+
+def _optimize(model: ir.Model, level: int) -> onnx.ModelProto:
+    """The graph the installed onnxruntime makes of ``model`` at ``level`` (CPU provider)."""
+    import onnxruntime as ort
+
+    from ..io import save_model
+
+    with tempfile.TemporaryDirectory(prefix="quantgraph-plan-") as scratch:
+        source = Path(scratch) / "lowered.onnx"
+        target = Path(scratch) / "optimized.onnx"
+        save_model(model, source, external_data="lowered.data")
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel(level)
+        options.optimized_model_filepath = str(target)
+        options.log_severity_level = 4
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_file_name", "optimized.data"
+        )
+        options.add_session_config_entry(
+            "session.optimized_model_external_initializers_min_size_in_bytes",
+            str(EXTERNAL_THRESHOLD),
+        )
+        try:
+            ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+        except Exception as error:
+            from ..errors import BackendError
+
+            raise BackendError(
+                f"fusion 'onnxruntime': onnxruntime cannot load the model in its Q/DQ form: "
+                f"{one_line(error)}"
+            ) from None
+        return onnx.load(str(target), load_external_data=False)
+
+
+def _unchanged(
+    node: ir.Node,
+    optimized: onnx.NodeProto | None,
+    constants: dict[str, np.ndarray],
+    opset: int,
+) -> bool:
+    if optimized is None or optimized.op_type != node.op_type:
+        return False
+    if optimized.domain not in ("", "ai.onnx") or node.domain not in ("", "ai.onnx"):
+        return False
+    inputs = [v for v in node.inputs]
+    if len(optimized.input) != len(inputs):
+        return False
+    for value, name in zip(inputs, optimized.input, strict=True):
+        if value is None:
+            if name:
+                return False
+            continue
+        mine = constant_array(value)
+        theirs = constants.get(name)
+        if mine is None:
+            if name != value.name:  # a computed input must be the same tensor
+                return False
+            continue
+        if theirs is None:
+            if name != value.name:
+                return False
+            continue
+        if theirs.dtype != mine.dtype or not np.array_equal(theirs, mine, equal_nan=True):
+            return False
+    wanted = {name: _attribute(a) for name, a in node.attributes.items()}
+    got = {a.name: onnx.helper.get_attribute_value(a) for a in optimized.attribute}
+    defaults = _defaults(optimized.op_type, opset)
+    for name in set(got) - set(wanted):  # onnxruntime writes defaulted attributes out
+        if name in defaults and defaults[name] == got[name]:
+            del got[name]
+    return wanted == got
+
+
+def _defaults(op_type: str, opset: int) -> dict[str, object]:
+    schema = onnx.defs.get_schema(op_type, opset, "")
+    return {
+        name: onnx.helper.get_attribute_value(a.default_value)
+        for name, a in schema.attributes.items()
+        if a.default_value is not None and a.default_value.name
+    }
+
+
+def _attribute(attribute: ir.Attr) -> object:
+    proto = ir.serde.serialize_attribute(attribute)
+    return onnx.helper.get_attribute_value(proto)
+
+
+def _units(lowered: ir.Model, handed: set[str], after: dict[str, onnx.NodeProto]) -> list[Unit]:
+    """Handed-over Q/DQ nodes grouped with their compute node, in graph order."""
+    by_name: dict[str, list[onnx.NodeProto]] = {}
+    for made in {id(n): n for n in after.values()}.values():
+        by_name.setdefault(made.name.split("_token_")[0], []).append(made)
+    units: dict[tuple[str, str], list[str]] = {}
+    compute_of: dict[tuple[str, str], ir.Node | None] = {}
+    graph_of: dict[tuple[str, str], str] = {}
+    for graph, node in _graph_nodes_all(lowered):
+        key = _key(node)
+        if key not in handed:
+            continue
+        compute = _compute_for(node)
+        where = _where(lowered, graph)
+        group = (where, _key(compute) if compute is not None else key)
+        units.setdefault(group, []).append(node.name or key)
+        compute_of.setdefault(group, compute)
+        graph_of[group] = where
+    found = []
+    for group, names in units.items():
+        compute = compute_of[group]
+        outputs = [group[1]] if compute is None else [v.name or "" for v in compute.outputs]
+        found.append(
+            Unit(
+                compute="" if compute is None else (compute.name or ""),
+                op_type="" if compute is None else compute.op_type,
+                nodes=tuple(names),
+                engine=ONNXRUNTIME,
+                kernel=_kernel(compute, outputs, after, by_name),
+                graph=graph_of[group],
+            )
+        )
+    return found
+
+
+def _compute_for(node: ir.Node) -> ir.Node | None:
+    """A DequantizeLinear's consumer or a QuantizeLinear's producer, when it is compute."""
+    if node.op_type == "DequantizeLinear":
+        for use in node.outputs[0].uses():
+            if use.node.op_type not in QDQ:
+                return use.node
+        return None
+    source = node.inputs[0].producer() if node.inputs and node.inputs[0] is not None else None
+    return source if source is not None and source.op_type not in QDQ else None
+
+
+def _kernel(
+    compute: ir.Node | None,
+    outputs: list[str],
+    after: dict[str, onnx.NodeProto],
+    by_name: dict[str, list[onnx.NodeProto]],
+) -> str:
+    """What onnxruntime runs the unit as: the optimized node computing its outputs."""
+    wanted = list(outputs)
+    if compute is not None:  # a fused kernel writes the Q's output where there is one
+        for value in compute.outputs:
+            for use in value.uses():
+                if use.node.op_type == "QuantizeLinear":
+                    wanted.extend(v.name or "" for v in use.node.outputs)
+    candidates = [after[name] for name in reversed(wanted) if name in after]
+    if compute is not None and compute.name:  # the layout transformer renames: conv1_token_1
+        candidates += [n for n in by_name.get(compute.name, ())]
+    for node in candidates:
+        if node.op_type != "Transpose":
+            return f"{node.domain}.{node.op_type}" if node.domain else node.op_type
+    return "folded away by onnxruntime's optimizer"
+
+
+def _alone(where: str, node: ir.Node, reason: str) -> LeftAlone:
+    return LeftAlone(node.name or _key(node), node.op_type, reason, where)
+
+
+def _where(model: ir.Model, graph: GraphLike) -> str:
+    """The graph's name in reports: empty for the main graph."""
+    return "" if graph is model.graph else (graph.name or "")
+
+
+def _key(node: ir.Node) -> str:
+    """A node's identity across copies and onnxruntime's optimizer: its first output's name
+    (unique in a model; node names may be empty or repeated)."""
+    return node.outputs[0].name or "" if node.outputs else ""
+
+
+def _spec_nodes(model: ir.Model) -> Iterator[tuple[GraphLike, ir.Node]]:
+    for graph, node in _graph_nodes_all(model):
+        if spec_op(node) is not None:
+            yield graph, node
+
+
+def _graph_nodes_all(model: ir.Model) -> Iterator[tuple[GraphLike, ir.Node]]:
+    for graph in all_graphs(model):
+        for node in graph:
+            yield graph, node
+
+
+def _outputs_index(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
+    """Every node of the optimized model (subgraphs too) by each of its output names."""
+    found: dict[str, onnx.NodeProto] = {}
+    for graph in _proto_graphs(model.graph):
+        for node in graph.node:
+            for name in node.output:
+                if name:
+                    found[name] = node
+    return found
+
+
+def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The optimized model's small constants (initializers and Constant nodes) by name."""
+    found: dict[str, np.ndarray] = {}
+    for graph in _proto_graphs(model.graph):
+        for tensor in graph.initializer:
+            if tensor.data_location != onnx.TensorProto.EXTERNAL:
+                found[tensor.name] = onnx.numpy_helper.to_array(tensor)
+        for node in graph.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                for attribute in node.attribute:
+                    if attribute.name == "value":
+                        found[node.output[0]] = onnx.numpy_helper.to_array(attribute.t)
+    return found
+
+
+def _proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _proto_graphs(attribute.g)
+            for inner in attribute.graphs:
+                yield from _proto_graphs(inner)

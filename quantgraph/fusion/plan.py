@@ -1,0 +1,76 @@
+"""What a fusion plan says: which spec ops run together with their compute, on which engine,
+and, for every spec op left alone, why. Data only: engines make plans, sessions expose them,
+reports print them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NONE = "none"
+ONNXRUNTIME = "onnxruntime"
+MODES: tuple[str, ...] = (NONE, ONNXRUNTIME)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Spec ops and the compute they feed or are fed by, handed to one engine as a whole.
+
+    ``compute``: the compute node (Conv, MatMul, MaxPool, ...) or "" for a unit of Q/DQ nodes
+    only; ``nodes``: the spec ops of the unit; ``kernel``: what the engine runs it as
+    (onnxruntime's op type, e.g. QLinearConv, MatMulNBits).
+    """
+
+    compute: str
+    op_type: str
+    nodes: tuple[str, ...]
+    engine: str
+    kernel: str
+    graph: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "compute": self.compute,
+            "op_type": self.op_type,
+            "nodes": list(self.nodes),
+            "engine": self.engine,
+            "kernel": self.kernel,
+            "graph": self.graph,
+        }
+
+
+@dataclass(frozen=True)
+class LeftAlone:
+    """A spec op that runs alone on the session's backend, and why."""
+
+    node: str
+    op_type: str
+    reason: str
+    graph: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "node": self.node,
+            "op_type": self.op_type,
+            "reason": self.reason,
+            "graph": self.graph,
+        }
+
+
+@dataclass
+class FusionPlan:
+    mode: str
+    units: list[Unit] = field(default_factory=list)
+    alone: list[LeftAlone] = field(default_factory=list)
+
+    @property
+    def fused_nodes(self) -> int:
+        return sum(len(u.nodes) for u in self.units)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "mode": self.mode,
+            "fused_spec_ops": self.fused_nodes,
+            "spec_ops_alone": len(self.alone),
+            "units": [u.to_dict() for u in self.units],
+            "alone": [a.to_dict() for a in self.alone],
+        }

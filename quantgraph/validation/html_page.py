@@ -1,0 +1,332 @@
+"""A validation report as one self-contained HTML page (``validate --report FILE.html``).
+
+Everything is inline: CSS, SVG charts drawn here (:mod:`.svg`), the tensor table's data as
+JSON and the few lines of script that sort and filter it. The page fetches nothing, so it opens
+offline, from a mail attachment or a CI artifact. Numbers are printed with four significant
+digits, and nothing in the page depends on the time or the machine beyond what the run found.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from html import escape
+from importlib import resources
+from typing import Any
+
+from . import svg
+from .error_stats import ErrorStats, abs_bin_labels, abs_bin_ranges, step_bin_labels
+from .report import ValidationReport
+
+# The page's style and its one script live beside this module (package data).
+CSS = resources.files(__package__).joinpath("html_page.css").read_text()
+SCRIPT = resources.files(__package__).joinpath("html_page.js").read_text()
+
+COLUMNS = (
+    ("index", "#"),
+    ("name", "tensor"),
+    ("node", "node"),
+    ("op_type", "op"),
+    ("dtype", "dtype"),
+    ("mismatches", "mismatches"),
+    ("elements", "elements"),
+    ("max_abs_diff", "max abs diff"),
+    ("max_ulp_diff", "max ulp diff"),
+    ("sqnr_db", "SQNR dB"),
+)
+
+
+def render(
+    report: ValidationReport,
+    *,
+    original: str,
+    rewritten: str,
+    conversion: Any = None,
+    fusion_plan: Any = None,
+) -> str:
+    """The whole page. ``conversion``: the RewriteReport of ``convert`` (what was rewritten and
+    what was left and why); ``fusion_plan``: an object with ``to_dict()`` when fusion was used."""
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>",
+        f"<title>quantgraph validation: {escape(rewritten)}</title><style>{CSS}</style></head>",
+        "<body>",
+        _header(report, original, rewritten),
+        _inputs(report),
+        _outputs(report),
+        _optimized(report),
+        _intermediate(report),
+        _conversion(conversion),
+        _fusion(fusion_plan if fusion_plan is not None else report.fusion_plan),
+        "<p class='muted'>Written by quantgraph. Every figure is also in "
+        "<code>quantgraph validate --json</code>.</p></body></html>",
+    ]
+    return "\n".join(p for p in parts if p)
+
+
+def _header(report: ValidationReport, original: str, rewritten: str) -> str:
+    agree = report.agree
+    verdict = "the models agree" if agree else "the models DISAGREE"
+    atol, rtol = report.tolerance
+    rows = [
+        ("original", original),
+        ("compared with", rewritten),
+        ("comparison", report.comparison),
+        ("verdict rule", _rule(report)),
+        ("backend", report.backend),
+        ("arithmetic", report.arithmetic),
+        ("oneDNN", report.engine or "not used"),
+        ("fusion", report.fusion if report.fusion != "none" else "none (each spec op alone)"),
+        ("tolerance", f"atol={atol:g} rtol={rtol:g}" if not report.exact_expected else "exact"),
+        ("samples", f"{report.samples}" + ("" if report.seed is None else f", seed {report.seed}")),
+    ]
+    return (
+        "<h1>quantgraph validation report</h1>"
+        f"<p><span id='verdict' class='verdict {'agree' if agree else 'disagree'}'>"
+        f"{escape(verdict)}</span></p>"
+        + _table(("", ""), [(f"<b>{escape(k)}</b>", escape(str(v))) for k, v in rows], head=False)
+    )
+
+
+def _rule(report: ValidationReport) -> str:
+    if report.exact_expected:
+        return "exact: any differing element (bitwise; NaN equals NaN) is a disagreement"
+    return "tolerance: every element within atol + rtol * |expected|"
+
+
+def _inputs(report: ValidationReport) -> str:
+    rows = []
+    for name, spec in report.inputs.items():
+        dims: Any = spec.get("shape", [])
+        shape = "x".join(map(str, dims)) or "scalar"
+        span: Any = spec.get("range")
+        shown = "" if not span else f"[{_num(span[0])}, {_num(span[1])}]"
+        why = spec.get("why") or spec.get("from", "")
+        rows.append(
+            (escape(name), escape(str(spec.get("dtype", ""))), shape, shown, escape(str(why)))
+        )
+    return "<h2>Inputs</h2>" + _table(("input", "dtype", "shape", "range", "why"), rows)
+
+
+def _outputs(report: ValidationReport) -> str:
+    rows = []
+    charts = []
+    for output in report.outputs:
+        stats = report.error_stats.get(output.name)
+        good = output.agree or (not report.exact_expected and output.within_tolerance)
+        verdict = "identical" if output.agree else ("within tolerance" if good else "DIFFERENT")
+        rows.append(
+            (
+                escape(output.name),
+                escape(output.dtype),
+                f"<span class='{'ok' if good else 'bad'}'>{verdict}</span>",
+                f"{output.mismatches:,} / {output.elements:,}",
+                _num(output.max_abs_diff),
+                str(output.max_ulp_diff),
+                "&ndash;" if stats is None else _sqnr(stats),
+            )
+        )
+        if stats is not None:
+            charts.append(_histograms(stats))
+    head = ("output", "dtype", "verdict", "mismatches", "max abs diff", "max ulp diff", "SQNR dB")
+    return (
+        "<h2>Outputs</h2>"
+        + _table(head, rows, numeric=(3, 4, 5, 6))
+        + "<div class='charts' id='output-charts'>"
+        + "".join(charts)
+        + "</div>"
+    )
+
+
+def _histograms(stats: ErrorStats) -> str:
+    charts = [
+        svg.bars(
+            abs_bin_labels(),
+            stats.abs_histogram,
+            title=f"{stats.name}: |expected - actual| by decade (own units)",
+            tips=abs_bin_ranges(),
+        )
+    ]
+    if stats.step_histogram is not None and stats.step is not None:
+        charts.append(
+            svg.bars(
+                step_bin_labels(),
+                stats.step_histogram,
+                title=f"{stats.name}: difference in steps of {stats.step:.4g}",
+                color="#7a5cb3",
+            )
+        )
+    return "".join(charts)
+
+
+def _optimized(report: ValidationReport) -> str:
+    if not report.optimized:
+        return ""
+    rows = [
+        (
+            escape(o.name),
+            "within tolerance" if o.within_tolerance else "<span class='bad'>beyond</span>",
+            f"{o.mismatches:,} / {o.elements:,}",
+            _num(o.max_abs_diff),
+        )
+        for o in report.optimized
+    ]
+    return (
+        "<h2>Original at ORT_ENABLE_ALL (informational)</h2><p class='muted'>onnxruntime's "
+        "fused integer kernels round differently; this comparison is not part of the verdict."
+        "</p>" + _table(("output", "tolerance", "mismatches", "max abs diff"), rows)
+    )
+
+
+def _intermediate(report: ValidationReport) -> str:
+    found = report.intermediate
+    if found is None:
+        return ""
+    order = found.order
+    stats = report.error_stats
+    differing = {c.name: c for c in found.differing}
+    first = found.first_divergence
+    mark = order.index(first.tensor) if first is not None and first.tensor in order else None
+    what = "first tensor that differs" if report.float_reference else "first divergence"
+    mark_label = "" if first is None else f"{what}: {first.node} ({first.op_type})"
+    sqnr_line = [stats[n].sqnr_db if n in stats else None for n in order]
+    max_abs = [stats[n].max_abs if n in stats else None for n in order]
+    plots = svg.along(
+        svg.Series("SQNR dB", sqnr_line, "#3b6fb6"),
+        title="SQNR per tensor along the original's node order (higher is closer)",
+        x_label="tensor in node order",
+        names=order,
+        top_band="identical",
+        bottom_band="no signal",
+        mark=mark,
+        mark_label=mark_label,
+    ) + svg.along(
+        svg.Series("max abs diff", max_abs, "#c0392b", log=True),
+        title="Largest absolute difference per tensor (log scale)",
+        x_label="tensor in node order",
+        names=order,
+        top_band="inf / NaN",
+        bottom_band="0",
+        mark=mark,
+        mark_label=mark_label,
+    )
+    summary = (
+        f"<p>{found.tensors_compared:,} tensors compared by name, "
+        f"<b>{found.tensors_differing:,}</b> differ.</p>"
+    )
+    if first is not None:
+        summary += (
+            f"<p id='first-divergence' class='bad'>{what.capitalize()}: node "
+            f"<code>{escape(first.node)}</code> ({escape(first.op_type)}, now "
+            f"{escape(first.rewritten_op_type)}), tensor <code>{escape(first.tensor)}</code>: "
+            f"{first.mismatches:,} of {first.elements:,} elements differ, max abs diff "
+            f"{_num(first.max_abs_diff)}.</p>"
+        )
+    data = []  # one array a row, in COLUMNS order, then whether it is the first divergence
+    for index, name in enumerate(order):
+        node, op_type = found.producers.get(name, ("", ""))
+        compared = differing.get(name)
+        tensor_stats = stats.get(name)
+        sqnr = None if tensor_stats is None else tensor_stats.sqnr_db
+        elements = tensor_stats.elements if tensor_stats else None
+        data.append(
+            [
+                index,
+                name,
+                node,
+                op_type,
+                compared.dtype if compared else "",
+                compared.mismatches if compared else 0,
+                compared.elements if compared else elements,
+                _json_num(compared.max_abs_diff) if compared else 0,
+                compared.max_ulp_diff if compared else 0,
+                None if sqnr is None or math.isinf(sqnr) else float(f"{sqnr:.4g}"),
+                1 if first is not None and name == first.tensor else 0,
+            ]
+        )
+    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    keys = json.dumps([k for k, _ in COLUMNS])
+    head = "".join(f"<th data-key='{k}'>{escape(label)}</th>" for k, label in COLUMNS)
+    checked = " checked" if report.exact_expected else ""
+    return (
+        "<h2>Tensors along the graph</h2>"
+        + summary
+        + f"<div id='intermediate-charts'>{plots}</div>"
+        + f"<p><label><input type='checkbox' id='only-differing'{checked}> only differing "
+        "tensors</label> &middot; <span id='tensor-count'></span> &middot; click a column "
+        "to sort</p>"
+        + f"<div class='scroll'><table id='tensors'><thead><tr>{head}</tr></thead>"
+        + "<tbody></tbody></table></div>"
+        + f"<script type='application/json' id='tensor-keys'>{keys}</script>"
+        + f"<script type='application/json' id='tensor-data'>{payload}</script>"
+        + f"<script>{SCRIPT}</script>"
+        + "<noscript><p>The table needs JavaScript; the charts above do not.</p></noscript>"
+    )
+
+
+def _conversion(conversion: Any) -> str:
+    if conversion is None:
+        return ""
+    counts = ", ".join(f"{n} {op}" for op, n in conversion.converted.items()) or "nothing"
+    emitted = ", ".join(f"{n} {op}" for op, n in conversion.emitted.items()) or "nothing"
+    rows = [
+        (
+            escape(n.node or "<unnamed>"),
+            escape(n.graph or "main"),
+            escape(n.op_type),
+            escape(n.reason),
+        )
+        for n in conversion.skipped
+    ]
+    left = (
+        _table(("node", "graph", "op", "why it was left"), rows)
+        if rows
+        else "<p>Every Q/DQ node was rewritten.</p>"
+    )
+    return (
+        f"<h2>Conversion</h2><p>Rewrote {sum(conversion.converted.values()):,} node(s): "
+        f"{escape(counts)}; emitted {escape(emitted)}.</p>" + left
+    )
+
+
+def _fusion(plan: Any) -> str:
+    if plan is None:
+        return ""
+    text = json.dumps(plan.to_dict() if hasattr(plan, "to_dict") else plan, indent=1)
+    return f"<h2>Fusion plan</h2><pre>{escape(text)}</pre>"
+
+
+def _table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    numeric: Sequence[int] = (),
+    head: bool = True,
+) -> str:
+    out = ["<table>"]
+    if head:
+        out.append("<tr>" + "".join(f"<th>{escape(h)}</th>" for h in columns) + "</tr>")
+    for row in rows:
+        cells = "".join(
+            f"<td class='num'>{cell}</td>" if i in numeric else f"<td>{cell}</td>"
+            for i, cell in enumerate(row)
+        )
+        out.append(f"<tr>{cells}</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _sqnr(stats: ErrorStats) -> str:
+    value = stats.sqnr_db
+    return "identical" if value == math.inf else _num(value)
+
+
+def _num(value: float) -> str:
+    if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
+        return str(value)
+    return f"{value:.4g}"
+
+
+def _json_num(value: float) -> float | None:
+    return None if math.isinf(value) or math.isnan(value) else float(f"{value:.4g}")

@@ -1,0 +1,251 @@
+"""Fusion with onnxruntime's kernels (issue #23): the plan, and exactness against the original.
+
+With ``fusion="onnxruntime"`` a rewritten model must compute what the original QDQ model
+computes at ORT_ENABLE_ALL, bit for bit: onnxruntime's own run of the original is the
+reference, on the bundled models, on quantize_static models (u8/s8, per-tensor and
+per-channel; CNN, transformer, LSTM, If, function, Loop, Scan) and on MatMulNBitsQuantizer's
+int4/uint4 models. The plan is checked for what it says: each unit's kernel, and for each spec
+op left alone, why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import test_real_models as real
+import test_weight_only as weight_only
+from builders import requires_native
+from click.testing import CliRunner
+
+import quantgraph
+from quantgraph.cli import main
+from quantgraph.compare import compare
+from quantgraph.errors import BackendError
+from quantgraph.spec import DOMAIN
+from quantgraph.validation import make_inputs
+
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLED = [f"{arch}_{act}" for arch in ("cnn", "transformer", "if_branch") for act in ("u8", "s8")]
+
+pytestmark = requires_native
+
+
+def _original(
+    model: onnx.ModelProto | Path, level: ort.GraphOptimizationLevel
+) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = level
+    source = str(model) if isinstance(model, Path) else model.SerializeToString()
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+
+def _assert_same(expected: list[np.ndarray], actual: list[np.ndarray]) -> None:
+    for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
+        result = compare(str(index), want, got)
+        assert result.agree, result
+
+
+def _fused(model: object, backend: str = "native") -> quantgraph.InferenceSession:
+    return quantgraph.InferenceSession(model, backend, fusion="onnxruntime")  # type: ignore[arg-type]
+
+
+# -- exact against the original at ORT_ENABLE_ALL ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_models_equal_the_original_at_enable_all(name: str) -> None:
+    path = ROOT / "models" / f"{name}.onnx"
+    session = _fused(quantgraph.convert(path).proto)
+    original = _original(path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    for seed in range(3):
+        dims = {"batch": 2} if name.startswith("transformer") else None
+        feeds = make_inputs(path, seed=seed, dims=dims)
+        _assert_same(original.run(None, feeds), session.run(None, feeds))
+    assert session.fusion_plan.units or name.startswith("if_branch")
+
+
+@pytest.mark.parametrize("case", real.CASES)
+def test_quantize_static_models_equal_the_original_at_enable_all(case: str) -> None:
+    model = real.quantized(case)
+    session = _fused(real.converted(case, False).proto)
+    original = _original(model, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    for feeds in real.feeds(case):
+        _assert_same(original.run(None, feeds), session.run(None, feeds))
+
+
+@pytest.mark.parametrize(("symmetric", "block"), weight_only.CASES, ids=weight_only.IDS)
+def test_int4_weight_matmuls_run_as_matmulnbits_and_equal_the_original(
+    symmetric: bool, block: int
+) -> None:
+    model = weight_only.quantized(symmetric, block)
+    session = _fused(quantgraph.convert(model).proto)
+    kernels = {u.kernel for u in session.fusion_plan.units}
+    assert "com.microsoft.MatMulNBits" in kernels, session.fusion_plan.to_dict()
+    original = _original(model, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    for rows in (1, 3):  # shapes that change between runs
+        x = np.random.default_rng(rows).standard_normal((rows, 8, 256)).astype(np.float32)
+        _assert_same(original.run(None, {"x": x}), session.run(None, {"x": x}))
+
+
+# -- the plan --------------------------------------------------------------------------------
+
+
+def test_the_plan_names_each_unit_and_why_spec_ops_run_alone() -> None:
+    path = ROOT / "models" / "cnn_u8.onnx"
+    plan = _fused(quantgraph.convert(path).proto).fusion_plan
+    units = {u.compute: u for u in plan.units}
+    assert units["conv1"].kernel.endswith("QLinearConv")
+    assert set(units["conv1"].nodes) == {
+        "conv1_w_DequantizeLinear",
+        "input_DequantizeLinear",
+        "relu1_QuantizeLinear",
+    }
+    assert units["fc"].kernel == "com.microsoft.QGemm"
+    alone = {a.node: a for a in plan.alone}
+    assert set(alone) == {"input_QuantizeLinear", "output_DequantizeLinear"}
+    assert "onnxruntime keeps this QuantizeLinear" in alone["input_QuantizeLinear"].reason
+    payload = plan.to_dict()
+    assert payload["fused_spec_ops"] == 15 and payload["spec_ops_alone"] == 2
+
+
+def test_spec_ops_left_alone_still_run_as_spec_ops() -> None:
+    """A mixed plan: the session's model keeps the spec ops onnxruntime would not fuse."""
+    proto = quantgraph.convert(ROOT / "models" / "cnn_u8.onnx").proto
+    session = _fused(proto)
+    assert session.fusion_plan.alone
+    # The session ran them through quantgraph's kernels: one converted model, two plans.
+    disabled = quantgraph.InferenceSession(
+        proto,
+        "native",
+        fusion="onnxruntime",
+        options=_options(ort.GraphOptimizationLevel.ORT_DISABLE_ALL),
+    )
+    assert not disabled.fusion_plan.units
+    reasons = {a.reason for a in disabled.fusion_plan.alone}
+    assert reasons == {"the session's optimization level (ORT_DISABLE_ALL) fuses nothing"}
+    feeds = make_inputs(proto, seed=0)
+    reference = _original(
+        ROOT / "models" / "cnn_u8.onnx", ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    )
+    _assert_same(reference.run(None, feeds), disabled.run(None, feeds))
+
+
+def _options(level: ort.GraphOptimizationLevel) -> ort.SessionOptions:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = level
+    return options
+
+
+def test_the_python_backend_runs_what_is_not_fused() -> None:
+    path = ROOT / "models" / "transformer_u8.onnx"
+    session = _fused(quantgraph.convert(path).proto, backend="python")
+    assert session.fusion_plan.alone
+    feeds = make_inputs(path, seed=1, dims={"batch": 3})
+    original = _original(path, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    _assert_same(original.run(None, feeds), session.run(None, feeds))
+
+
+def test_the_model_file_is_never_changed(tmp_path: Path) -> None:
+    path = tmp_path / "cnn_qg.onnx"
+    onnx.save(quantgraph.convert(ROOT / "models" / "cnn_u8.onnx").proto, path)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    model = onnx.load(path)
+    _fused(path)
+    _fused(model)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+    assert any(n.domain == DOMAIN for n in model.graph.node)  # the caller's proto too
+
+
+def test_an_unknown_fusion_mode_is_one_line() -> None:
+    with pytest.raises(
+        BackendError, match="unknown fusion 'fast'; choose one of none, onnxruntime"
+    ):
+        quantgraph.InferenceSession(ROOT / "models" / "cnn_u8.onnx", "native", fusion="fast")
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+def test_cli_inspect_validate_and_run_take_fusion(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "cnn_qg.onnx"
+    assert (
+        runner.invoke(main, ["convert", str(ROOT / "models/cnn_u8.onnx"), str(out)]).exit_code == 0
+    )
+    shown = runner.invoke(main, ["inspect", str(out), "--fusion", "onnxruntime"])
+    assert shown.exit_code == 0, shown.output
+    assert "unit conv1 (Conv) -> onnxruntime com.microsoft.QLinearConv" in shown.output
+    assert "alone input_QuantizeLinear (DynamicQuantize)" in shown.output
+    checked = runner.invoke(
+        main,
+        [
+            "validate",
+            str(ROOT / "models/cnn_u8.onnx"),
+            str(out),
+            "--fusion",
+            "onnxruntime",
+            "--json",
+        ],
+    )
+    assert checked.exit_code == 0, checked.output
+    import json
+
+    payload = json.loads(checked.output)
+    assert payload["agree"] and payload["exact_expected"] and payload["fusion"] == "onnxruntime"
+    assert "both at ORT_ENABLE_ALL" in payload["comparison"]
+    assert payload["fusion_plan"]["fused_spec_ops"] == 15
+    ran = runner.invoke(main, ["run", str(out), "--fusion", "onnxruntime", "--json"])
+    assert ran.exit_code == 0 and json.loads(ran.output)["fusion_plan"]["mode"] == "onnxruntime"
+    import jsonschema
+
+    from quantgraph.schemas_json import schema
+
+    for command, output in (("validate", checked), ("run", ran), ("inspect", None)):
+        if output is not None:
+            jsonschema.Draft202012Validator(schema(command)).validate(json.loads(output.output))
+
+
+def test_bench_model_times_each_variant_in_its_own_process(tmp_path: Path) -> None:
+    out = tmp_path / "cnn_qg.onnx"
+    onnx.save(quantgraph.convert(ROOT / "models" / "cnn_u8.onnx").proto, out)
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--model",
+            str(ROOT / "models/cnn_u8.onnx"),
+            str(out),
+            "--rounds",
+            "2",
+            "--repeat",
+            "3",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    import json
+
+    import jsonschema
+
+    from quantgraph.schemas_json import schema
+
+    payload = json.loads(result.output)
+    jsonschema.Draft202012Validator(schema("bench")).validate(payload)
+    rows = {row["label"]: row for row in payload}
+    assert set(rows) == {
+        "original ORT_ENABLE_ALL",
+        "original ORT_DISABLE_ALL",
+        "rewritten native fusion=none",
+        "rewritten native fusion=onnxruntime",
+    }
+    for row in rows.values():
+        assert row["error"] is None and len(row["process_medians_ms"]) == 2
+        assert row["ratio_to_original"] > 0
+    assert rows["original ORT_ENABLE_ALL"]["ratio_to_original"] == 1.0
+    bad = CliRunner().invoke(main, ["bench", "--model", str(out), str(out), "--fusions", "x"])
+    assert bad.exit_code == 2 and "--fusions" in bad.output
