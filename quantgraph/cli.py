@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -24,6 +25,14 @@ from .cli_options import (
     JSON_OPTION,
     VAL_RANGE_OPTION,
 )
+from .cli_process import (
+    DebugAnywhere,
+    Interrupted,
+    exit_interrupted,
+    install_interrupt_handler,
+    interrupted,
+    validation_failed,
+)
 from .cli_text import (
     describe,
     print_conversion,
@@ -31,12 +40,15 @@ from .cli_text import (
     print_validation,
 )
 from .errors import one_line
+from .progress import Bar, Status, erase, shown
+from .writing import check_output
 
 EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _fail(message: str) -> NoReturn:
+    erase()
     click.echo(f"quantgraph: error: {message}", err=True)
     sys.exit(EXIT_ERROR)
 
@@ -55,8 +67,12 @@ def _errors_are_one_line(function: F) -> F:
         except (click.ClickException, click.Abort):
             raise
         except Exception as error:
+            if interrupted():  # Ctrl-C that an extension module turned into another error
+                exit_interrupted()
             if debug:
-                raise
+                erase()
+                traceback.print_exc()
+                sys.exit(EXIT_ERROR)
             _fail(one_line(error))
 
     return wrapper  # type: ignore[return-value]
@@ -99,8 +115,13 @@ def _print_json(payload: object) -> None:
     click.echo(json.dumps(payload, indent=2, sort_keys=False, default=str))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.group(
+    cls=DebugAnywhere,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option(
+    "--debug", is_flag=True, help="Show full tracebacks on errors (also after the command)."
+)
 @click.version_option(package_name="quantgraph")
 def main(debug: bool) -> None:
     """Rewrite ONNX QuantizeLinear/DequantizeLinear into oneDNN-Graph-style quantization ops
@@ -182,14 +203,14 @@ def convert(
     bound = _dims(dims)  # a bad --dim or --val-range fails before anything is written
     ranges = _val_ranges(val_ranges)
     if model_out is not None and not dry_run:
-        _check_output(model_in, model_out, force)
-    with _progress("rewriting Q/DQ nodes", quiet=as_json) as progress:
+        check_output(model_out, force=force, protect=(model_in,), external_data=external_data)
+    with Bar("rewriting Q/DQ nodes", quiet=as_json) as progress:
         result = run_convert(model_in, static=static, contrib=not keep_contrib, progress=progress)
     payload: dict[str, Any] = result.report.to_dict()
     validation = None
     if not dry_run:
         assert model_out is not None
-        result.save(model_out, external_data=external_data)
+        result.save(model_out, external_data=external_data, force=force)
         payload["output"] = str(model_out)
         if validate_result:
             from .validation import validate as run_validate
@@ -197,15 +218,20 @@ def convert(
             _quiet_onnxruntime()
             # What is in memory, unless its weights live on disk (then OUT, beside them).
             rewritten = model_out if has_external_data(result.model) else result.proto
-            validation = run_validate(
-                result.original(),
-                rewritten,
-                backend=backend,
-                arithmetic=arithmetic,
-                dims=bound,
-                val_ranges=ranges,
-                iterations=iterations,
-            )
+            with Status("validating", quiet=as_json) as status:
+                try:
+                    validation = run_validate(
+                        result.original(),
+                        rewritten,
+                        backend=backend,
+                        arithmetic=arithmetic,
+                        dims=bound,
+                        val_ranges=ranges,
+                        iterations=iterations,
+                        progress=status.validation,
+                    )
+                except Exception as error:
+                    raise validation_failed(error, status.stage, model_in, model_out) from error
             payload["validation"] = validation.to_dict()
     if as_json:
         _print_json(payload)
@@ -214,6 +240,8 @@ def convert(
         if validation is not None:
             print_validation(validation)
     if validation is not None and not validation.agree:
+        if not as_json:
+            click.echo(f"{model_out} was written and is kept, although the models disagree")
         sys.exit(EXIT_DISAGREE)
 
 
@@ -238,9 +266,9 @@ def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_j
     """
     from .converter import lower as run_lower
 
-    _check_output(model_in, model_out, force)
+    check_output(model_out, force=force, protect=(model_in,), external_data=external_data)
     result = run_lower(model_in)
-    result.save(model_out, external_data=external_data)
+    result.save(model_out, external_data=external_data, force=force)
     payload: dict[str, Any] = {**result.report.to_dict(), "output": str(model_out)}
     if as_json:
         _print_json(payload)
@@ -320,6 +348,7 @@ def validate(
     from .validation import validate as run_validate
 
     _quiet_onnxruntime()
+    status = Status("validate", quiet=as_json)
     report = run_validate(
         original,
         rewritten,
@@ -334,7 +363,9 @@ def validate(
         optimized=optimized,
         atol=atol,
         rtol=rtol,
+        progress=status.validation,
     )
+    status.close()
     if as_json:
         _print_json(report.to_dict())
     else:
@@ -525,9 +556,7 @@ def bench(
             raise click.BadParameter(f"{text!r} is not KxN with K and N multiples of 32")
         shapes.append((int(k), int(n)))
     narrow = tuple(f"{benchmarks.NARROW_PREFIX}{int(c)}" for c in columns.split(",") if c.strip())
-    progress = (
-        None if as_json or not sys.stderr.isatty() else (lambda text: click.echo(text, err=True))
-    )
+    progress = (lambda text: click.echo(text, err=True)) if shown(as_json) else None
     rows = benchmarks.run(
         sizes=counts,
         repeat=repeat,
@@ -543,40 +572,14 @@ def bench(
         click.echo(benchmarks.format_table(rows))
 
 
-class _progress:
-    """A progress bar on a terminal; nothing with --json or when stderr is not a TTY."""
-
-    def __init__(self, label: str, *, quiet: bool) -> None:
-        self.label = label
-        self.enabled = not quiet and sys.stderr.isatty()
-        self._bar: Any = None
-
-    def __enter__(self) -> Callable[[int, int], None] | None:
-        return self.update if self.enabled else None
-
-    def update(self, done: int, total: int) -> None:
-        if self._bar is None:
-            self._bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
-            self._bar.__enter__()
-        self._bar.update(done - self._bar.pos)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(None, None, None)
-
-
-def _check_output(model_in: Path, model_out: Path, force: bool) -> None:
-    if model_out.resolve() == model_in.resolve():
-        _fail(f"{model_out}: OUT is the input file; quantgraph never overwrites its input")
-    if model_out.exists() and not force:
-        _fail(f"{model_out}: already exists (use --force to replace it)")
-
-
 def console_main() -> None:
     """The console script: ``main`` in a process that ends with it."""
+    install_interrupt_handler()
     gc.disable()
     try:
         main()
+    except Interrupted:  # raised outside a command (while click parses)
+        exit_interrupted()
     finally:
         # Leave the graph's reference cycles to the OS: the interpreter's final collection
         # would walk every IR object of a big model (1.4 s for 100k nodes) just to exit.

@@ -9,7 +9,7 @@ available as ``optimized=True``, judged by a tolerance and never mixed up with t
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +27,8 @@ from .intermediate import producers, with_all_outputs
 from .report import EXACT, ONEDNN_ARITHMETIC, Divergence, IntermediateReport, ValidationReport
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+# progress(stage, done, total): stage "original", "rewritten" or "optimized"; done 0: loading.
+Progress = Callable[[str, int, int], None]
 HINT = (
     "bind symbolic dims with --dim NAME=VALUE, value ranges with --val-range NAME:LOW,HIGH, "
     "or pass inputs with --inputs"
@@ -149,6 +151,7 @@ def validate(
     intermediate: bool = False,
     atol: float = 0.0,
     rtol: float = 0.0,
+    progress: Progress | None = None,
 ) -> ValidationReport:
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
@@ -156,11 +159,14 @@ def validate(
     ``iterations`` seeded samples generated from what the graph says (:mod:`.inputs`).
     ``optimized`` also compares the original at ORT_ENABLE_ALL, judged by ``atol``/``rtol``
     (the exact verdict is untouched). ``intermediate`` compares every tensor both models
-    compute under one name and reports the first node where they part.
+    compute under one name and reports the first node where they part. ``progress``, when
+    given, is told each session being made and each sample run (:data:`Progress`).
     """
     if iterations < 1:
         raise ModelError("--iterations must be at least 1")
+    tell = progress or _silent
     source = _Original(original)
+    tell("original", 0, iterations)
     exposed, tensor_names = with_all_outputs(source.ir) if intermediate else (None, [])
     session = source.session(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, exposed)
     outputs = [o.name for o in session.get_outputs()][: len(source.ir.graph.outputs)]
@@ -175,15 +181,17 @@ def validate(
             for k, v in samples[0].items()
         }
         used_seed: int | None = None
-        expected = [_run_original(session, wanted, s, source.label) for s in samples]
+        expected = _run_all(session, wanted, samples, source.label, tell, "original")
     else:
         specs, first = _runnable_specs(source, session, wanted, dims, val_ranges, seed)
         samples = [draw(specs, seed + i) for i in range(iterations)]
-        later = [_run_original(session, wanted, s, source.label) for s in samples[1:]]
+        tell("original", 1, len(samples))
+        later = _run_all(session, wanted, samples[1:], source.label, tell, "original", done=1)
         expected = [first, *later]
         described = {spec.name: spec.to_dict() for spec in specs}
         used_seed = seed
 
+    tell("rewritten", 0, len(samples))
     candidate_model: ModelLike = rewritten
     if intermediate:
         candidate_model = with_all_outputs(load_model(rewritten))[0]
@@ -195,7 +203,10 @@ def validate(
     )
     candidate_names = {o.name for o in candidate.get_outputs()}
     common = [n for n in tensor_names if n in candidate_names]
-    actual = [candidate.run(outputs + common, s) for s in samples]
+    actual = []
+    for done, sample in enumerate(samples, 1):
+        actual.append(candidate.run(outputs + common, sample))
+        tell("rewritten", done, len(samples))
 
     n_out = len(outputs)
     exact = candidate.arithmetic == "onnx"
@@ -222,8 +233,9 @@ def validate(
         tolerance=(atol, rtol),
     )
     if optimized:
+        tell("optimized", 0, len(samples))
         fused = source.session(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-        fused_out = [_run_original(fused, outputs, s, source.label) for s in samples]
+        fused_out = _run_all(fused, outputs, samples, source.label, tell, "optimized")
         report.optimized = _aggregate(
             outputs, declared, fused_out, [a[:n_out] for a in actual], tolerance=(atol, rtol)
         )
@@ -263,6 +275,26 @@ def _runnable_specs(
         f"{source.label}: the original model fails on the generated inputs "
         f"({describe(first_error[0])}{tried}): {_first_line(first_error[1])}; {HINT}"
     )
+
+
+def _silent(stage: str, done: int, total: int) -> None:
+    pass
+
+
+def _run_all(
+    session: ort.InferenceSession,
+    names: list[str],
+    samples: Sequence[Mapping[str, np.ndarray]],
+    label: str,
+    tell: Progress,
+    stage: str,
+    done: int = 0,
+) -> list[list[np.ndarray]]:
+    results = []
+    for index, sample in enumerate(samples):
+        results.append(_run_original(session, names, sample, label))
+        tell(stage, done + index + 1, done + len(samples))
+    return results
 
 
 def _run_original(
