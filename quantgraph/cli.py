@@ -382,9 +382,10 @@ def validate(
 )
 @click.option(
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the outputs to this .npz.",
+    type=click.Path(path_type=Path),
+    help="Write the outputs to this .npz (never over MODEL or --inputs).",
 )
+@click.option("--force", is_flag=True, help="Replace --output if it exists.")
 @BACKEND_OPTION
 @ARITHMETIC_OPTION
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
@@ -402,15 +403,17 @@ def run(
     dims: tuple[str, ...],
     val_ranges: tuple[str, ...],
     as_json: bool,
+    force: bool,
 ) -> None:
     """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""
-    import numpy as np
-
     from .session import InferenceSession
     from .validation import load_inputs, make_inputs
 
     _quiet_onnxruntime()
     bound, ranges = _dims(dims), _val_ranges(val_ranges)
+    inputs_and_model = (model, *([inputs] if inputs else []))
+    if output is not None:
+        check_output(output, force=force, protect=inputs_and_model)
     session = InferenceSession(model, backend, arithmetic=arithmetic)
     feeds = (
         load_inputs(inputs)
@@ -420,8 +423,10 @@ def run(
     names = [o.name for o in session.get_outputs()]
     results = session.run(names, feeds)
     if output is not None:
-        with open(output, "wb") as stream:  # np.savez(path) would append ".npz" to the name
-            np.savez(stream, **dict(zip(names, results, strict=True)))
+        from .writing import write_npz
+
+        arrays = dict(zip(names, results, strict=True))
+        write_npz(output, arrays, force=force, protect=inputs_and_model)
     summary = [describe(name, value) for name, value in zip(names, results, strict=True)]
     if as_json:
         _print_json(

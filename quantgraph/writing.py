@@ -21,8 +21,9 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from .errors import ModelError
 
@@ -165,6 +166,19 @@ def write_files(
 def _remove_scratch(scratch: Path | None) -> None:
     if scratch is not None:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def write_npz(
+    path: Path, arrays: Mapping[str, Any], *, force: bool, protect: Iterable[Path] = ()
+) -> Path:
+    """``arrays`` as an .npz at ``path`` (the name as given: np.savez would append ".npz")."""
+    import numpy as np
+
+    def write(staged: Path) -> None:
+        with open(staged, "wb") as stream:
+            np.savez(stream, **arrays)
+
+    return write_files(Path(path), write, force=force, protect=protect)
 
 
 def _publish(

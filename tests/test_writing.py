@@ -397,3 +397,62 @@ def test_convert_validate_that_disagrees_says_out_is_kept(
         f"{out} was written and is kept, although the models disagree"
     )
     assert out.is_file()
+
+
+# -- run --output --------------------------------------------------------------------------------
+
+
+def test_run_output_is_exclusive_and_never_an_input(work: Path) -> None:
+    import numpy as np
+
+    source = work / "cnn.onnx"
+    before = digest(source)
+    np.savez(work / "in.npz", input=np.zeros((1, 3, 16, 16), np.float32))
+    for bad in (source, work / "in.npz"):
+        line = one_line_error(cli("run", source, "--inputs", work / "in.npz", "--output", bad))
+        assert "is an input file" in line
+    assert digest(source) == before
+    out = work / "o.npz"
+    assert cli("run", source, "--output", out).exit_code == 0
+    line = one_line_error(cli("run", source, "--output", out))
+    assert "o.npz: already exists (use --force" in line
+    assert cli("run", source, "--output", out, "--force").exit_code == 0
+    with np.load(out) as data:
+        assert data.files == ["output"]
+    fifo = _fifo(work)
+    assert "OUT is a FIFO" in one_line_error(cli("run", source, "--output", fifo, "--force"))
+    assert listing(work) == {"cnn.onnx", "in.npz", "o.npz", "pipe.onnx"}
+
+
+# -- inputs with external data -------------------------------------------------------------------
+
+
+def _external_model(work: Path) -> Path:
+    model = onnx.load(str(work / "cnn.onnx"))
+    onnx.save(
+        model,
+        str(work / "ext.onnx"),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="ext.data",
+        size_threshold=64,
+    )
+    return work / "ext.onnx"
+
+
+def test_the_inputs_external_data_is_never_written(work: Path) -> None:
+    source = _external_model(work)
+    data = work / "ext.data"
+    before = digest(data)
+    result = quantgraph.convert(source)
+    with pytest.raises(ModelError, match=r"ext\.data: external data file is an input file"):
+        result.save(work / "o.onnx", external_data="ext.data", force=True)
+    os.link(data, work / "alias.data")  # the same file under another name
+    with pytest.raises(ModelError, match="is an input file"):
+        result.save(work / "alias.onnx", force=True)  # auto: <OUT stem>.data = alias.data
+    assert digest(data) == before
+    assert listing(work) == {"cnn.onnx", "ext.onnx", "ext.data", "alias.data"}
+    (work / "alias.data").unlink()  # onnx-ir refuses to read weights from a hard-linked file
+    result.save(work / "o.onnx")  # auto: o.data beside it
+    assert (work / "o.data").is_file()
+    onnx.checker.check_model(str(work / "o.onnx"), full_check=True)
