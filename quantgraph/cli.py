@@ -413,7 +413,7 @@ def run(
     bound, ranges = _dims(dims), _val_ranges(val_ranges)
     inputs_and_model = (model, *([inputs] if inputs else []))
     if output is not None:
-        check_output(output, force=force, protect=inputs_and_model)
+        check_output(output, force=force, protect=inputs_and_model, role="--output")
     session = InferenceSession(model, backend, arithmetic=arithmetic)
     feeds = (
         load_inputs(inputs)
@@ -426,7 +426,7 @@ def run(
         from .writing import write_npz
 
         arrays = dict(zip(names, results, strict=True))
-        write_npz(output, arrays, force=force, protect=inputs_and_model)
+        write_npz(output, arrays, force=force, protect=inputs_and_model, role="--output")
     summary = [describe(name, value) for name, value in zip(names, results, strict=True)]
     if as_json:
         _print_json(

@@ -52,13 +52,18 @@ def identities(paths: Iterable[Path]) -> dict[tuple[int, int], Path]:
 
 
 def check_output(
-    path: Path, *, force: bool, protect: Iterable[Path] = (), external_data: str = "auto"
+    path: Path,
+    *,
+    force: bool,
+    protect: Iterable[Path] = (),
+    external_data: str = "auto",
+    role: str = "OUT",
 ) -> None:
     """Refuse (one-line :class:`ModelError` naming ``path`` and the rule) an output path that
     is an input, is not a regular file, exists without ``force``, or is read-only, and an
     ``external_data`` file name that is not a plain name ("auto" and "none" are no names):
     before any work; writing checks again."""
-    _check(Path(path), force, identities(protect), "OUT")
+    _check(Path(path), force, identities(protect), role)
     if external_data not in ("auto", "none"):
         check_data_name(external_data, Path(path))
 
@@ -119,6 +124,7 @@ def write_files(
     force: bool,
     protect: Iterable[Path] = (),
     companions: Sequence[str] = (),
+    role: str = "OUT",
 ) -> Path:
     """Write OUT (``target``) and its ``companions`` (file names beside it, e.g. its external
     data) as the module docstring says. ``write(staged)`` writes OUT as ``staged``, a path
@@ -126,7 +132,7 @@ def write_files(
     target = Path(target)
     inputs = identities(protect)
     data = [(target.parent / name, "external data file") for name in companions]
-    finals = [(target, "OUT"), *data]
+    finals = [(target, role), *data]
     for final, role in finals:
         _check(final, force, inputs, role)
     made = _make_folders(target)
@@ -138,13 +144,13 @@ def write_files(
                 tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
             )
         except OSError as error:
-            raise ModelError(f"{target}: cannot write OUT ({error.strerror})") from None
+            raise ModelError(f"{target}: cannot write {role} ({error.strerror})") from None
         staged = scratch / target.name
         try:
             write(staged)
         except OSError as error:
             reason = error.strerror or _hide(error, scratch, target)
-            raise ModelError(f"{target}: cannot write OUT ({reason})") from None
+            raise ModelError(f"{target}: cannot write {role} ({reason})") from None
         except Exception as error:
             raise ModelError(f"{target}: {_hide(error, scratch, target)}") from error
         # Companions first: OUT appears only once everything it refers to is in place.
@@ -169,7 +175,12 @@ def _remove_scratch(scratch: Path | None) -> None:
 
 
 def write_npz(
-    path: Path, arrays: Mapping[str, Any], *, force: bool, protect: Iterable[Path] = ()
+    path: Path,
+    arrays: Mapping[str, Any],
+    *,
+    force: bool,
+    protect: Iterable[Path] = (),
+    role: str = "OUT",
 ) -> Path:
     """``arrays`` as an .npz at ``path`` (the name as given: np.savez would append ".npz")."""
     import numpy as np
@@ -178,7 +189,7 @@ def write_npz(
         with open(staged, "wb") as stream:
             np.savez(stream, **arrays)
 
-    return write_files(Path(path), write, force=force, protect=protect)
+    return write_files(Path(path), write, force=force, protect=protect, role=role)
 
 
 def _publish(

@@ -410,7 +410,7 @@ def test_run_output_is_exclusive_and_never_an_input(work: Path) -> None:
     np.savez(work / "in.npz", input=np.zeros((1, 3, 16, 16), np.float32))
     for bad in (source, work / "in.npz"):
         line = one_line_error(cli("run", source, "--inputs", work / "in.npz", "--output", bad))
-        assert "is an input file" in line
+        assert f"{bad}: --output is an input file" in line
     assert digest(source) == before
     out = work / "o.npz"
     assert cli("run", source, "--output", out).exit_code == 0
@@ -420,7 +420,8 @@ def test_run_output_is_exclusive_and_never_an_input(work: Path) -> None:
     with np.load(out) as data:
         assert data.files == ["output"]
     fifo = _fifo(work)
-    assert "OUT is a FIFO" in one_line_error(cli("run", source, "--output", fifo, "--force"))
+    line = one_line_error(cli("run", source, "--output", fifo, "--force"))
+    assert "pipe.onnx: --output is a FIFO" in line
     assert listing(work) == {"cnn.onnx", "in.npz", "o.npz", "pipe.onnx"}
 
 
