@@ -1,55 +1,32 @@
-"""How a quantgraph process ends: Ctrl-C exits 130, and ``--debug`` is accepted anywhere.
-
-Ctrl-C: the console script installs a SIGINT handler that remembers the interruption and raises
-:class:`Interrupted`. It is a ``BaseException`` that click does not turn into "Aborted!" (exit
-1, the code of "models disagree"), and every ``finally`` still runs on its way up, so temporary
-files go (:mod:`quantgraph.writing`). When it lands inside an extension module (onnxruntime's
-start-up says "initialization failed", a Python kernel records it as a kernel error) the error
-that comes out is another one: :func:`interrupted` still says what happened.
-"""
+"""How a quantgraph command ends: ``--debug`` accepted anywhere, Ctrl-C (:mod:`.interrupt`)
+exits 130, and ``convert --validate``'s failure says which model failed."""
 
 from __future__ import annotations
 
-import signal
-import sys
 from pathlib import Path
-from types import FrameType
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
 from .errors import ModelError, one_line
+from .interrupt import (
+    EXIT_INTERRUPTED,
+    Interrupted,
+    exit_interrupted,
+    install_interrupt_handler,
+    interrupted,
+    note_interrupt,
+)
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for a process Ctrl-C stopped
-_received: list[int] = []
-
-
-class Interrupted(BaseException):
-    """SIGINT arrived (raised by the handler :func:`install_interrupt_handler` sets)."""
-
-
-def _on_sigint(signum: int, frame: FrameType | None) -> None:
-    if _received:  # a second Ctrl-C while cleaning up: let the cleanup finish
-        return
-    _received.append(signum)
-    raise Interrupted
-
-
-def install_interrupt_handler() -> None:
-    signal.signal(signal.SIGINT, _on_sigint)
-
-
-def interrupted() -> bool:
-    """Whether SIGINT arrived in this process (whatever exception it became)."""
-    return bool(_received)
-
-
-def exit_interrupted() -> NoReturn:
-    from .progress import erase
-
-    erase()
-    click.echo("quantgraph: interrupted (nothing half-written was left behind)", err=True)
-    sys.exit(EXIT_INTERRUPTED)
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "DebugAnywhere",
+    "Interrupted",
+    "exit_interrupted",
+    "install_interrupt_handler",
+    "interrupted",
+    "validation_failed",
+]
 
 
 class DebugAnywhere(click.Group):
@@ -68,7 +45,7 @@ class DebugAnywhere(click.Group):
         try:
             return super().invoke(ctx)
         except (Interrupted, KeyboardInterrupt):  # KeyboardInterrupt: no handler (tests, -c)
-            _received.append(signal.SIGINT)
+            note_interrupt()
             exit_interrupted()
 
 
