@@ -153,6 +153,9 @@ def write_files(
             raise ModelError(f"{target}: cannot write {role} ({reason})") from None
         except Exception as error:
             raise ModelError(f"{target}: {_hide(error, scratch, target)}") from error
+        if force:  # all still replaceable? (before replacing any: no OUT left half-new)
+            for final, role in finals:
+                _check(final, True, inputs, role)
         # Companions first: OUT appears only once everything it refers to is in place.
         for final, role in reversed(finals):
             _publish(scratch / final.name, final, force, inputs, role)
