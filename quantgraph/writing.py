@@ -133,8 +133,8 @@ def write_files(
     inputs = identities(protect)
     data = [(target.parent / name, "external data file") for name in companions]
     finals = [(target, role), *data]
-    for final, role in finals:
-        _check(final, force, inputs, role)
+    for final, kind in finals:
+        _check(final, force, inputs, kind)
     made = _make_folders(target)
     published: list[Path] = []
     scratch: Path | None = None
@@ -154,11 +154,11 @@ def write_files(
         except Exception as error:
             raise ModelError(f"{target}: {_hide(error, scratch, target)}") from error
         if force:  # all still replaceable? (before replacing any: no OUT left half-new)
-            for final, role in finals:
-                _check(final, True, inputs, role)
+            for final, kind in finals:
+                _check(final, True, inputs, kind)
         # Companions first: OUT appears only once everything it refers to is in place.
-        for final, role in reversed(finals):
-            _publish(scratch / final.name, final, force, inputs, role)
+        for final, kind in reversed(finals):
+            _publish(scratch / final.name, final, force, inputs, kind)
             published.append(final)
     except BaseException:
         if not force:  # exclusively created by this write: nobody else's

@@ -457,3 +457,18 @@ def test_the_inputs_external_data_is_never_written(work: Path) -> None:
     result.save(work / "o.onnx")  # auto: o.data beside it
     assert (work / "o.data").is_file()
     onnx.checker.check_model(str(work / "o.onnx"), full_check=True)
+
+
+def test_an_unwritable_folder_names_out(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root no folder is unwritable: mkdtemp is made to fail as it would for a user."""
+    import tempfile
+
+    def denied(*args: object, **kwargs: object) -> str:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(work / ".o.onnx.x"))
+
+    monkeypatch.setattr(tempfile, "mkdtemp", denied)
+    out = work / "o.onnx"
+    with pytest.raises(ModelError) as caught:
+        quantgraph.convert(work / "cnn.onnx").save(out, external_data="w.data")
+    assert str(caught.value) == f"{out}: cannot write OUT (Permission denied)"
+    assert listing(work) == {"cnn.onnx"}
