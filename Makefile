@@ -9,16 +9,22 @@ NATIVE_SOURCES := $(shell find custom_ops -type f 2>/dev/null) pyproject.toml
 
 .PHONY: setup browser demo test lint bench clean
 
+# The echo lines say what each slow step is doing (pip is --quiet; the C++ build takes a minute).
 $(STAMP): $(NATIVE_SOURCES)
+	@echo "setup: virtualenv $(VENV)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "setup: upgrading pip"
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "setup: installing quantgraph and its dependencies, building the C++ kernels (about a minute; the first time also fetches onnxruntime's headers)"
 	$(BIN)/python -m pip install --quiet -e '.[dev,onednn]'
 	touch $(STAMP)
+	@echo "setup: done"
 
 setup: $(STAMP)
 
 # The main job on a bundled model: rewrite its Q/DQ nodes and prove the result agrees.
 demo: setup
+	@echo "demo: converting models/cnn_u8.onnx and validating the result against it"
 	$(BIN)/quantgraph convert models/cnn_u8.onnx build/demo/cnn_u8.quantgraph.onnx --validate --force
 
 # A headless Chromium for the HTML report's tests: Debian's chromium-headless-shell, installed
@@ -33,6 +39,7 @@ browser:
 
 # Tests, including ruff and mypy (tests/test_quality.py).
 test: setup browser
+	@echo "test: pytest, with ruff and mypy (a few minutes)"
 	$(BIN)/python -m pytest
 
 lint: setup

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .spec import DOMAIN, OPSET_VERSION
-
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .backends import session_options
     from .converter import convert, lower
     from .session import InferenceSession
+    from .spec import DOMAIN, OPSET_VERSION
     from .validation import validate
 
+# Lazy, even the spec (numpy, onnx): the console script installs its Ctrl-C handler after
+# importing this package, and the sooner the better.
 _LAZY = {
+    "DOMAIN": ("spec", "DOMAIN"),
+    "OPSET_VERSION": ("spec", "OPSET_VERSION"),
     "InferenceSession": ("session", "InferenceSession"),
     "session_options": ("backends", "session_options"),
     "convert": ("converter", "convert"),

@@ -1,5 +1,19 @@
-"""``python -m quantgraph``: the same command line as the ``quantgraph`` script."""
+"""``python -m quantgraph`` and the ``quantgraph`` console script: Ctrl-C is handled from the
+start (:mod:`.interrupt`), before the command line's imports."""
 
-from .cli import console_main
+from __future__ import annotations
 
-console_main()
+from .interrupt import Interrupted, exit_interrupted, install_interrupt_handler
+
+
+def main() -> None:
+    install_interrupt_handler()
+    try:
+        from .cli import console_main
+    except Interrupted:
+        exit_interrupted()
+    console_main()
+
+
+if __name__ == "__main__":
+    main()

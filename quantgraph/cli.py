@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -32,6 +33,14 @@ from .cli_options import (
     bench_options,
     refuse_given,
 )
+from .cli_process import (
+    DebugAnywhere,
+    Interrupted,
+    exit_interrupted,
+    install_interrupt_handler,
+    interrupted,
+    validation_failed,
+)
 from .cli_text import (
     describe,
     print_conversion,
@@ -40,12 +49,19 @@ from .cli_text import (
     print_validation,
 )
 from .errors import one_line
+from .progress import Bar, Status, erase, shown
+from .writing import check_output
 
 EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class QuantgraphGroup(DebugAnywhere, JsonErrorGroup):
+    """``--debug`` anywhere (cli_process) and usage errors as JSON under --json (cli_json)."""
+
+
 def _fail(message: str) -> NoReturn:
+    erase()
     echo_error(message, EXIT_ERROR)  # under --json, also a JSON object on stdout
     click.echo(f"quantgraph: error: {message}", err=True)
     sys.exit(EXIT_ERROR)
@@ -65,8 +81,12 @@ def _errors_are_one_line(function: F) -> F:
         except (click.ClickException, click.Abort):
             raise
         except Exception as error:
+            if interrupted():  # Ctrl-C that an extension module turned into another error
+                exit_interrupted()
             if debug:
-                raise
+                erase()
+                traceback.print_exc()
+                sys.exit(EXIT_ERROR)
             _fail(one_line(error))
 
     return wrapper  # type: ignore[return-value]
@@ -96,10 +116,12 @@ def _print_json(payload: object) -> None:
 
 
 @click.group(
-    cls=JsonErrorGroup,
+    cls=QuantgraphGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+@click.option(
+    "--debug", is_flag=True, help="Show full tracebacks on errors (also after the command)."
+)
 @click.version_option(package_name="quantgraph")
 def main(debug: bool) -> None:
     """Rewrite ONNX QuantizeLinear/DequantizeLinear into oneDNN-Graph-style quantization ops
@@ -198,8 +220,8 @@ def convert(
     bound = _dims(dims)  # a bad --dim or --val-range fails before anything is written
     ranges = _val_ranges(val_ranges)
     if model_out is not None and not dry_run:
-        _check_output(model_in, model_out, force)
-    with _progress("rewriting Q/DQ nodes", quiet=as_json) as progress:
+        check_output(model_out, force=force, protect=(model_in,), external_data=external_data)
+    with Bar("rewriting Q/DQ nodes", quiet=as_json) as progress:
         result = run_convert(model_in, static=static, contrib=not keep_contrib, progress=progress)
     payload: dict[str, Any] = result.report.to_dict()
     validation = None
@@ -209,7 +231,7 @@ def convert(
         check_input_options(result.original(), dims=bound, val_ranges=ranges)
     if not dry_run:
         assert model_out is not None
-        result.save(model_out, external_data=external_data)
+        result.save(model_out, external_data=external_data, force=force)
         payload["output"] = str(model_out)
     if validate_result:
         from .validation import validate as run_validate
@@ -220,16 +242,23 @@ def convert(
         rewritten: ModelLike = result.proto
         if has_external_data(result.model):
             rewritten = result.model if dry_run or model_out is None else model_out
-        validation = run_validate(
-            result.original(),
-            rewritten,
-            backend=backend,
-            arithmetic=arithmetic,
-            seed=seed,
-            dims=bound,
-            val_ranges=ranges,
-            iterations=iterations,
-        )
+        with Status("validating", quiet=as_json) as status:
+            try:
+                validation = run_validate(
+                    result.original(),
+                    rewritten,
+                    backend=backend,
+                    arithmetic=arithmetic,
+                    seed=seed,
+                    dims=bound,
+                    val_ranges=ranges,
+                    iterations=iterations,
+                    progress=status.validation,
+                )
+            except Exception as error:
+                if dry_run or model_out is None:
+                    raise
+                raise validation_failed(error, status.stage, model_in, model_out) from error
         payload["validation"] = validation.to_dict()
         if report_path is not None:
             _write_page(
@@ -249,6 +278,8 @@ def convert(
         if report_path is not None and validation is not None:
             click.echo(f"wrote {report_path}")
     if validation is not None and not validation.agree:
+        if not as_json:
+            click.echo(f"{model_out} was written and is kept, although the models disagree")
         sys.exit(EXIT_DISAGREE)
 
 
@@ -273,9 +304,9 @@ def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_j
     """
     from .converter import lower as run_lower
 
-    _check_output(model_in, model_out, force)
+    check_output(model_out, force=force, protect=(model_in,), external_data=external_data)
     result = run_lower(model_in)
-    result.save(model_out, external_data=external_data)
+    result.save(model_out, external_data=external_data, force=force)
     payload: dict[str, Any] = {**result.report.to_dict(), "output": str(model_out)}
     if as_json:
         _print_json(payload)
@@ -372,6 +403,7 @@ def validate(
     if inputs:
         refuse_given(GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
     _quiet_onnxruntime()
+    status = Status("validate", quiet=as_json)
     report = run_validate(
         original,
         rewritten,
@@ -387,7 +419,9 @@ def validate(
         atol=atol,
         rtol=rtol,
         fusion=fusion,
+        progress=status.validation,
     )
+    status.close()
     if report_path is not None:
         _write_page(report_path, report, original, rewritten, force=force)
     if as_json:
@@ -412,7 +446,8 @@ def _write_page(
     from .validation.html_page import render
 
     page = render(report, original=str(original), rewritten=str(rewritten), conversion=conversion)
-    write_file(path, page.encode("utf-8"), force=force)
+    models = tuple(Path(m) for m in (original, rewritten))  # a page never replaces a model
+    write_file(path, page.encode("utf-8"), force=force, protect=models, role="--report")
 
 
 @main.command()
@@ -424,9 +459,10 @@ def _write_page(
 )
 @click.option(
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the outputs to this .npz.",
+    type=click.Path(path_type=Path),
+    help="Write the outputs to this .npz (never over MODEL or --inputs).",
 )
+@click.option("--force", is_flag=True, help="Replace --output if it exists.")
 @BACKEND_OPTION
 @ARITHMETIC_OPTION
 @SEED_OPTION
@@ -446,10 +482,9 @@ def run(
     val_ranges: tuple[tuple[str, tuple[float, float]], ...],
     fusion: str,
     as_json: bool,
+    force: bool,
 ) -> None:
     """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""
-    import numpy as np
-
     from .session import InferenceSession
     from .validation import load_inputs, make_inputs
 
@@ -457,6 +492,9 @@ def run(
         refuse_given(GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
     _quiet_onnxruntime()
     bound, ranges = _dims(dims), _val_ranges(val_ranges)
+    inputs_and_model = (model, *([inputs] if inputs else []))
+    if output is not None:
+        check_output(output, force=force, protect=inputs_and_model, role="--output")
     session = InferenceSession(model, backend, arithmetic=arithmetic, fusion=fusion)
     feeds = (
         load_inputs(inputs, model)
@@ -466,8 +504,10 @@ def run(
     names = [o.name for o in session.get_outputs()]
     results = session.run(names, feeds)
     if output is not None:
-        with open(output, "wb") as stream:  # np.savez(path) would append ".npz" to the name
-            np.savez(stream, **dict(zip(names, results, strict=True)))
+        from .writing import write_npz
+
+        arrays = dict(zip(names, results, strict=True))
+        write_npz(output, arrays, force=force, protect=inputs_and_model, role="--output")
     summary = [describe(name, value) for name, value in zip(names, results, strict=True)]
     if as_json:
         _print_json(
@@ -632,9 +672,7 @@ def bench(
             param_hint="'--columns'",
         )
     narrow = tuple(f"{benchmarks.NARROW_PREFIX}{c}" for c in columns)
-    progress = (
-        None if as_json or not sys.stderr.isatty() else (lambda text: click.echo(text, err=True))
-    )
+    progress = (lambda text: click.echo(text, err=True)) if shown(as_json) else None
     rows = benchmarks.run(
         sizes=sizes,
         repeat=repeat,
@@ -673,9 +711,7 @@ def _bench_models(
                 raise click.BadParameter(
                     f"{value!r} is not one of {', '.join(allowed)}", param_hint=name
                 )
-    progress = (
-        None if as_json or not sys.stderr.isatty() else (lambda text: click.echo(text, err=True))
-    )
+    progress = (lambda text: click.echo(text, err=True)) if shown(as_json) else None
     timings = bench_models(
         models[0],
         models[1],
@@ -696,44 +732,18 @@ def _bench_models(
             click.echo(f"{timing.label:<40} failed: {timing.error}")
             continue
         median, ratio = timing.median_ms, timing.ratio
-        shown = "-" if ratio is None else f"{ratio:.2f}x"
-        click.echo(f"{timing.label:<40} {median or 0:>10.3f} {shown:>7}")
-
-
-class _progress:
-    """A progress bar on a terminal; nothing with --json or when stderr is not a TTY."""
-
-    def __init__(self, label: str, *, quiet: bool) -> None:
-        self.label = label
-        self.enabled = not quiet and sys.stderr.isatty()
-        self._bar: Any = None
-
-    def __enter__(self) -> Callable[[int, int], None] | None:
-        return self.update if self.enabled else None
-
-    def update(self, done: int, total: int) -> None:
-        if self._bar is None:
-            self._bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
-            self._bar.__enter__()
-        self._bar.update(done - self._bar.pos)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.__exit__(None, None, None)
-
-
-def _check_output(model_in: Path, model_out: Path, force: bool) -> None:
-    if model_out.resolve() == model_in.resolve():
-        _fail(f"{model_out}: OUT is the input file; quantgraph never overwrites its input")
-    if model_out.exists() and not force:
-        _fail(f"{model_out}: already exists (use --force to replace it)")
+        ratio_text = "-" if ratio is None else f"{ratio:.2f}x"
+        click.echo(f"{timing.label:<40} {median or 0:>10.3f} {ratio_text:>7}")
 
 
 def console_main() -> None:
     """The console script: ``main`` in a process that ends with it."""
+    install_interrupt_handler()
     gc.disable()
     try:
         main()
+    except Interrupted:  # raised outside a command (while click parses)
+        exit_interrupted()
     finally:
         # Leave the graph's reference cycles to the OS: the interpreter's final collection
         # would walk every IR object of a big model (1.4 s for 100k nodes) just to exit.

@@ -60,10 +60,12 @@ class ConvertResult:
         yield self.report
 
     def save(
-        self, path: str | os.PathLike[str], *, external_data: str = AUTO, force: bool = True
+        self, path: str | os.PathLike[str], *, external_data: str = AUTO, force: bool = False
     ) -> Path:
-        """Write atomically, never over an input file; a model not checked yet is checked
-        on disk."""
+        """Write complete or not at all, never over an input file (the same file by inode,
+        whatever the path's spelling) nor onto anything but a regular file; an existing file
+        is replaced only with ``force`` (and never a read-only one). A model not checked yet
+        is checked on disk. See :mod:`quantgraph.writing`."""
         external = has_external_data(self.model)
         return save_model(
             self.model if external else self.proto,
@@ -101,7 +103,7 @@ def convert(
             report, static=static, contrib=contrib, check=check and not external, progress=progress
         )
         _run(manager, loaded, model)
-    return ConvertResult(loaded, report, check and not external, source_files(loaded))
+    return ConvertResult(loaded, report, check and not external, _sources(loaded, model))
 
 
 def lower(model: ModelLike, *, check: bool = True) -> ConvertResult:
@@ -111,13 +113,18 @@ def lower(model: ModelLike, *, check: bool = True) -> ConvertResult:
         loaded = _private_copy(model)
         external = has_external_data(loaded)
         _run(pipelines.lowering(report, check=check and not external), loaded, model)
-    return ConvertResult(loaded, report, check and not external, source_files(loaded))
+    return ConvertResult(loaded, report, check and not external, _sources(loaded, model))
 
 
 def _private_copy(model: ModelLike) -> ir.Model:
     # Passes rewrite in place: an ir.Model argument is the caller's object.
     register_schemas()
     return load_model(ir.to_proto(model) if isinstance(model, ir.Model) else model)
+
+
+def _sources(loaded: ir.Model, model: ModelLike) -> tuple[Path, ...]:
+    # An ir.Model the caller loaded with quantgraph still names its files: protect them too.
+    return source_files(loaded) or (source_files(model) if isinstance(model, ir.Model) else ())
 
 
 def _label(source: ModelLike) -> str:

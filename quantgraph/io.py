@@ -1,4 +1,4 @@
-"""Reading and writing models: clear errors for bad files, atomic writes, inputs untouched.
+"""Reading and writing models: clear errors for bad files, safe writes (:mod:`.writing`).
 
 Models with external data are read lazily (weights stay on disk, memory-mapped when used) and
 written with external data again unless asked otherwise, so multi-GiB models convert in little
@@ -8,7 +8,6 @@ memory.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import onnx_ir as ir
 from ._ir import subgraphs
 from .errors import ModelError
 from .graph_order import check_node_order
+from .writing import check_data_name, write_files
 
 ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto | ir.Model
 AUTO = "auto"
@@ -125,38 +125,38 @@ def save_model(
     model: ir.Model | onnx.ModelProto,
     path: str | os.PathLike[str],
     *,
-    force: bool = True,
+    force: bool = False,
     external_data: str = AUTO,
     protect: tuple[Path, ...] = (),
     progress: Callable[[int, int], None] | None = None,
     check: bool = False,
 ) -> Path:
-    """Write ``model`` to ``path`` through temporary files and renames (never half-written).
+    """Write ``model`` to ``path`` complete or not at all (:mod:`quantgraph.writing`: never
+    over a file of ``protect``, only regular files replaced, exclusive unless ``force``).
 
     ``external_data``: "auto" keeps the model's layout (weights that live in external data are
     written to ``<OUT stem>.data`` beside OUT), "none" writes everything into OUT, any other
-    value is the external-data file name. Files in ``protect`` (the input's) are never written.
-    ``check`` runs ``onnx.checker.check_model(full_check=True)`` on the written file before it
-    takes OUT's name.
+    value is the external-data file's name (a plain name: it goes beside OUT). ``check`` runs
+    ``onnx.checker.check_model(full_check=True)`` on the written file before it takes OUT's
+    name.
     """
     target = Path(path)
-    if target.is_dir():
-        raise ModelError(f"{target}: is a directory")
-    if target.exists() and not force:
-        raise ModelError(f"{target}: already exists (use --force to replace it)")
+    if external_data not in (AUTO, INLINE):
+        check_data_name(external_data, target)
     if (
         isinstance(model, onnx.ModelProto)
         and external_data in (AUTO, INLINE)
         and not any(t.data_location == onnx.TensorProto.EXTERNAL for t in _tensors(model.graph))
     ):
         # Already serialized and self-contained: write it as it is.
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with _temporary(target) as temporary:
-            _write_bytes(temporary, model.SerializeToString(deterministic=True))
+        proto = model
+
+        def write_proto(staged: Path) -> None:
+            _write_bytes(staged, proto.SerializeToString(deterministic=True))
             if check:
-                _check_file(temporary)
-            os.replace(temporary, target)
-        return target
+                _check_file(staged)
+
+        return write_files(target, write_proto, force=force, protect=protect)
     loaded = model if isinstance(model, ir.Model) else ir.from_proto(model)
     if external_data == AUTO:
         data_name = f"{target.stem}.data" if has_external_data(loaded) else None
@@ -164,31 +164,25 @@ def save_model(
         data_name = None
     else:
         data_name = external_data
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if data_name is not None:
-        data_path = (target.parent / data_name).resolve()
-        if data_path in {p.resolve() for p in protect} or target.resolve() in {
-            p.resolve() for p in protect
-        }:
-            raise ModelError(f"{data_path}: is the input's own file; choose another output")
-    elif has_external_data(loaded):
+    if data_name is None and has_external_data(loaded):
         loaded = ir.external_data.load_to_model(loaded)
-    with _temporary(target) as temporary:
+    callback = None
+    if progress is not None:
+        report = progress
+
+        def callback(_: object, info: ir.external_data.CallbackInfo) -> None:
+            report(info.index + 1, info.total)
+
+    def write_model(staged: Path) -> None:
         if data_name is None:
-            _write_bytes(temporary, ir.to_proto(loaded).SerializeToString(deterministic=True))
+            _write_bytes(staged, ir.to_proto(loaded).SerializeToString(deterministic=True))
         else:
-            callback = None
-            if progress is not None:
-                report = progress
-
-                def callback(_: object, info: ir.external_data.CallbackInfo) -> None:
-                    report(info.index + 1, info.total)
-
-            ir.save(loaded, temporary, external_data=data_name, callback=callback)
+            ir.save(loaded, staged, external_data=data_name, callback=callback)
         if check:
-            _check_file(temporary)
-        os.replace(temporary, target)
-    return target
+            _check_file(staged)
+
+    companions = () if data_name is None else (data_name,)
+    return write_files(target, write_model, force=force, protect=protect, companions=companions)
 
 
 def _write_bytes(path: Path, data: bytes) -> None:
@@ -202,26 +196,12 @@ def _check_file(path: Path) -> None:
     from .schemas import register
 
     register()
-    onnx.checker.check_model(str(path), full_check=True)
-
-
-class _temporary:
-    """A temporary file name beside ``target``, removed if the write fails."""
-
-    def __init__(self, target: Path) -> None:
-        handle, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        os.close(handle)
-        self.path = Path(name)
-        # mkstemp makes the file private (0600); the output gets the umask's usual mode.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(self.path, 0o666 & ~umask)
-
-    def __enter__(self) -> Path:
-        return self.path
-
-    def __exit__(self, *exc: object) -> None:
-        self.path.unlink(missing_ok=True)
+    try:
+        onnx.checker.check_model(str(path), full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
+        raise ModelError(
+            f"the result fails onnx.checker (full_check): {_first_line(error)}"
+        ) from error
 
 
 def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
@@ -254,17 +234,20 @@ def _first_line(error: BaseException) -> str:
     return text[0] if text else type(error).__name__
 
 
-def write_file(path: str | os.PathLike[str], data: bytes, *, force: bool = False) -> Path:
-    """Write ``data`` to ``path`` atomically (a temporary file beside it, then a rename);
-    an existing ``path`` is replaced only with ``force``, and only when it is a regular file."""
-    target = Path(path)
-    if target.exists() or target.is_symlink():
-        if not force:
-            raise ModelError(f"{target}: already exists (use --force to replace it)")
-        if not target.is_file():
-            raise ModelError(f"{target}: is not a regular file; it is never replaced")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with _temporary(target) as temporary:
-        _write_bytes(temporary, data)
-        os.replace(temporary, target)
-    return target
+def write_file(
+    path: str | os.PathLike[str],
+    data: bytes,
+    *,
+    force: bool = False,
+    protect: tuple[Path, ...] = (),
+    role: str = "OUT",
+) -> Path:
+    """Write ``data`` to ``path`` by the rules of :mod:`.writing` (complete or not at all, never
+    over a file of ``protect``, exclusive unless ``force``, only regular files replaced)."""
+    return write_files(
+        Path(path),
+        lambda staged: _write_bytes(staged, data),
+        force=force,
+        protect=protect,
+        role=role,
+    )

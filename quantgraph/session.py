@@ -29,7 +29,8 @@ class InferenceSession:
     decides gets it as ``output_dtype`` first (:class:`~quantgraph.passes.DeclaredDstPass`). On
     the Python backend the model is put in the form its kernels accept (static ops become
     dynamic ones with constant inputs), and kernel errors recorded during a run are raised from
-    :meth:`run`.
+    :meth:`run`. Quiet on stderr: errors are exceptions, not onnxruntime log lines (unless
+    ``options`` sets ``log_severity_level``).
 
     ``fusion``: "none" (default; each spec op alone, the spec's exact composition) or
     "onnxruntime" (units of spec ops and their compute run as onnxruntime's fused kernels, as
@@ -61,10 +62,15 @@ class InferenceSession:
             else ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # onnxruntime's own default
         )
         source = self._prepare(model, level)
+        options = options or ort.SessionOptions()
+        if options.log_severity_level == -1:  # not chosen by the caller
+            # Quiet: onnxruntime's errors come back once, as the exception; its raw log lines
+            # ([E:onnxruntime:...] on a failing kernel or a node oneDNN refuses) would repeat
+            # them on stderr.
+            options.log_severity_level = 4
         if self.backend == "python":
             # Kernel errors are recorded per thread; parallel execution would run kernels on
             # onnxruntime's threads, where run() could not see them.
-            options = options or ort.SessionOptions()
             options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         self._session = ort.InferenceSession(
             source,

@@ -22,7 +22,6 @@ import quantgraph
 from quantgraph import DOMAIN
 from quantgraph.backends import native_available
 from quantgraph.cli import main
-from quantgraph.errors import ModelError
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "models"
@@ -422,10 +421,34 @@ def test_bad_model_files_are_one_line_errors(
     assert not (work / "o.onnx").exists()
 
 
-def test_debug_raises_instead(runner: CliRunner, work: Path) -> None:
-    result = runner.invoke(main, ["--debug", "inspect", str(work / "missing.onnx")])
-    assert result.exit_code != 0
-    assert isinstance(result.exception, ModelError)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--debug", "inspect", "{missing}"],
+        ["inspect", "--debug", "{missing}"],
+        ["inspect", "{missing}", "--debug"],
+        ["convert", "--debug", "{missing}", "{out}"],
+        ["lower", "{missing}", "{out}", "--debug", "--force"],
+    ],
+    ids=["before", "after-command", "at-end", "convert", "lower"],
+)
+def test_debug_shows_the_traceback_and_still_exits_2(
+    runner: CliRunner, work: Path, args: list[str]
+) -> None:
+    """--debug anywhere on the line (issue 20, item 7): the traceback, and exit code 2."""
+    filled = [a.format(missing=work / "missing.onnx", out=work / "o.onnx") for a in args]
+    result = runner.invoke(main, filled)
+    assert result.exit_code == 2, result.output
+    assert "Traceback (most recent call last)" in result.stderr
+    assert "ModelError" in result.stderr and "missing.onnx: no such file" in result.stderr
+    assert not (work / "o.onnx").exists()
+
+
+def test_debug_after_a_double_dash_is_an_argument(runner: CliRunner, work: Path) -> None:
+    result = runner.invoke(main, ["inspect", "--", "--debug"])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.stderr
+    assert "--debug: no such file" in result.stderr
 
 
 def _subprocess(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -446,8 +469,8 @@ def test_real_process_error_is_one_line_and_debug_shows_traceback(work: Path) ->
     plain = _subprocess("convert", random_bytes, work / "o.onnx", cwd=work)
     line = assert_one_line_error(plain)
     assert "random.onnx" in line
-    debug = _subprocess("--debug", "convert", random_bytes, work / "o.onnx", cwd=work)
-    assert debug.returncode != 0
+    debug = _subprocess("convert", random_bytes, work / "o.onnx", "--debug", cwd=work)
+    assert debug.returncode == 2
     assert "Traceback" in debug.stderr
     assert "ModelError" in debug.stderr
 

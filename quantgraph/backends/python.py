@@ -5,8 +5,8 @@ and cannot express, and how each limit is handled:
 
 * Exceptions raised in a Python op abort the process, so kernels never raise. A rejected call
   records a :class:`KernelError`, fills the output (NaN for f32, the lowest value for integers)
-  and logs the error; :func:`raise_pending` (called by :class:`quantgraph.InferenceSession` after
-  every run) raises it.
+  and logs it at DEBUG level only; :func:`raise_pending` (called by
+  :class:`quantgraph.InferenceSession` after every run) raises it, the error's one report.
 * Kernels cannot see node names, and static ops run as dynamic ones (below), so
   :func:`~quantgraph.backends.python_prepare.prepare_model` stamps each node with string
   attributes ``model_op`` and ``node_name`` and moves it to the domain
@@ -71,7 +71,8 @@ def _record(error: BaseException, op: str, model_op: str = "", node: str = "?") 
         message = str(error)
     else:
         message = f"{model_op or op} node '{node}': {type(error).__name__}: {error}"
-    log.error("quantgraph python backend: %s", message)
+    # Debug only: the error comes back once, as the exception raise_pending() raises.
+    log.debug("quantgraph python backend: %s", message)
     errors: list[str] = getattr(_pending, "errors", [])
     errors.append(message)
     _pending.errors = errors

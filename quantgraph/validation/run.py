@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +44,8 @@ from .report import (
 from .search import attempts
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+# progress(stage, done, total): stage "original", "rewritten" or "optimized"; done 0: loading.
+Progress = Callable[[str, int, int], None]
 HINT = (
     "bind dims with --dim NAME=VALUE or --dim INPUT:AXIS=VALUE, value ranges with "
     "--val-range NAME:LOW,HIGH, or pass inputs with --inputs"
@@ -179,6 +181,7 @@ def validate(
     atol: float = 0.0,
     rtol: float = 0.0,
     fusion: str = "none",
+    progress: Progress | None = None,
 ) -> ValidationReport:
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
@@ -191,13 +194,16 @@ def validate(
     compute under one name and reports the first node where they part. ``fusion``: the
     rewritten model's fusion mode (:mod:`quantgraph.fusion`); with "onnxruntime" both sides
     run at ORT_ENABLE_ALL, where its units are onnxruntime's fused kernels on both sides, and
-    the comparison is still exact.
+    the comparison is still exact. ``progress``, when given, is told each session being made
+    and each sample run (:data:`Progress`).
     """
     if iterations < 1:
         raise ModelError("--iterations must be at least 1")
+    tell = progress or _silent
     source = _Original(original)
     rewritten_ir = load_model(rewritten)
     _same_inputs(source, rewritten_ir, _label(rewritten, rewritten_ir, "the rewritten model"))
+    tell("original", 0, iterations)
     exposed, tensor_names = with_all_outputs(source.ir) if intermediate else (None, [])
     level = (
         ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -219,16 +225,26 @@ def validate(
         }
         used_seed: int | None = None
         search: InputSearch | None = None
-        expected = [_run_original(session, wanted, s, source.label, f) for f, s in given]
+        expected = _run_all(
+            session,
+            wanted,
+            [s for _, s in given],
+            source.label,
+            tell,
+            "original",
+            origins=[f for f, _ in given],
+        )
     else:
         specs, first, search = _runnable_specs(source, session, wanted, dims, val_ranges, seed)
         samples = [draw(specs, seed + i) for i in range(iterations)]
-        later = [_run_original(session, wanted, s, source.label, None) for s in samples[1:]]
+        tell("original", 1, len(samples))
+        later = _run_all(session, wanted, samples[1:], source.label, tell, "original", done=1)
         expected = [first, *later]
         described = {spec.name: spec.to_dict() for spec in specs}
         used_seed = seed
 
     float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
+    tell("rewritten", 0, len(samples))
     candidate_model: ModelLike = rewritten
     if intermediate:
         candidate_model = with_all_outputs(rewritten_ir)[0]
@@ -243,7 +259,10 @@ def validate(
     alias = after_quantization(rewritten_ir.graph) if float_reference else {}
     common = [n for n in tensor_names if alias.get(n, n) in candidate_names]
     fetched = outputs + [alias.get(n, n) for n in common]
-    actual = [candidate.run(fetched, s) for s in samples]
+    actual = []
+    for done, sample in enumerate(samples, 1):
+        actual.append(candidate.run(fetched, sample))
+        tell("rewritten", done, len(samples))
 
     n_out = len(outputs)
     exact = candidate.arithmetic == "onnx" and not float_reference
@@ -296,8 +315,9 @@ def validate(
         {**quantization_steps(rewritten_ir.graph), **quantization_steps(source.ir.graph)},
     )
     if optimized:
+        tell("optimized", 0, len(samples))
         fused = source.session(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-        fused_out = [_run_original(fused, outputs, s, source.label, None) for s in samples]
+        fused_out = _run_all(fused, outputs, samples, source.label, tell, "optimized")
         report.optimized = _aggregate(
             outputs, declared, fused_out, [a[:n_out] for a in actual], tolerance=(atol, rtol)
         )
@@ -367,6 +387,29 @@ def _runnable_specs(
 
 def _same_draw(one: list[InputSpec], other: list[InputSpec]) -> bool:
     return [(s.shape, s.low, s.high) for s in one] == [(s.shape, s.low, s.high) for s in other]
+
+
+def _silent(stage: str, done: int, total: int) -> None:
+    pass
+
+
+def _run_all(
+    session: ort.InferenceSession,
+    names: list[str],
+    samples: Sequence[Mapping[str, np.ndarray]],
+    label: str,
+    tell: Progress,
+    stage: str,
+    done: int = 0,
+    origins: Sequence[str | None] | None = None,
+) -> list[list[np.ndarray]]:
+    """The original's outputs on each sample; ``origins``: the files they came from."""
+    results = []
+    for index, sample in enumerate(samples):
+        origin = None if origins is None else origins[index]
+        results.append(_run_original(session, names, sample, label, origin))
+        tell(stage, done + index + 1, done + len(samples))
+    return results
 
 
 def _run_original(
