@@ -229,17 +229,31 @@ def convert(
     "none writes them into OUT, FILE names the external-data file beside OUT.",
 )
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="Write OUT even when some quantgraph ops cannot be lowered (they stay, listed); "
+    "without it that is an error and nothing is written.",
+)
 @JSON_OPTION
 @_errors_are_one_line
-def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_json: bool) -> None:
-    """Rewrite quantgraph ops in IN back into standard QuantizeLinear/DequantizeLinear.
+def lower(
+    model_in: Path,
+    model_out: Path,
+    external_data: str,
+    force: bool,
+    allow_partial: bool,
+    as_json: bool,
+) -> None:
+    """Rewrite quantgraph ops in IN back into QuantizeLinear/DequantizeLinear (com.microsoft's
+    where IN's opset has no ONNX form, e.g. per-axis below opset 13).
 
     The round trip IN -> convert -> lower runs identically to the original at ORT_DISABLE_ALL.
     """
     from .converter import lower as run_lower
 
     _check_output(model_in, model_out, force)
-    result = run_lower(model_in)
+    result = run_lower(model_in, allow_partial=allow_partial)
     result.save(model_out, external_data=external_data)
     payload: dict[str, Any] = {**result.report.to_dict(), "output": str(model_out)}
     if as_json:

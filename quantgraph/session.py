@@ -15,6 +15,7 @@ import onnxruntime as ort
 
 from .backends import resolve, resolve_arithmetic, session_options
 from .io import ModelLike, has_external_data, load_model, save_model
+from .opsets import check_opset
 from .passes.declared_dst import DeclaredDstPass, needs_declared_dst
 from .schemas import register as register_schemas
 
@@ -66,6 +67,7 @@ class InferenceSession:
         run as they are, else a prepared private copy."""
         is_path = isinstance(model, (str, os.PathLike))
         loaded = load_model(model)  # the same clear errors everywhere for a bad file
+        check_opset(loaded, model)
         declared = needs_declared_dst(loaded)
         if loaded is model and (declared or self.backend == "python"):
             loaded = ir.from_proto(ir.to_proto(loaded))  # the caller's object stays as it was

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from .dynamic_quantize_linear import DynamicQuantizeLinearPass
 from .full_check import FullCheckPass
 from .node_rewrite import Progress
 from .qdq_to_spec import QdqToSpecPass
 from .report import RewriteReport
+from .short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from .spec_to_qdq import SpecToQdqPass
 
 
@@ -19,14 +21,23 @@ def conversion(
     check: bool = True,
     progress: Progress | None = None,
 ) -> ir.passes.PassManager:
-    """Q/DQ -> spec ops, then onnx's full check (schemas and shape inference included)."""
+    """Q/DQ -> spec ops, then onnx's full check (schemas and shape inference included).
+
+    DynamicQuantizeLinear gets its scale and zero point from standard ops. Short last
+    blocks are padded first; the padding of a node the rewrite skips is undone."""
     rewrite = QdqToSpecPass(static=static, contrib=contrib, report=report, progress=progress)
-    return _with_check([rewrite], check)
+    passes: list[ir.passes.PassBase] = [
+        DynamicQuantizeLinearPass(report=report),
+        PadShortBlocksPass(),
+        rewrite,
+        TrimPaddedBlocksPass(),
+    ]
+    return _with_check(passes, check)
 
 
 def lowering(report: RewriteReport, *, check: bool = True) -> ir.passes.PassManager:
-    """Spec ops -> standard Q/DQ, then onnx's full check."""
-    return _with_check([SpecToQdqPass(report=report)], check)
+    """Spec ops -> standard Q/DQ (padded short blocks folded back), then onnx's full check."""
+    return _with_check([SpecToQdqPass(report=report), TrimPaddedBlocksPass()], check)
 
 
 def _with_check(passes: list[ir.passes.PassBase], check: bool) -> ir.passes.PassManager:

@@ -30,6 +30,8 @@ from quantgraph.passes import (
     StaticToDynamicPass,
     pipelines,
 )
+from quantgraph.passes.dynamic_quantize_linear import DynamicQuantizeLinearPass
+from quantgraph.passes.short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from quantgraph.passes.stamp_origin import MODEL_OP, NODE_NAME
 from quantgraph.schemas import register
 from quantgraph.spec import DOMAIN, SpecError
@@ -73,14 +75,18 @@ def test_the_pipelines_and_their_options() -> None:
         progress=lambda done, total: calls.append((done, total)),
     )
     assert manager.steps == 1
-    rewrite, _check = manager.passes  # the rewrite, then the full check
+    # DynamicQuantizeLinear, short-block padding, the rewrite, the padding undone, the check
+    dql, pad, rewrite, trim, _check = manager.passes
+    assert isinstance(dql, DynamicQuantizeLinearPass) and dql.report is report
+    assert isinstance(pad, PadShortBlocksPass) and isinstance(trim, TrimPaddedBlocksPass)
     assert isinstance(rewrite, QdqToSpecPass)
     assert (rewrite.static, rewrite.contrib, rewrite.report) == (True, False, report)
-    (unchecked,) = pipelines.conversion(report, check=False).passes
+    *_, unchecked, _trim = pipelines.conversion(report, check=False).passes
     assert isinstance(unchecked, QdqToSpecPass)
-    lower, _check = pipelines.lowering(report).passes
+    lower, trim, _check = pipelines.lowering(report).passes
     assert isinstance(lower, SpecToQdqPass) and lower.report is report
-    (unchecked,) = pipelines.lowering(report, check=False).passes
+    assert isinstance(trim, TrimPaddedBlocksPass)
+    unchecked, _trim = pipelines.lowering(report, check=False).passes
     assert isinstance(unchecked, SpecToQdqPass)
 
     model = ir.from_proto(_qdq_model())
