@@ -48,8 +48,24 @@ def print_conversion(report: Any, dry_run: bool, out: Path | None, limit: int = 
             )
         if len(report.skipped) > limit:
             click.echo(f"  ... and {len(report.skipped) - limit} more (--json lists all)")
+    _print_other_quantized(report.other_quantized, limit)
     if out is not None and not dry_run:
         click.echo(f"wrote {out}")
+
+
+def _print_other_quantized(nodes: list[Any], limit: int) -> None:
+    """Quantized nodes that are not Q/DQ: each node with its reason code, each code's advice
+    once."""
+    if not nodes:
+        return
+    click.echo(f"other quantized formats, left as they are: {len(nodes)} node(s):")
+    for node in nodes[:limit]:
+        where = f" (in {node.graph})" if node.graph else ""
+        click.echo(f"  {node.node or '<unnamed>'}{where}: {node.op_type} [{node.code}]")
+    if len(nodes) > limit:
+        click.echo(f"  ... and {len(nodes) - limit} more (--json lists all)")
+    for code, advice in dict((n.code, n.advice) for n in nodes).items():
+        click.echo(f"  [{code}] {advice}")
 
 
 def print_validation(report: Any) -> None:

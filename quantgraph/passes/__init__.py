@@ -8,7 +8,14 @@ from .full_check import FullCheckPass
 from .move_domain import MoveDomainPass
 from .node_rewrite import NodeRewritePass
 from .qdq_to_spec import QDQ_OPS, QdqToSpecPass
-from .report import ConvertedNode, RewriteReport, RewriteResult, Skip, SkippedNode
+from .report import (
+    ConvertedNode,
+    OtherQuantizedNode,
+    RewriteReport,
+    RewriteResult,
+    Skip,
+    SkippedNode,
+)
 from .spec_to_qdq import SpecToQdqPass
 from .stamp_origin import StampOriginPass
 from .static_to_dynamic import NoDynamicForm, StaticToDynamicPass
@@ -24,6 +31,7 @@ __all__ = [
     "NoDynamicForm",
     "NoExplicitForm",
     "NodeRewritePass",
+    "OtherQuantizedNode",
     "QdqToSpecPass",
     "RewriteReport",
     "RewriteResult",

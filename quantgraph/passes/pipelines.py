@@ -7,6 +7,7 @@ import onnx_ir as ir
 from .dynamic_quantize_linear import DynamicQuantizeLinearPass
 from .full_check import FullCheckPass
 from .node_rewrite import Progress
+from .other_formats import OtherFormatsPass
 from .qdq_to_spec import QdqToSpecPass
 from .report import RewriteReport
 from .short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
@@ -23,10 +24,12 @@ def conversion(
 ) -> ir.passes.PassManager:
     """Q/DQ -> spec ops, then onnx's full check (schemas and shape inference included).
 
-    DynamicQuantizeLinear gets its scale and zero point from standard ops. Short last
-    blocks are padded first; the padding of a node the rewrite skips is undone."""
+    Quantized nodes of other formats are listed; DynamicQuantizeLinear gets its scale and zero
+    point from standard ops; short last blocks are padded to whole groups (and the padding of a
+    node the rewrite skips is undone)."""
     rewrite = QdqToSpecPass(static=static, contrib=contrib, report=report, progress=progress)
     passes: list[ir.passes.PassBase] = [
+        OtherFormatsPass(report),
         DynamicQuantizeLinearPass(report=report),
         PadShortBlocksPass(),
         rewrite,

@@ -34,6 +34,7 @@ from .report import RewriteReport, Skip
 FLOAT8_OPSET = 19  # ONNX Q/DQ learn float8 types in opset 19
 SCALE_TYPES_OPSET = 19  # ... float16/bfloat16 scales in 19
 PER_AXIS_OPSET = 13
+_1D = "_1d"  # the suffix of ConstantFactory.constant_1d's names
 BLOCKED_OPSET = INT4_OPSET = 21  # block_size and int4/uint4 in 21
 
 
@@ -229,7 +230,10 @@ class SpecToQdqPass(NodeRewritePass):
     def _as_scalar(node: ir.Node, value: ir.Value, factory: ConstantFactory) -> ir.Value:
         array = constant_array(value)
         if array is not None:
-            return factory.constant(f"{value.name}_scalar", array.reshape(()), node)
+            # A scalar that conversion made 1-D ("<name>_1d") gets its own name back.
+            name = value.name or "scale"
+            base = name[: -len(_1D)] if name.endswith(_1D) else f"{name}_scalar"
+            return factory.constant(base, array.reshape(()), node)
         return factory.reshaped(value, [], node, "scalar")
 
 

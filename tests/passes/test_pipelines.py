@@ -31,6 +31,7 @@ from quantgraph.passes import (
     pipelines,
 )
 from quantgraph.passes.dynamic_quantize_linear import DynamicQuantizeLinearPass
+from quantgraph.passes.other_formats import OtherFormatsPass
 from quantgraph.passes.short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from quantgraph.passes.stamp_origin import MODEL_OP, NODE_NAME
 from quantgraph.schemas import register
@@ -75,8 +76,10 @@ def test_the_pipelines_and_their_options() -> None:
         progress=lambda done, total: calls.append((done, total)),
     )
     assert manager.steps == 1
-    # DynamicQuantizeLinear, short-block padding, the rewrite, the padding undone, the check
-    dql, pad, rewrite, trim, _check = manager.passes
+    # other formats listed, DynamicQuantizeLinear, short-block padding, the rewrite, the
+    # padding undone, the check
+    other, dql, pad, rewrite, trim, _check = manager.passes
+    assert isinstance(other, OtherFormatsPass) and other.report is report
     assert isinstance(dql, DynamicQuantizeLinearPass) and dql.report is report
     assert isinstance(pad, PadShortBlocksPass) and isinstance(trim, TrimPaddedBlocksPass)
     assert isinstance(rewrite, QdqToSpecPass)
