@@ -24,7 +24,8 @@ def cnn(opset: int = 13) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
 
     def weight(name: str, shape: list[int], scale: float) -> onnx.TensorProto:
-        return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+        values = rng.standard_normal(shape) * scale
+        return numpy_helper.from_array(values.astype(np.float32), name)
 
     nodes = [
         helper.make_node("Conv", ["x", "cw", "cb"], ["c"], name="conv", pads=[1, 1, 1, 1]),
