@@ -1,0 +1,152 @@
+"""DynamicQuantizeLinear -> standard ops + DynamicQuantize (issue 21 item 5).
+
+Differential against onnxruntime's own DynamicQuantizeLinear kernel (ORT_DISABLE_ALL): every
+output (y, y_scale, y_zero_point) bit for bit on finite inputs of every sign, magnitude and
+size, all zeros included (onnxruntime's scale is then 1; ONNX's function body would divide by
+zero); and on quantize_dynamic's models (ConvInteger, MatMulInteger consumers) on both backends.
+Where the input holds infinities or the range overflows float32, the scale is not finite:
+onnxruntime quantizes with it anyway, the spec's DynamicQuantize refuses it (rule scale-value),
+so the run fails with that error instead of differing silently.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from builders import BACKENDS, ort_session, requires_native, run_ort
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from onnx import TensorProto, helper
+from producers import dynamic_quantized
+
+import quantgraph
+from quantgraph.spec import DOMAIN
+
+
+def _single(opset: int = 13) -> onnx.ModelProto:
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"], name="dql")
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.UINT8, ["n"]),
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+            helper.make_tensor_value_info("z", TensorProto.UINT8, []),
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.fixture(scope="module")
+def converted() -> onnx.ModelProto:
+    result = quantgraph.convert(_single())
+    assert result.report.converted == {"DynamicQuantizeLinear": 1}
+    (node,) = result.report.converted_nodes
+    assert (node.node, node.new_op_type) == ("dql", "DynamicQuantize")
+    return result.proto
+
+
+def _assert_same(original: list[np.ndarray], got: list[np.ndarray]) -> None:
+    for want, have in zip(original, got, strict=True):
+        assert want.dtype == have.dtype and want.shape == have.shape
+        assert want.tobytes() == np.asarray(have).tobytes()  # bit for bit
+
+
+def test_the_node_becomes_its_function_body_and_a_dynamic_quantize(
+    converted: onnx.ModelProto,
+) -> None:
+    ops = [(n.domain or "", n.op_type) for n in converted.graph.node]
+    assert (DOMAIN, "DynamicQuantize") in ops and ("", "DynamicQuantizeLinear") not in ops
+    assert {"ReduceMin", "ReduceMax", "Where", "Clip", "Round", "Cast"} <= {op for _, op in ops}
+    # The scale and zero-point outputs keep their names (a consumer or graph output uses them).
+    assert [o.name for o in converted.graph.output] == ["y", "s", "z"]
+    onnx.checker.check_model(converted, full_check=True)
+
+
+_LIMIT = float(np.float32(3e37))  # a range of twice this still fits float32
+_FINITE = st.floats(-_LIMIT, _LIMIT, width=32, allow_nan=False, allow_infinity=False)
+
+
+@requires_native
+@settings(max_examples=300, deadline=None)
+@given(
+    x=hnp.arrays(np.float32, st.integers(1, 300), elements=_FINITE),
+    shape=st.sampled_from(["any", "positive", "negative", "zeros", "quarters"]),
+)
+def test_identical_to_onnxruntimes_kernel_on_finite_inputs(
+    converted: onnx.ModelProto, x: np.ndarray, shape: str
+) -> None:
+    x = {
+        "any": x,
+        "positive": np.abs(x),
+        "negative": -np.abs(x),
+        "zeros": np.zeros_like(x),
+        "quarters": np.round(x % 1000 * 4) / 4,  # exact .5 ties after division
+    }[shape].astype(np.float32)
+    want = _sessions(converted)[0].run(None, {"x": x})
+    got = _sessions(converted)[1].run(None, {"x": x})
+    _assert_same(want, got)
+
+
+_SESSIONS: dict[int, tuple[object, quantgraph.InferenceSession]] = {}
+
+
+def _sessions(converted: onnx.ModelProto) -> tuple[Any, quantgraph.InferenceSession]:
+    """onnxruntime's kernel and the converted model on native, made once."""
+    if id(converted) not in _SESSIONS:
+        _SESSIONS[id(converted)] = (
+            ort_session(_single()),
+            quantgraph.InferenceSession(converted, "native"),
+        )
+    return _SESSIONS[id(converted)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_all_zeros_give_onnxruntimes_scale_of_one(backend: str, converted: onnx.ModelProto) -> None:
+    x = {"x": np.zeros(5, np.float32)}
+    got = quantgraph.InferenceSession(converted, backend).run(None, x)
+    assert float(got[1]) == 1.0 == float(run_ort(_single(), x)[1])
+    _assert_same(run_ort(_single(), x), got)
+
+
+@requires_native
+@pytest.mark.parametrize(
+    "values",
+    [[np.inf, 1.0], [-np.inf, 1.0], [3e38, -3e38], [np.nan, 1.0, 2.0]],
+    ids=["inf", "-inf", "range-overflows", "nan-first"],
+)
+def test_a_non_finite_scale_is_an_error_not_a_silent_difference(
+    converted: onnx.ModelProto, values: list[float]
+) -> None:
+    x = {"x": np.array(values, np.float32)}
+    run_ort(_single(), x)  # onnxruntime quantizes with an inf scale (or skips the NaN)
+    session = quantgraph.InferenceSession(converted, "native")
+    with pytest.raises(Exception, match=r"DynamicQuantize node 'dql': scales\[0\] = (inf|nan)"):
+        session.run(None, x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_quantize_dynamic_models_validate_exactly(backend: str) -> None:
+    original = dynamic_quantized()
+    result = quantgraph.convert(original)
+    assert result.report.converted == {"DynamicQuantizeLinear": 2}
+    assert result.report.skipped == []
+    assert sorted(n.op_type for n in result.report.other_quantized) == [
+        "ConvInteger",
+        "MatMulInteger",
+    ]
+    report = quantgraph.validate(original, result.proto, backend=backend, iterations=4)
+    assert report.agree, report.to_dict()
+
+
+def test_below_opset_11_there_is_no_such_op() -> None:
+    """DynamicQuantizeLinear came with opset 11; at 10 the model is left alone, with why."""
+    model = _single(opset=10)
+    result = quantgraph.convert(model, check=False)
+    (skipped,) = result.report.skipped
+    assert skipped.reason == "DynamicQuantizeLinear needs opset >= 11"
