@@ -238,13 +238,9 @@ def convert(
 @JSON_OPTION
 @_errors_are_one_line
 def lower(
-    model_in: Path,
-    model_out: Path,
-    external_data: str,
-    force: bool,
-    allow_partial: bool,
+    model_in: Path, model_out: Path, external_data: str, force: bool, allow_partial: bool,
     as_json: bool,
-) -> None:
+) -> None:  # fmt: skip
     """Rewrite quantgraph ops in IN back into QuantizeLinear/DequantizeLinear (com.microsoft's
     where IN's opset has no ONNX form, e.g. per-axis below opset 13).
 

@@ -4,20 +4,23 @@ Differential against onnxruntime's own DynamicQuantizeLinear kernel (ORT_DISABLE
 output (y, y_scale, y_zero_point) bit for bit on finite inputs of every sign, magnitude and
 size, all zeros included (onnxruntime's scale is then 1; ONNX's function body would divide by
 zero); and on quantize_dynamic's models (ConvInteger, MatMulInteger consumers) on both backends.
-Where the input holds infinities or the range overflows float32, the scale is not finite:
-onnxruntime quantizes with it anyway, the spec's DynamicQuantize refuses it (rule scale-value),
-so the run fails with that error instead of differing silently.
+Where the input holds infinities, or the range overflows float32 or is so small that range / 255
+underflows to 0, the scale is not finite or is 0: onnxruntime quantizes with it anyway, the
+spec's DynamicQuantize refuses it (rule scale-value), so the run fails with that error instead
+of differing silently.
 """
 
 from __future__ import annotations
 
+import warnings
+from functools import cache
 from typing import Any
 
 import numpy as np
 import onnx
 import pytest
 from builders import BACKENDS, ort_session, requires_native, run_ort
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from onnx import TensorProto, helper
@@ -88,6 +91,8 @@ def test_identical_to_onnxruntimes_kernel_on_finite_inputs(
         "zeros": np.zeros_like(x),
         "quarters": np.round(x % 1000 * 4) / 4,  # exact .5 ties after division
     }[shape].astype(np.float32)
+    lo, hi = min(x.min(), np.float32(0)), max(x.max(), np.float32(0))
+    assume(hi == lo or (hi - lo) / np.float32(255) > 0)  # an underflowing scale: see below
     want = _sessions(converted)[0].run(None, {"x": x})
     got = _sessions(converted)[1].run(None, {"x": x})
     _assert_same(want, got)
@@ -117,16 +122,17 @@ def test_all_zeros_give_onnxruntimes_scale_of_one(backend: str, converted: onnx.
 @requires_native
 @pytest.mark.parametrize(
     "values",
-    [[np.inf, 1.0], [-np.inf, 1.0], [3e38, -3e38], [np.nan, 1.0, 2.0]],
-    ids=["inf", "-inf", "range-overflows", "nan-first"],
+    [[np.inf, 1.0], [-np.inf, 1.0], [3e38, -3e38], [np.nan, 1.0, 2.0], [1e-43, 0.0]],
+    ids=["inf", "-inf", "range-overflows", "nan-first", "scale-underflows"],
 )
 def test_a_non_finite_scale_is_an_error_not_a_silent_difference(
     converted: onnx.ModelProto, values: list[float]
 ) -> None:
     x = {"x": np.array(values, np.float32)}
-    run_ort(_single(), x)  # onnxruntime quantizes with an inf scale (or skips the NaN)
+    run_ort(_single(), x)  # onnxruntime quantizes with an inf or 0 scale (or skips the NaN)
     session = quantgraph.InferenceSession(converted, "native")
-    with pytest.raises(Exception, match=r"DynamicQuantize node 'dql': scales\[0\] = (inf|nan)"):
+    refused = r"DynamicQuantize node 'dql': scales\[0\] = (inf|nan|0\.0)"
+    with pytest.raises(Exception, match=refused):
         session.run(None, x)
 
 
@@ -150,3 +156,32 @@ def test_below_opset_11_there_is_no_such_op() -> None:
     result = quantgraph.convert(model, check=False)
     (skipped,) = result.report.skipped
     assert skipped.reason == "DynamicQuantizeLinear needs opset >= 11"
+
+
+@cache
+def _onnx_node_tests() -> list[tuple[str, onnx.ModelProto, list[Any], list[Any]]]:
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # other ops' generators overflow on purpose
+        every = collect_testcases(None)
+    found = []
+    for test in every:
+        name = test.name
+        if test.model is not None and name.startswith("test_dynamicquantizelinear"):  # noqa: SIM102
+            if not name.endswith("_expanded"):  # the expanded body is ONNX's own ops
+                inputs, outputs = test.data_sets[0]
+                found.append((name, test.model, list(inputs), list(outputs)))
+    return found
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_onnxs_own_node_tests_pass(backend: str) -> None:
+    """ONNX's DynamicQuantizeLinear backend tests (plain, max_adjusted, min_adjusted)."""
+    cases = _onnx_node_tests()
+    assert len(cases) == 3
+    for _name, model, inputs, outputs in cases:
+        converted = quantgraph.convert(model).proto
+        feeds = {i.name: v for i, v in zip(model.graph.input, inputs, strict=True)}
+        got = quantgraph.InferenceSession(converted, backend).run(None, feeds)
+        _assert_same([np.asarray(o) for o in outputs], [np.asarray(g) for g in got])
