@@ -142,6 +142,8 @@ def _label(source: ModelLike) -> str:
 def _run(manager: ir.passes.PassManager, loaded: ir.Model, source: ModelLike) -> None:
     try:
         pipelines.run(manager, loaded)
+    except ModelError as error:  # a pass found the input unusable: name the file too
+        raise ModelError(f"{_label(source)}{error}") from None
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
         broken = _input_check_error(loaded)
         if broken is not None:  # the input was broken before quantgraph touched it

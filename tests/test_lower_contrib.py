@@ -141,7 +141,7 @@ def test_an_input_onnxruntime_rejects_is_an_error_that_says_so(tmp_path: Path) -
         args = [command, str(source)] + (["--dry-run"] if command == "convert" else [])
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2
-        assert result.stderr.strip().splitlines() == [f"quantgraph: error: {expected}"]
+        assert result.stderr.strip().splitlines() == [f"quantgraph: error: {source}: {expected}"]
 
 
 def test_one_d_scale_without_axis_at_opset_11_converts_as_onnxruntime_runs_it() -> None:
