@@ -442,7 +442,8 @@ def inspect(
     arithmetic: str | None,
     as_json: bool,
 ) -> None:
-    """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why.
+    """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why;
+    name quantized nodes of other formats (QOperator, MatMulNBits, ...) and what to do.
 
     With --backend, also try every spec op of the result alone on that backend and say which
     ones it runs (e.g. --backend onednn: which nodes oneDNN refuses, and why).

@@ -3,10 +3,12 @@ putting spec ops in the forms backends need, and the pipelines that chain them."
 
 from .check_spec_rules import CheckSpecRulesPass
 from .declared_dst import DeclaredDstPass
+from .dynamic_quantize_linear import DynamicQuantizeLinearPass
 from .explicit_form import ExplicitFormPass, NoExplicitForm
 from .full_check import FullCheckPass
 from .move_domain import MoveDomainPass
 from .node_rewrite import NodeRewritePass
+from .other_formats import OtherFormatsPass
 from .qdq_to_spec import QDQ_OPS, QdqToSpecPass
 from .report import (
     ConvertedNode,
@@ -16,6 +18,7 @@ from .report import (
     Skip,
     SkippedNode,
 )
+from .short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from .spec_to_qdq import SpecToQdqPass
 from .stamp_origin import StampOriginPass
 from .static_to_dynamic import NoDynamicForm, StaticToDynamicPass
@@ -25,13 +28,16 @@ __all__ = [
     "CheckSpecRulesPass",
     "ConvertedNode",
     "DeclaredDstPass",
+    "DynamicQuantizeLinearPass",
     "ExplicitFormPass",
     "FullCheckPass",
     "MoveDomainPass",
     "NoDynamicForm",
     "NoExplicitForm",
     "NodeRewritePass",
+    "OtherFormatsPass",
     "OtherQuantizedNode",
+    "PadShortBlocksPass",
     "QdqToSpecPass",
     "RewriteReport",
     "RewriteResult",
@@ -40,4 +46,5 @@ __all__ = [
     "SpecToQdqPass",
     "StampOriginPass",
     "StaticToDynamicPass",
+    "TrimPaddedBlocksPass",
 ]
