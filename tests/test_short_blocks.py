@@ -161,3 +161,58 @@ def test_a_users_own_slice_after_a_blocked_dequantize_is_not_folded() -> None:
     lowered = quantgraph.lower(converted).proto
     assert [n.op_type for n in lowered.graph.node] == ["DequantizeLinear", "Slice"]
     assert np.array_equal(run_ort(lowered)[0], run_ort(model)[0])
+
+
+@requires_native
+def test_inside_an_if_branch_with_a_dynamic_quantize_linear() -> None:
+    """Subgraphs hold no initializers: the padded weight and the Slice's bounds are Constant
+    nodes there; the branch's DynamicQuantizeLinear (whose scale is a branch output) converts
+    too, and lower folds the padding back inside the branch."""
+    x_info = helper.make_tensor_value_info
+    then = helper.make_graph(
+        [
+            helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"], name="dql"),
+            helper.make_node("Cast", ["y"], ["yf"], to=TensorProto.FLOAT),
+            helper.make_node("DequantizeLinear", ["w", "ws"], ["wd"], axis=0, block_size=3,
+                             name="bdq"),
+            helper.make_node("MatMul", ["yf", "wd"], ["o"]),
+        ],
+        "then",
+        [],
+        [x_info("o", TensorProto.FLOAT, [3, 2]), x_info("s", TensorProto.FLOAT, [])],
+    )  # fmt: skip
+    other = helper.make_graph(
+        [
+            helper.make_node("Identity", ["xx"], ["o2"]),
+            helper.make_node("Identity", ["one"], ["s2"]),
+        ],
+        "else",
+        [],
+        [x_info("o2", TensorProto.FLOAT, [3, 2]), x_info("s2", TensorProto.FLOAT, [])],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["out", "sc"], then_branch=then, else_branch=other)],
+        "g",
+        [x_info("c", TensorProto.BOOL, []), x_info("x", TensorProto.FLOAT, [3, 4])],
+        [x_info("out", TensorProto.FLOAT, [3, 2]), x_info("sc", TensorProto.FLOAT, [])],
+        [
+            helper.make_tensor("w", TensorProto.INT4, [4, 2], [1, -2, 3, 4, -5, 6, 7, -8]),
+            numpy_helper.from_array(np.full((2, 2), 0.5, np.float32), "ws"),
+            numpy_helper.from_array(np.ones((3, 2), np.float32), "xx"),
+            numpy_helper.from_array(np.float32(1), "one"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    onnx.checker.check_model(model, full_check=True)
+    result = quantgraph.convert(model)
+    assert [(n.node, n.graph) for n in result.report.converted_nodes] == [
+        ("dql", "then"),
+        ("bdq", "then"),
+    ]
+    feeds = {"c": np.array(True), "x": _x(4, TensorProto.FLOAT)[:3].copy()}
+    assert quantgraph.validate(model, result.proto, backend="native", inputs=feeds).agree
+    lowered = quantgraph.lower(result.proto).proto
+    branch = next(a.g for a in lowered.graph.node[0].attribute if a.name == "then_branch")
+    assert [n.op_type for n in branch.node][-3:] == ["Constant", "DequantizeLinear", "MatMul"]
+    assert all(n.op_type != "Slice" for n in branch.node)
+    assert np.array_equal(run_ort(lowered, feeds)[0], run_ort(model, feeds)[0])

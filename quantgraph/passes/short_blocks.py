@@ -122,9 +122,10 @@ class TrimPaddedBlocksPass(NodeRewritePass):
             return None  # still a spec op (a partial lowering) or changed by someone else
         source = dequantize.inputs[0]
         array = constant_array(source)
-        extent = int(node.metadata_props[PADDED])
-        if source is None or array is None:
+        extent_text = node.metadata_props[PADDED]
+        if source is None or array is None or not extent_text.isdigit():
             return None
+        extent = int(extent_text)
         axis = resolve_axis(dequantize.attributes.get_int("axis", 1), array.ndim)
         if axis is None or array.shape[axis] < extent:
             return None
