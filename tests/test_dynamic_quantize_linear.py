@@ -185,3 +185,37 @@ def test_onnxs_own_node_tests_pass(backend: str) -> None:
         feeds = {i.name: v for i, v in zip(model.graph.input, inputs, strict=True)}
         got = quantgraph.InferenceSession(converted, backend).run(None, feeds)
         _assert_same([np.asarray(o) for o in outputs], [np.asarray(g) for g in got])
+
+
+def test_lower_gives_quantize_dynamics_model_back() -> None:
+    original = dynamic_quantized()
+    lowered = quantgraph.lower(quantgraph.convert(original).proto)
+    assert lowered.report.converted == {"DynamicQuantize": 2}
+    assert {n.new_op_type for n in lowered.report.converted_nodes} == {"DynamicQuantizeLinear"}
+    back = lowered.proto
+    assert [n.SerializeToString() for n in back.graph.node] == [
+        n.SerializeToString() for n in original.graph.node
+    ]
+    assert sorted(t.name for t in back.graph.initializer) == sorted(
+        t.name for t in original.graph.initializer
+    )
+    x = {"x": np.random.default_rng(2).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    assert np.array_equal(run_ort(back, x)[0], run_ort(original, x)[0])
+
+
+def test_an_expansion_edited_since_conversion_is_lowered_as_it_is(
+    converted: onnx.ModelProto,
+) -> None:
+    """A node that now also reads the expansion's max: the DynamicQuantizeLinear cannot come
+    back without losing it, so the DynamicQuantize becomes a QuantizeLinear and the standard
+    ops stay."""
+    edited = onnx.ModelProto()
+    edited.CopyFrom(converted)
+    top = next(n.output[0] for n in edited.graph.node if n.op_type == "Max")
+    edited.graph.node.append(helper.make_node("Identity", [top], ["hi"], name="mine"))
+    edited.graph.output.append(helper.make_tensor_value_info("hi", TensorProto.FLOAT, []))
+    lowered = quantgraph.lower(edited).proto
+    ops = [n.op_type for n in lowered.graph.node]
+    assert "DynamicQuantizeLinear" not in ops and "QuantizeLinear" in ops and "Max" in ops
+    x = {"x": np.array([-1.0, 0.5, 2.0], np.float32)}
+    _assert_same(run_ort(_single(), x), run_ort(lowered, x)[:3])

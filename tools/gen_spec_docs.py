@@ -301,7 +301,10 @@ gives an infinite scale; a range below about 1.8e-43 (subnormal inputs) makes `(
 underflow to a zero scale; a NaN where onnxruntime's min/max search skips it gives a NaN scale.
 onnxruntime quantizes with such a scale anyway (every y 0 or 255, [1e-43, 0] gives y [255, 0]
 with zero point 255), quantgraph's DynamicQuantize refuses a zero or non-finite scale (decision
-8, rule `scale-value`) and the run fails naming the node.
+8, rule `scale-value`) and the run fails naming the node. The expansion's nodes are marked in
+their metadata (`quantgraph.dynamic_quantize_linear`), and lowering gives the DynamicQuantizeLinear
+back (unless the marked nodes were edited since: then they stay and the DynamicQuantize becomes
+a QuantizeLinear).
 """
 
 

@@ -3,7 +3,7 @@ putting spec ops in the forms backends need, and the pipelines that chain them."
 
 from .check_spec_rules import CheckSpecRulesPass
 from .declared_dst import DeclaredDstPass
-from .dynamic_quantize_linear import DynamicQuantizeLinearPass
+from .dynamic_quantize_linear import DynamicQuantizeLinearPass, RestoreDynamicQuantizeLinearPass
 from .explicit_form import ExplicitFormPass, NoExplicitForm
 from .full_check import FullCheckPass
 from .move_domain import MoveDomainPass
@@ -39,6 +39,7 @@ __all__ = [
     "OtherQuantizedNode",
     "PadShortBlocksPass",
     "QdqToSpecPass",
+    "RestoreDynamicQuantizeLinearPass",
     "RewriteReport",
     "RewriteResult",
     "Skip",

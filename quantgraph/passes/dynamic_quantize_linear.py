@@ -25,6 +25,8 @@ from .node_rewrite import NodeRewritePass
 from .report import RewriteReport, Skip
 
 OP = "DynamicQuantizeLinear"
+MARK = "quantgraph.dynamic_quantize_linear"  # node metadata: which DynamicQuantizeLinear a node
+# of the expansion stands for, so that lowering can give the original node back
 QMAX = 255.0  # uint8: the op's only output type
 DETAIL = "u8, per_tensor, scale and zero point from standard ops"
 
@@ -52,7 +54,7 @@ class DynamicQuantizeLinearPass(NodeRewritePass):
         x = node.inputs[0]
         if x.dtype not in (ir.DataType.FLOAT, None):
             raise Skip(f"input type {x.dtype} is not float32")
-        build = _Builder(graph, node, factory)
+        build = _Builder(graph, node, factory, factory.unique_name(node.name or OP))
         zero = build.constant("quantgraph_f32_0", 0.0)
         qmax = build.constant("quantgraph_f32_255", QMAX)
         one = build.constant("quantgraph_f32_1", 1.0)
@@ -73,9 +75,10 @@ class DynamicQuantizeLinearPass(NodeRewritePass):
         node.resize_outputs(1)
         inputs: list[ir.Value | None] = [
             x,
-            factory.reshaped(scale, [1], node, "1d"),
-            factory.reshaped(zero_point, [1], node, "1d"),
+            build.marked(factory.reshaped(scale, [1], node, "1d")),
+            build.marked(factory.reshaped(zero_point, [1], node, "1d")),
         ]
+        node.metadata_props[MARK] = build.mark
         self.stale += replace_node(
             node,
             (DOMAIN, DYNAMIC_QUANTIZE.name, OPSET_VERSION),
@@ -86,12 +89,86 @@ class DynamicQuantizeLinearPass(NodeRewritePass):
         return DYNAMIC_QUANTIZE.name, DETAIL
 
 
-class _Builder:
-    """Standard-op nodes inserted before one node, named after it."""
+class RestoreDynamicQuantizeLinearPass(NodeRewritePass):
+    """Lowering: a DynamicQuantize that conversion expanded from a DynamicQuantizeLinear, with
+    its marked scale and zero-point nodes, becomes that DynamicQuantizeLinear again."""
 
-    def __init__(self, graph: GraphLike, before: ir.Node, factory: ConstantFactory) -> None:
+    def matches(self, node: ir.Node) -> bool:
+        return (
+            node.domain == DOMAIN
+            and node.op_type == DYNAMIC_QUANTIZE.name
+            and MARK in (node.metadata_props)
+        )
+
+    def rewrite(
+        self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory
+    ) -> tuple[str, str] | None:
+        mark = node.metadata_props[MARK]
+        helpers = [n for n in graph if n is not node and n.metadata_props.get(MARK) == mark]
+        outputs = self._scale_and_zero_point(node, helpers)
+        if outputs is None:
+            return None  # edited since conversion: SpecToQdqPass lowers it as it is
+        scale, zero_point = outputs
+        x = node.inputs[0]
+        self.stale += [v for h in helpers for v in h.inputs]
+        replace_node(node, ("", OP, None), [x], [], ir.DataType.UINT8)
+        node.metadata_props.pop(MARK)
+        node.resize_outputs(3)
+        owned = set(helpers)
+        for old, new in ((scale, node.outputs[1]), (zero_point, node.outputs[2])):
+            new.type, new.shape = old.type, old.shape
+            for use in list(old.uses()):
+                if use.node not in owned:
+                    use.node.replace_input_with(use.idx, new)
+            for index, output in enumerate(graph.outputs):
+                if output is old:
+                    graph.outputs[index] = new
+            name, old.name = old.name, None
+            new.name = name
+        graph.remove(helpers, safe=True)
+        return OP, "restored from its expansion"
+
+    @staticmethod
+    def _scale_and_zero_point(
+        node: ir.Node, helpers: list[ir.Node]
+    ) -> tuple[ir.Value, ir.Value] | None:
+        """The expansion's scale and zero point, when the marked nodes are still exactly the
+        expansion (nothing outside uses their other values)."""
+        if len(node.inputs) != 3 or node.inputs[0] is None:
+            return None
+        found: list[ir.Value] = []
+        for reshaped in node.inputs[1:]:
+            reshape = reshaped.producer() if reshaped is not None else None
+            if reshape is None or reshape not in helpers or reshape.inputs[0] is None:
+                return None
+            found.append(reshape.inputs[0])
+        scale, zero_point = found
+        owned = {*helpers, node}
+        for helper in helpers:
+            for value in helper.outputs:
+                if value in (scale, zero_point):
+                    continue
+                if value.is_graph_output() or any(u.node not in owned for u in value.uses()):
+                    return None
+        return scale, zero_point
+
+
+class _Builder:
+    """Standard-op nodes inserted before one node, named after it and marked as its
+    expansion."""
+
+    def __init__(
+        self, graph: GraphLike, before: ir.Node, factory: ConstantFactory, mark: str
+    ) -> None:
         self.graph, self.before, self.factory = graph, before, factory
         self.base = before.name or OP
+        self.mark = mark
+
+    def marked(self, value: ir.Value) -> ir.Value:
+        producer = value.producer()
+        if producer is not None:
+            producer.metadata_props[MARK] = self.mark
+        return value
 
     def constant(self, name: str, value: float) -> ir.Value:
         return self.factory.constant(name, np.array(value, np.float32), self.before)
@@ -113,6 +190,7 @@ class _Builder:
             [ir.AttrInt64(k, int(v)) for k, v in attributes.items()],
             name=self.factory.unique_name(label),
             num_outputs=1,
+            metadata_props={MARK: self.mark},
         )
         out = node.outputs[0]
         out.name = self.factory.unique_name(label)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .dynamic_quantize_linear import DynamicQuantizeLinearPass
+from .dynamic_quantize_linear import DynamicQuantizeLinearPass, RestoreDynamicQuantizeLinearPass
 from .full_check import FullCheckPass
 from .node_rewrite import Progress
 from .other_formats import OtherFormatsPass
@@ -39,8 +39,14 @@ def conversion(
 
 
 def lowering(report: RewriteReport, *, check: bool = True) -> ir.passes.PassManager:
-    """Spec ops -> standard Q/DQ (padded short blocks folded back), then onnx's full check."""
-    return _with_check([SpecToQdqPass(report=report), TrimPaddedBlocksPass()], check)
+    """Spec ops -> standard Q/DQ, then onnx's full check; what conversion expanded
+    (DynamicQuantizeLinear, padded short blocks) is folded back into the original node."""
+    passes: list[ir.passes.PassBase] = [
+        RestoreDynamicQuantizeLinearPass(report=report),
+        SpecToQdqPass(report=report),
+        TrimPaddedBlocksPass(),
+    ]
+    return _with_check(passes, check)
 
 
 def _with_check(passes: list[ir.passes.PassBase], check: bool) -> ir.passes.PassManager:

@@ -30,7 +30,10 @@ from quantgraph.passes import (
     StaticToDynamicPass,
     pipelines,
 )
-from quantgraph.passes.dynamic_quantize_linear import DynamicQuantizeLinearPass
+from quantgraph.passes.dynamic_quantize_linear import (
+    DynamicQuantizeLinearPass,
+    RestoreDynamicQuantizeLinearPass,
+)
 from quantgraph.passes.other_formats import OtherFormatsPass
 from quantgraph.passes.short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from quantgraph.passes.stamp_origin import MODEL_OP, NODE_NAME
@@ -86,10 +89,11 @@ def test_the_pipelines_and_their_options() -> None:
     assert (rewrite.static, rewrite.contrib, rewrite.report) == (True, False, report)
     *_, unchecked, _trim = pipelines.conversion(report, check=False).passes
     assert isinstance(unchecked, QdqToSpecPass)
-    lower, trim, _check = pipelines.lowering(report).passes
+    restore, lower, trim, _check = pipelines.lowering(report).passes
+    assert isinstance(restore, RestoreDynamicQuantizeLinearPass) and restore.report is report
     assert isinstance(lower, SpecToQdqPass) and lower.report is report
     assert isinstance(trim, TrimPaddedBlocksPass)
-    unchecked, _trim = pipelines.lowering(report, check=False).passes
+    _restore, unchecked, _trim = pipelines.lowering(report, check=False).passes
     assert isinstance(unchecked, SpecToQdqPass)
 
     model = ir.from_proto(_qdq_model())
