@@ -12,6 +12,7 @@ quantized type. Nodes the spec cannot express stay as they are and are reported 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,11 +49,11 @@ from ..spec import (
 )
 from .node_rewrite import NodeRewritePass, Progress
 from .report import RewriteReport, RewriteResult, Skip
-from .short_blocks import PADDED_META
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 CONTRIB_DOMAIN = "com.microsoft"
 ORIGIN = "quantgraph.origin"  # node metadata: the domain a converted com.microsoft Q/DQ had
+PADDED_META = "quantgraph.padded"  # node.meta of a padded blocked node: (extent, padded extent)
 ONNX_DEFAULT_AXIS = 1  # QuantizeLinear/DequantizeLinear's (it happens to equal the spec's)
 _KNOWN_ATTRIBUTES = {"axis", "saturate", "block_size", "output_dtype", "precision"}
 # Quantized types the spec's ops take: dst of a quantize op, src of a dequantize op.
@@ -397,16 +398,11 @@ def _refuse_unknown_to_opset(node: ir.Node, opset: int) -> None:
     """An attribute the node's opset does not define (axis below 13, block_size below 21) makes
     the input invalid: onnx.checker and onnxruntime refuse to load it, so quantgraph says so
     rather than convert a model nobody could compare against."""
-    defined = set(onnx.defs.get_schema(node.op_type, opset, "").attributes)
-    extra = sorted(set(node.attributes) - defined)
+    extra = sorted(set(node.attributes) - _defined(node.op_type, opset))
     if not extra:
         return
     needed = next(
-        (
-            version
-            for version in range(opset + 1, MAX_OPSET + 1)
-            if set(extra) <= set(onnx.defs.get_schema(node.op_type, version, "").attributes)
-        ),
+        (v for v in range(opset + 1, MAX_OPSET + 1) if set(extra) <= _defined(node.op_type, v)),
         MAX_OPSET,
     )
     raise ModelError(
@@ -416,6 +412,12 @@ def _refuse_unknown_to_opset(node: ir.Node, opset: int) -> None:
         f"(onnx.version_converter.convert_version(model, {needed})) or quantize it with "
         "com.microsoft Q/DQ (quantize_static extra_options UseQDQContribOps)"
     )
+
+
+@functools.cache
+def _defined(op_type: str, opset: int) -> frozenset[str]:
+    """The attributes ONNX defines for ``op_type`` at ``opset`` (asked once per pair)."""
+    return frozenset(onnx.defs.get_schema(op_type, opset, "").attributes)
 
 
 def _single(*shapes: Shape) -> bool:

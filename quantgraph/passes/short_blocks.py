@@ -20,9 +20,9 @@ import onnx_ir as ir
 from .._ir import ConstantFactory, GraphLike, constant_array, is_standard, replace_node
 from ..spec import resolve_axis
 from .node_rewrite import NodeRewritePass
+from .qdq_to_spec import ONNX_DEFAULT_AXIS, PADDED_META
 
 PADDED = "quantgraph.padded_block"  # Slice metadata: "<original extent>"
-PADDED_META = "quantgraph.padded"  # DequantizeLinear node.meta: (original, padded) extent
 _SUFFIX = "_padded"
 
 
@@ -52,7 +52,7 @@ class PadShortBlocksPass(NodeRewritePass):
         if source is None or array is None or len(node.inputs) < 2:
             return None  # the rewrite says why it cannot take a fed src
         block = node.attributes.get_int("block_size", 0)
-        axis = resolve_axis(node.attributes.get_int("axis", 1), array.ndim)
+        axis = resolve_axis(node.attributes.get_int("axis", ONNX_DEFAULT_AXIS), array.ndim)
         if axis is None or array.shape[axis] % block == 0:
             return None
         extent = array.shape[axis]
@@ -126,7 +126,7 @@ class TrimPaddedBlocksPass(NodeRewritePass):
         if source is None or array is None or not extent_text.isdigit():
             return None
         extent = int(extent_text)
-        axis = resolve_axis(dequantize.attributes.get_int("axis", 1), array.ndim)
+        axis = resolve_axis(dequantize.attributes.get_int("axis", ONNX_DEFAULT_AXIS), array.ndim)
         if axis is None or array.shape[axis] < extent:
             return None
         trimmed = np.take(array, np.arange(extent), axis=axis)
