@@ -171,8 +171,8 @@ def convert(
 ) -> None:
     """Rewrite IN's Q/DQ nodes into quantgraph ops and write OUT (atomically).
 
-    IN is never modified. Nodes the spec cannot express (int32 bias dequantize, int4/int16,
-    blocked quantization, contrib Q/DQ) are kept and listed with the reason.
+    IN is never modified. Nodes the spec cannot express (int32 bias dequantize, int16, blocked
+    QuantizeLinear, ...) are kept and listed with the reason.
     """
     from .converter import convert as run_convert
     from .io import has_external_data
