@@ -206,9 +206,9 @@ def convert(
 ) -> None:
     """Rewrite IN's Q/DQ nodes into quantgraph ops and write OUT (atomically).
 
-    IN is never modified. Nodes the spec cannot express (int32 bias dequantize, int4/int16,
-    blocked quantization, contrib Q/DQ) are kept and listed with the reason. --backend,
-    --arithmetic, --dim, --val-range, --seed and --iterations are --validate's options.
+    IN is never modified. Nodes the spec cannot express (int32 bias dequantize, int16, blocked
+    QuantizeLinear, ...) are kept and listed with the reason. --backend, --arithmetic, --dim,
+    --val-range, --seed and --iterations are --validate's options.
     """
     from .converter import convert as run_convert
     from .io import ModelLike, has_external_data
@@ -295,17 +295,27 @@ def convert(
     "none writes them into OUT, FILE names the external-data file beside OUT.",
 )
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="Write OUT even when some quantgraph ops cannot be lowered (they stay, listed); "
+    "without it that is an error and nothing is written.",
+)
 @JSON_OPTION
 @_errors_are_one_line
-def lower(model_in: Path, model_out: Path, external_data: str, force: bool, as_json: bool) -> None:
-    """Rewrite quantgraph ops in IN back into standard QuantizeLinear/DequantizeLinear.
+def lower(
+    model_in: Path, model_out: Path, external_data: str, force: bool, allow_partial: bool,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Rewrite quantgraph ops in IN back into QuantizeLinear/DequantizeLinear (com.microsoft's
+    where IN's opset has no ONNX form, e.g. per-axis below opset 13).
 
     The round trip IN -> convert -> lower runs identically to the original at ORT_DISABLE_ALL.
     """
     from .converter import lower as run_lower
 
     check_output(model_out, force=force, protect=(model_in,), external_data=external_data)
-    result = run_lower(model_in)
+    result = run_lower(model_in, allow_partial=allow_partial)
     result.save(model_out, external_data=external_data, force=force)
     payload: dict[str, Any] = {**result.report.to_dict(), "output": str(model_out)}
     if as_json:
@@ -554,7 +564,8 @@ def inspect(
     fusion: str,
     as_json: bool,
 ) -> None:
-    """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why.
+    """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why;
+    name quantized nodes of other formats (QOperator, MatMulNBits, ...) and what to do.
 
     With --backend, also try every spec op of the result alone on that backend and say which
     ones it runs (e.g. --backend onednn: which nodes oneDNN refuses, and why). With --fusion,

@@ -51,6 +51,7 @@ def print_conversion(report: Any, dry_run: bool, out: Path | None, limit: int = 
             )
         if len(report.skipped) > limit:
             click.echo(f"  ... and {len(report.skipped) - limit} more (--json lists all)")
+    _print_other_quantized(report.other_quantized, limit)
     if out is not None and not dry_run:
         click.echo(f"wrote {out}")
 
@@ -59,6 +60,21 @@ def _wrapped(text: str, indent: str = "  ") -> None:
     """A long explanation as an indented paragraph (terminal lines stay short)."""
     for line in textwrap.wrap(text, width=WIDTH, initial_indent=indent, subsequent_indent=indent):
         click.echo(line)
+
+
+def _print_other_quantized(nodes: list[Any], limit: int) -> None:
+    """Quantized nodes that are not Q/DQ: each node with its reason code, each code's advice
+    once."""
+    if not nodes:
+        return
+    click.echo(f"other quantized formats, left as they are: {len(nodes)} node(s):")
+    for node in nodes[:limit]:
+        where = f" (in {node.graph})" if node.graph else ""
+        click.echo(f"  {node.node or '<unnamed>'}{where}: {node.op_type} [{node.code}]")
+    if len(nodes) > limit:
+        click.echo(f"  ... and {len(nodes) - limit} more (--json lists all)")
+    for code, advice in dict((n.code, n.advice) for n in nodes).items():
+        click.echo(f"  [{code}] {advice}")
 
 
 def print_validation(report: Any) -> None:

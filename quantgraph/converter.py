@@ -22,10 +22,10 @@ from .io import (
     save_model,
     source_files,
 )
+from .opsets import check_opset
 from .passes import RewriteReport, pipelines
 from .passes.full_check import checked_proto
 from .passes.node_rewrite import Progress
-from .passes.qdq_to_spec import MAX_OPSET, MIN_OPSET
 from .schemas import register as register_schemas
 
 
@@ -97,7 +97,7 @@ def convert(
     report = RewriteReport()
     with collector_paused():
         loaded = _private_copy(model)
-        _check_opset(loaded, model)
+        check_opset(loaded, model)
         external = has_external_data(loaded)
         manager = pipelines.conversion(
             report, static=static, contrib=contrib, check=check and not external, progress=progress
@@ -106,13 +106,28 @@ def convert(
     return ConvertResult(loaded, report, check and not external, _sources(loaded, model))
 
 
-def lower(model: ModelLike, *, check: bool = True) -> ConvertResult:
-    """Rewrite quantgraph's ops back into standard QuantizeLinear/DequantizeLinear."""
+def lower(model: ModelLike, *, check: bool = True, allow_partial: bool = False) -> ConvertResult:
+    """Rewrite quantgraph's ops back into QuantizeLinear/DequantizeLinear: ONNX's where the
+    model's opset can express them, com.microsoft's where it cannot (per-axis below opset 13)
+    or where they came from.
+
+    A quantgraph op that cannot be lowered raises :class:`ModelError` (the result would need
+    quantgraph to run) unless ``allow_partial``: then it stays and is listed in the report.
+    """
     report = RewriteReport()
     with collector_paused():
         loaded = _private_copy(model)
+        check_opset(loaded, model)
         external = has_external_data(loaded)
         _run(pipelines.lowering(report, check=check and not external), loaded, model)
+    if report.skipped and not allow_partial:
+        first = report.skipped[0]
+        more = f" (and {len(report.skipped) - 1} more)" if len(report.skipped) > 1 else ""
+        raise ModelError(
+            f"{_label(model)}{len(report.skipped)} quantgraph op(s) cannot be lowered: node "
+            f"'{first.node}' ({first.op_type}): {first.reason}{more}; allow_partial=True "
+            "(--allow-partial) keeps them in the result"
+        )
     return ConvertResult(loaded, report, check and not external, _sources(loaded, model))
 
 
@@ -131,18 +146,11 @@ def _label(source: ModelLike) -> str:
     return f"{source}: " if isinstance(source, (str, os.PathLike)) else ""
 
 
-def _check_opset(loaded: ir.Model, source: ModelLike) -> None:
-    version = loaded.opset_imports.get("", loaded.opset_imports.get("ai.onnx"))
-    if version is not None and not MIN_OPSET <= version <= MAX_OPSET:
-        raise ModelError(
-            f"{_label(source)}opset {version} is not supported: quantgraph converts models of "
-            f"opset {MIN_OPSET} to {MAX_OPSET} (upgrade with onnx.version_converter)"
-        )
-
-
 def _run(manager: ir.passes.PassManager, loaded: ir.Model, source: ModelLike) -> None:
     try:
         pipelines.run(manager, loaded)
+    except ModelError as error:  # a pass found the input unusable: name the file too
+        raise ModelError(f"{_label(source)}{error}") from None
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
         broken = _input_check_error(loaded)
         if broken is not None:  # the input was broken before quantgraph touched it

@@ -16,6 +16,7 @@ import onnxruntime as ort
 from . import fusion as fusion_engines
 from .backends import resolve, resolve_arithmetic, session_options
 from .io import ModelLike, has_external_data, load_model, save_model
+from .opsets import check_opset
 from .passes.declared_dst import DeclaredDstPass, needs_declared_dst
 from .schemas import register as register_schemas
 
@@ -87,6 +88,7 @@ class InferenceSession:
         run as they are, else a prepared private copy."""
         is_path = isinstance(model, (str, os.PathLike))
         loaded = load_model(model)  # the same clear errors everywhere for a bad file
+        check_opset(loaded, model)
         declared = needs_declared_dst(loaded)
         fused = self.fusion != fusion_engines.NONE
         if loaded is model and (declared or fused or self.backend == "python"):

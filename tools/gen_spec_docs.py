@@ -260,9 +260,16 @@ DequantizeLinear on CPU, so bf16 is defined by this rule alone.
 `qtype=per_group` needs `group_shape` (one entry per src dim); scales and zps have src's rank and
 `src.dims[d] == scales.dims[d] * group_shape[d]` for every d: groups tile src exactly. ONNX's
 blocked DequantizeLinear (`block_size` along one axis) is per_group with a group_shape of ones
-but the block size on that axis; ONNX also allows a short last block, which per_group cannot
-express, so the converter leaves such nodes (and every blocked QuantizeLinear) as they are,
-saying why.
+but the block size on that axis. ONNX also allows a short last block (onnxruntime's
+MatMulNBitsQuantizer writes K = 56 with blocks of 16: scales of ceil(K/B) rows), which per_group
+cannot express directly. For a constant src the converter pads it with zeros to whole blocks
+(scales and zero points already have ceil(K/B) rows), dequantizes per_group and slices the result
+back to K: `DynamicDequantize(w_padded) -> Slice(0:K)`, exact because dequantization is
+elementwise and the padding is sliced away (0 differences on onnxruntime's own int4/uint4, f32/f16
+models, tests/test_short_blocks.py). The Slice is marked in its metadata
+(`quantgraph.padded_block`) and lowering folds the pair back into the original
+DequantizeLinear. A src fed at run time with a short last block, and every blocked
+QuantizeLinear, stay as they are, with the reason.
 
 ### 15. oneDNN's own arithmetic, opt-in
 
@@ -274,6 +281,30 @@ before v3.7; dequantize ONNX's except float8 -0 -> +0 and s32 zero points throug
 native backend runs it with `arithmetic="onednn"`, bit-exact with the onednn backend (oneDNN
 itself) on every row both run (docs/onednn.md); validation against oneDNN's arithmetic says it
 is not expected to be exact and judges by `--atol`/`--rtol`.
+
+### 16. DynamicQuantizeLinear: scale and zero point in standard ops, then DynamicQuantize
+
+ONNX's DynamicQuantizeLinear (u8, per tensor) computes its own scale and zero point; the spec's
+DynamicQuantize takes them as inputs. The converter writes ONNX's function body with standard
+ops (ReduceMin, ReduceMax, Min, Max, Sub, Div, Clip, Round, Cast) feeding a per_tensor
+DynamicQuantize, with one change: when the range is empty (every x is 0) the body divides by a
+zero scale, while onnxruntime's kernel and ONNX's reference use a scale of 1, so an Equal/Where
+pair gives 1 there. Every float32 operation is the one onnxruntime's kernel does, in its order:
+`lo = min(min(x), 0)`, `hi = max(max(x), 0)`, `scale = (hi - lo) / 255`, `zp =
+round_half_even(clip(0 - lo / scale, 0, 255))`, then `y = saturate(round_half_even(x / scale) +
+zp)`. On finite inputs the result is bit for bit onnxruntime's (y, y_scale and y_zero_point;
+hypothesis-drawn inputs of every sign and magnitude up to 3e37, all zeros, exact .5 ties; and
+quantize_dynamic models with ConvInteger/MatMulInteger on both backends,
+tests/test_dynamic_quantize_linear.py). Where float32 cannot carry the scale, the two differ
+loudly, not silently: an input holding +-inf, or a range beyond float32 (`hi - lo > 3.4e38`),
+gives an infinite scale; a range below about 1.8e-43 (subnormal inputs) makes `(hi - lo) / 255`
+underflow to a zero scale; a NaN where onnxruntime's min/max search skips it gives a NaN scale.
+onnxruntime quantizes with such a scale anyway (every y 0 or 255, [1e-43, 0] gives y [255, 0]
+with zero point 255), quantgraph's DynamicQuantize refuses a zero or non-finite scale (decision
+8, rule `scale-value`) and the run fails naming the node. The expansion's nodes are marked in
+their metadata (`quantgraph.dynamic_quantize_linear`), and lowering gives the DynamicQuantizeLinear
+back (unless the marked nodes were edited since: then they stay and the DynamicQuantize becomes
+a QuantizeLinear).
 """
 
 

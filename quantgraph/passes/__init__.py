@@ -3,12 +3,22 @@ putting spec ops in the forms backends need, and the pipelines that chain them."
 
 from .check_spec_rules import CheckSpecRulesPass
 from .declared_dst import DeclaredDstPass
+from .dynamic_quantize_linear import DynamicQuantizeLinearPass, RestoreDynamicQuantizeLinearPass
 from .explicit_form import ExplicitFormPass, NoExplicitForm
 from .full_check import FullCheckPass
 from .move_domain import MoveDomainPass
 from .node_rewrite import NodeRewritePass
+from .other_formats import OtherFormatsPass
 from .qdq_to_spec import QDQ_OPS, QdqToSpecPass
-from .report import ConvertedNode, RewriteReport, RewriteResult, Skip, SkippedNode
+from .report import (
+    ConvertedNode,
+    OtherQuantizedNode,
+    RewriteReport,
+    RewriteResult,
+    Skip,
+    SkippedNode,
+)
+from .short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from .spec_to_qdq import SpecToQdqPass
 from .stamp_origin import StampOriginPass
 from .static_to_dynamic import NoDynamicForm, StaticToDynamicPass
@@ -19,13 +29,18 @@ __all__ = [
     "CheckSpecRulesPass",
     "ConvertedNode",
     "DeclaredDstPass",
+    "DynamicQuantizeLinearPass",
     "ExplicitFormPass",
     "FullCheckPass",
     "MoveDomainPass",
     "NoDynamicForm",
     "NoExplicitForm",
     "NodeRewritePass",
+    "OtherFormatsPass",
+    "OtherQuantizedNode",
+    "PadShortBlocksPass",
     "QdqToSpecPass",
+    "RestoreDynamicQuantizeLinearPass",
     "RewriteReport",
     "RewriteResult",
     "Skip",
@@ -33,5 +48,6 @@ __all__ = [
     "SpecToQdqPass",
     "StampOriginPass",
     "StaticToDynamicPass",
+    "TrimPaddedBlocksPass",
     "UnknownDimsPass",
 ]

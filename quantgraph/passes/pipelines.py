@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from .dynamic_quantize_linear import DynamicQuantizeLinearPass, RestoreDynamicQuantizeLinearPass
 from .full_check import FullCheckPass
 from .node_rewrite import Progress
+from .other_formats import OtherFormatsPass
 from .qdq_to_spec import QdqToSpecPass
 from .report import RewriteReport
+from .short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from .spec_to_qdq import SpecToQdqPass
 from .unknown_dims import UnknownDimsPass
 
@@ -20,14 +23,33 @@ def conversion(
     check: bool = True,
     progress: Progress | None = None,
 ) -> ir.passes.PassManager:
-    """Q/DQ -> spec ops, then onnx's full check (schemas and shape inference included)."""
+    """Q/DQ -> spec ops, then onnx's full check (schemas and shape inference included).
+
+    Quantized nodes of other formats are listed; DynamicQuantizeLinear gets its scale and zero
+    point from standard ops; short last blocks are padded to whole groups (and the padding of a
+    node the rewrite skips is undone)."""
     rewrite = QdqToSpecPass(static=static, contrib=contrib, report=report, progress=progress)
-    return _with_check([UnknownDimsPass(), rewrite], check)
+    passes: list[ir.passes.PassBase] = [
+        UnknownDimsPass(),
+        OtherFormatsPass(report),
+        DynamicQuantizeLinearPass(report=report),
+        PadShortBlocksPass(),
+        rewrite,
+        TrimPaddedBlocksPass(),
+    ]
+    return _with_check(passes, check)
 
 
 def lowering(report: RewriteReport, *, check: bool = True) -> ir.passes.PassManager:
-    """Spec ops -> standard Q/DQ, then onnx's full check."""
-    return _with_check([UnknownDimsPass(), SpecToQdqPass(report=report)], check)
+    """Spec ops -> standard Q/DQ, then onnx's full check; what conversion expanded
+    (DynamicQuantizeLinear, padded short blocks) is folded back into the original node."""
+    passes: list[ir.passes.PassBase] = [
+        UnknownDimsPass(),
+        RestoreDynamicQuantizeLinearPass(report=report),
+        SpecToQdqPass(report=report),
+        TrimPaddedBlocksPass(),
+    ]
+    return _with_check(passes, check)
 
 
 def _with_check(passes: list[ir.passes.PassBase], check: bool) -> ir.passes.PassManager:

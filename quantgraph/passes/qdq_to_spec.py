@@ -12,9 +12,11 @@ quantized type. Nodes the spec cannot express stay as they are and are reported 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 from .._ir import (
@@ -29,6 +31,8 @@ from .._ir import (
     replace_node,
     value_shape,
 )
+from ..errors import ModelError
+from ..opsets import MAX_OPSET, MIN_OPSET
 from ..spec import (
     DEFAULT_QUANTIZED,
     DEQUANTIZE,
@@ -48,7 +52,8 @@ from .report import RewriteReport, RewriteResult, Skip
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 CONTRIB_DOMAIN = "com.microsoft"
-MIN_OPSET, MAX_OPSET = 10, 25
+ORIGIN = "quantgraph.origin"  # node metadata: the domain a converted com.microsoft Q/DQ had
+PADDED_META = "quantgraph.padded"  # node.meta of a padded blocked node: (extent, padded extent)
 ONNX_DEFAULT_AXIS = 1  # QuantizeLinear/DequantizeLinear's (it happens to equal the spec's)
 _KNOWN_ATTRIBUTES = {"axis", "saturate", "block_size", "output_dtype", "precision"}
 # Quantized types the spec's ops take: dst of a quantize op, src of a dequantize op.
@@ -71,6 +76,7 @@ class _Plan:
     scale_type: dtypes.DType = dtypes.F32  # a dequantize op's dst type too
     group_shape: tuple[int, ...] | None = None  # per_group (ONNX block_size)
     contrib: bool = False
+    padded: tuple[int, int] | None = None  # a short last block: (extent, padded extent)
 
     @property
     def detail(self) -> str:
@@ -79,7 +85,12 @@ class _Plan:
             PER_GROUP: f"per_group {list(self.group_shape or ())}",
         }.get(self.qtype, "per_tensor")
         scales = "" if self.scale_type == dtypes.F32 else f", {self.scale_type.name} scales"
-        return f"{self.quant_type.name}, {where}{scales}" + (
+        padded = (
+            f", last block padded {self.padded[0]} -> {self.padded[1]} and sliced"
+            if self.padded
+            else ""
+        )
+        return f"{self.quant_type.name}, {where}{scales}{padded}" + (
             f", from {CONTRIB_DOMAIN}" if self.contrib else ""
         )
 
@@ -145,6 +156,7 @@ class QdqToSpecPass(NodeRewritePass):
             opset = opset_version(model, graph)
             if opset is None or not MIN_OPSET <= opset <= MAX_OPSET:
                 raise Skip(f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
+            _refuse_unknown_to_opset(node, opset)
         # com.microsoft Q/DQ compute the same as ONNX's; their extra types are refused below.
         unknown = set(node.attributes) - _KNOWN_ATTRIBUTES
         if unknown:
@@ -226,6 +238,7 @@ class QdqToSpecPass(NodeRewritePass):
             scale_type,
             groups,
             contrib=not is_standard(node),
+            padded=node.meta.get(PADDED_META),
         )
 
     def _groups(
@@ -246,9 +259,11 @@ class QdqToSpecPass(NodeRewritePass):
                 "tiled exactly by the groups"
             )
         if extent != blocks * block:
+            short = -(-extent // block) == blocks
             raise Skip(
                 f"block_size {block} along axis {axis}: src dim {extent} is not {blocks} whole "
-                "blocks (the spec's groups tile src exactly)"
+                "blocks (the spec's groups tile src exactly"
+                + ("; a short last block is padded only in a constant src)" if short else ")")
             )
         return tuple(block if d == resolved else 1 for d in range(len(src_shape)))
 
@@ -343,6 +358,8 @@ class QdqToSpecPass(NodeRewritePass):
                 inputs.pop()
         if plan.quantize and (static or len(inputs) < 3):
             attributes.append(ir.AttrInt64("output_dtype", plan.quant_type.onnx))
+        if plan.contrib:  # lowering gives the node back its domain
+            node.metadata_props[ORIGIN] = CONTRIB_DOMAIN
         self.stale += replace_node(
             node,
             (DOMAIN, op_type, OPSET_VERSION),
@@ -375,6 +392,32 @@ class QdqToSpecPass(NodeRewritePass):
             return None  # unknown channel count: leave zps out, output_dtype says the type
         zero = np.zeros(plan.count, dtype=plan.quant_type.numpy)
         return factory.constant(f"quantgraph_zero_{plan.quant_type.name}_{plan.count}", zero, node)
+
+
+def _refuse_unknown_to_opset(node: ir.Node, opset: int) -> None:
+    """An attribute the node's opset does not define (axis below 13, block_size below 21) makes
+    the input invalid: onnx.checker and onnxruntime refuse to load it, so quantgraph says so
+    rather than convert a model nobody could compare against."""
+    extra = sorted(set(node.attributes) - _defined(node.op_type, opset))
+    if not extra:
+        return
+    needed = next(
+        (v for v in range(opset + 1, MAX_OPSET + 1) if set(extra) <= _defined(node.op_type, v)),
+        MAX_OPSET,
+    )
+    raise ModelError(
+        f"node '{node.name}': {node.op_type} has attribute {', '.join(extra)}, which opset "
+        f"{opset} does not define (ONNX has it from opset {needed}), so onnx.checker and "
+        f"onnxruntime refuse this model: convert it to opset {needed} "
+        f"(onnx.version_converter.convert_version(model, {needed})) or quantize it with "
+        "com.microsoft Q/DQ (quantize_static extra_options UseQDQContribOps)"
+    )
+
+
+@functools.cache
+def _defined(op_type: str, opset: int) -> frozenset[str]:
+    """The attributes ONNX defines for ``op_type`` at ``opset`` (asked once per pair)."""
+    return frozenset(onnx.defs.get_schema(op_type, opset, "").attributes)
 
 
 def _single(*shapes: Shape) -> bool:

@@ -50,10 +50,32 @@ class ConvertedNode:
         }
 
 
+@dataclass(frozen=True)
+class OtherQuantizedNode:
+    """A quantized node that is not Q/DQ (QOperator, MatMulNBits, quantize_dynamic's ops):
+    ``code`` says which kind, ``advice`` what the user can do."""
+
+    node: str
+    op_type: str
+    code: str
+    advice: str
+    graph: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "node": self.node,
+            "op_type": self.op_type,
+            "code": self.code,
+            "advice": self.advice,
+            "graph": self.graph,
+        }
+
+
 @dataclass
 class RewriteReport:
     converted_nodes: list[ConvertedNode] = field(default_factory=list)
     skipped: list[SkippedNode] = field(default_factory=list)
+    other_quantized: list[OtherQuantizedNode] = field(default_factory=list)
 
     @property
     def converted(self) -> dict[str, int]:
@@ -70,6 +92,7 @@ class RewriteReport:
             "emitted": self.emitted,
             "skipped": [s.to_dict() for s in self.skipped],
             "nodes": [n.to_dict() for n in self.converted_nodes],
+            "other_quantized": [n.to_dict() for n in self.other_quantized],
         }
 
 

@@ -28,11 +28,13 @@ from .._ir import (
 )
 from ..spec import DOMAIN, PER_CHANNEL, PER_GROUP, PER_TENSOR, dst_type, dtypes
 from .node_rewrite import NodeRewritePass
+from .qdq_to_spec import CONTRIB_DOMAIN, ORIGIN
 from .report import RewriteReport, Skip
 
 FLOAT8_OPSET = 19  # ONNX Q/DQ learn float8 types in opset 19
 SCALE_TYPES_OPSET = 19  # ... float16/bfloat16 scales in 19
 PER_AXIS_OPSET = 13
+_1D = "_1d"  # the suffix of ConstantFactory.constant_1d's names
 BLOCKED_OPSET = INT4_OPSET = 21  # block_size and int4/uint4 in 21
 
 
@@ -85,7 +87,7 @@ class SpecToQdqPass(NodeRewritePass):
                 quant = dtypes.from_onnx(int(known)) if known is not None else None
             scale_raw = elem_type(scale)
             scale_type = int(scale_raw) if scale_raw is not None else dtypes.F32.onnx
-            self._check_expressible(model, graph, quant, qtype, scale_type)
+            domain = self._domain(model, graph, node, quant, qtype, scale_type)
             assert quant is not None
             zp_in = self._zero_point(node, zero_point, quant, qtype, scale, factory)
             scale_in = scale if qtype != PER_TENSOR else self._as_scalar(node, scale, factory)
@@ -100,7 +102,7 @@ class SpecToQdqPass(NodeRewritePass):
             else:
                 quant = dtypes.from_onnx(int(source_type)) if source_type is not None else None
             scale_type = dtypes.F32.onnx
-            self._check_expressible(model, graph, quant, qtype, scale_type)
+            domain = self._domain(model, graph, node, quant, qtype, scale_type)
             assert quant is not None
             zp_values = np.asarray(zps if zps is not None else np.zeros(len(scales)), np.int64)
             zp_array = self._fit(zp_values, quant, qtype)
@@ -118,20 +120,34 @@ class SpecToQdqPass(NodeRewritePass):
             attrs.append(ir.AttrInt64("block_size", block))
         op_type = "QuantizeLinear" if op.is_quantize else "DequantizeLinear"
         inputs: list[ir.Value | None] = [source, scale_in, zp_in]
+        if domain:
+            model.opset_imports.setdefault(domain, 1)
+            if isinstance(graph, ir.Function):
+                graph.opset_imports.setdefault(domain, 1)
+        node.metadata_props.pop(ORIGIN, None)
         self.stale += replace_node(
             node,
-            ("", op_type, None),
+            (domain, op_type, None),
             inputs if zp_in is not None else inputs[:2],
             attrs,
             ir.DataType(dst_type(op, output_dtype=quant.onnx, scales=scale_type)),
         )
         where = {PER_CHANNEL: f"axis {axis}", PER_GROUP: f"axis {axis}, block_size {block}"}
-        return op_type, f"{quant.name}, " + where.get(qtype, "per_tensor")
+        origin = f", {domain}" if domain else ""
+        return op_type, f"{quant.name}, " + where.get(qtype, "per_tensor") + origin
 
     @staticmethod
-    def _check_expressible(
-        model: ir.Model, graph: GraphLike, quant: dtypes.DType | None, qtype: str, scales: int
-    ) -> None:
+    def _domain(
+        model: ir.Model,
+        graph: GraphLike,
+        node: ir.Node,
+        quant: dtypes.DType | None,
+        qtype: str,
+        scales: int,
+    ) -> str:
+        """The domain of the Q/DQ to write: ONNX's where its opset can express the node, else
+        com.microsoft's (per-axis and f16 scales below their ONNX opsets; what models quantized
+        with UseQDQContribOps have); a node converted from com.microsoft goes back there."""
         if quant is None:
             raise Skip("the quantized type is unknown")
         opset = opset_version(model, graph) or 0
@@ -139,14 +155,26 @@ class SpecToQdqPass(NodeRewritePass):
             (quant.bits == 4, INT4_OPSET, "4-bit Q/DQ"),
             (qtype == PER_GROUP, BLOCKED_OPSET, "blocked Q/DQ (block_size)"),
             (scales != dtypes.F32.onnx, SCALE_TYPES_OPSET, f"{dtypes.onnx_name(scales)} scales"),
+            (quant.is_float8, FLOAT8_OPSET, "float8 Q/DQ"),
+            (qtype == PER_CHANNEL, PER_AXIS_OPSET, "per-axis Q/DQ"),
         ]
-        for needed, version, what in needs:
-            if needed and opset < version:
-                raise Skip(f"{what} needs opset >= {version}; the model has {opset}")
-        if quant.is_float8 and opset < FLOAT8_OPSET:
-            raise Skip(f"float8 Q/DQ needs opset >= {FLOAT8_OPSET}; the model has {opset}")
-        if qtype == PER_CHANNEL and opset < PER_AXIS_OPSET:
-            raise Skip(f"per-axis Q/DQ needs opset >= {PER_AXIS_OPSET}; the model has {opset}")
+        missing = [(version, what) for needed, version, what in needs if needed and opset < version]
+        contrib_ok = (
+            qtype != PER_GROUP
+            and not quant.is_float8
+            and scales in (dtypes.F32.onnx, dtypes.F16.onnx)
+        )
+        if node.metadata_props.get(ORIGIN) == CONTRIB_DOMAIN and contrib_ok:
+            return CONTRIB_DOMAIN
+        if not missing:
+            return ""
+        if contrib_ok:
+            return CONTRIB_DOMAIN
+        version, what = missing[0]
+        raise Skip(
+            f"{what} needs opset >= {version}; the model has {opset} (and com.microsoft Q/DQ "
+            "has no such form)"
+        )
 
     @staticmethod
     def _fit(values: np.ndarray, quant: dtypes.DType, qtype: str) -> np.ndarray:
@@ -202,7 +230,10 @@ class SpecToQdqPass(NodeRewritePass):
     def _as_scalar(node: ir.Node, value: ir.Value, factory: ConstantFactory) -> ir.Value:
         array = constant_array(value)
         if array is not None:
-            return factory.constant(f"{value.name}_scalar", array.reshape(()), node)
+            # A scalar that conversion made 1-D ("<name>_1d") gets its own name back.
+            name = value.name or "scale"
+            base = name[: -len(_1D)] if name.endswith(_1D) else f"{name}_scalar"
+            return factory.constant(base, array.reshape(()), node)
         return factory.reshaped(value, [], node, "scalar")
 
 

@@ -57,6 +57,15 @@ DEFS: dict[str, Schema] = {
             "graph": STRING,
         }
     ),
+    "other_quantized_node": _object(
+        {
+            "node": STRING,
+            "op_type": STRING,
+            "code": {"enum": ["qoperator", "packed_weight_only", "integer_op", "fused_dynamic"]},
+            "advice": STRING,
+            "graph": STRING,
+        }
+    ),
     "skipped_node": _object({"node": STRING, "op_type": STRING, "reason": STRING, "graph": STRING}),
     "tensor_comparison": _object(
         {
@@ -236,6 +245,7 @@ _REWRITE: dict[str, Schema] = {
     "emitted": COUNTS,
     "skipped": _array({"$ref": "#/$defs/skipped_node"}),
     "nodes": _array({"$ref": "#/$defs/converted_node"}),
+    "other_quantized": _array({"$ref": "#/$defs/other_quantized_node"}),
 }
 
 _TOP: dict[str, tuple[str, Schema]] = {

@@ -21,6 +21,7 @@ import onnxruntime as ort
 from ..compare import TensorComparison, compare, merge, typed
 from ..errors import ModelError
 from ..io import ModelLike, load_model, source_files
+from ..opsets import check_opset
 from ..session import InferenceSession
 from . import feeds
 from .error_stats import ErrorStats, has_quantization, quantization_steps
@@ -117,6 +118,7 @@ class _Original:
 
     def __init__(self, model: ModelLike) -> None:
         self.ir = load_model(model)
+        check_opset(self.ir, model)
         files = source_files(self.ir)
         self.path: Path | None = files[0] if files else None
         self.label = f"{model}" if isinstance(model, (str, os.PathLike)) else "the original"

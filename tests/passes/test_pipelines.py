@@ -31,6 +31,12 @@ from quantgraph.passes import (
     UnknownDimsPass,
     pipelines,
 )
+from quantgraph.passes.dynamic_quantize_linear import (
+    DynamicQuantizeLinearPass,
+    RestoreDynamicQuantizeLinearPass,
+)
+from quantgraph.passes.other_formats import OtherFormatsPass
+from quantgraph.passes.short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from quantgraph.passes.stamp_origin import MODEL_OP, NODE_NAME
 from quantgraph.schemas import register
 from quantgraph.spec import DOMAIN, SpecError
@@ -74,16 +80,22 @@ def test_the_pipelines_and_their_options() -> None:
         progress=lambda done, total: calls.append((done, total)),
     )
     assert manager.steps == 1
-    # Negative dims made unknown, the rewrite, then the full check.
-    dims, rewrite, _check = manager.passes
+    # negative dims made unknown, other formats listed, DynamicQuantizeLinear, short-block
+    # padding, the rewrite, the padding undone, the check
+    dims, other, dql, pad, rewrite, trim, _check = manager.passes
     assert isinstance(dims, UnknownDimsPass)
+    assert isinstance(other, OtherFormatsPass) and other.report is report
+    assert isinstance(dql, DynamicQuantizeLinearPass) and dql.report is report
+    assert isinstance(pad, PadShortBlocksPass) and isinstance(trim, TrimPaddedBlocksPass)
     assert isinstance(rewrite, QdqToSpecPass)
     assert (rewrite.static, rewrite.contrib, rewrite.report) == (True, False, report)
-    (_, unchecked) = pipelines.conversion(report, check=False).passes
+    *_, unchecked, _trim = pipelines.conversion(report, check=False).passes
     assert isinstance(unchecked, QdqToSpecPass)
-    _, lower, _check = pipelines.lowering(report).passes
+    _dims, restore, lower, trim, _check = pipelines.lowering(report).passes
+    assert isinstance(restore, RestoreDynamicQuantizeLinearPass) and restore.report is report
     assert isinstance(lower, SpecToQdqPass) and lower.report is report
-    (_, unchecked) = pipelines.lowering(report, check=False).passes
+    assert isinstance(trim, TrimPaddedBlocksPass)
+    _dims, _restore, unchecked, _trim = pipelines.lowering(report, check=False).passes
     assert isinstance(unchecked, SpecToQdqPass)
 
     model = ir.from_proto(_qdq_model())

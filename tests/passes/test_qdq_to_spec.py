@@ -783,12 +783,18 @@ UNSUPPORTED = {
         ),
         "blocked QuantizeLinear",
     ),
-    # ONNX lets the last block be short (4 rows in blocks of 3); oneDNN's groups tile exactly.
-    "blocked-partial-last-block": (
-        lambda: _dq_only(
-            TensorProto.INT8, scale=np.full((2, 6), 0.5, np.float32), axis=0, block_size=3
+    # ONNX lets the last block be short (4 rows in blocks of 3); oneDNN's groups tile exactly,
+    # and a fed src cannot be padded ahead of time (a constant one is: NEWLY_CONVERTED).
+    "blocked-partial-last-block-fed": (
+        lambda: dequantize_linear_model(
+            (TensorProto.INT8, [4, 6]),
+            np.full((2, 6), 0.5, np.float32),
+            helper.make_tensor("z", TensorProto.INT8, [2, 6], [0] * 12),
+            axis=0,
+            block_size=3,
         ),
-        "is not 2 whole blocks",
+        "is not 2 whole blocks (the spec's groups tile src exactly; a short last block is "
+        "padded only in a constant src)",
     ),
     "float16-scale-quantize": (
         lambda: quantize_linear_model(
@@ -816,6 +822,12 @@ NEWLY_CONVERTED = {
             TensorProto.INT8, scale=np.array(0.5, np.float16), out_type=TensorProto.FLOAT16
         ),
         "s8, per_tensor, f16 scales",
+    ),
+    "blocked-short-last-block": (
+        lambda: _dq_only(
+            TensorProto.INT8, scale=np.full((2, 6), 0.5, np.float32), axis=0, block_size=3
+        ),
+        "s8, per_group [3, 1], last block padded 4 -> 6 and sliced",
     ),
 }
 

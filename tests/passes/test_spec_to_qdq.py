@@ -190,11 +190,19 @@ CANNOT: dict[str, tuple[onnx.ModelProto, str]] = {
         spec_op_model("Dequantize", (TensorProto.FLOAT8E4M3FN, [4]), [0.5], dst_type=F, opset=18),
         "float8 Q/DQ needs opset >= 19; the model has 18",
     ),
-    "per-axis-opset-10": (
+    # (per-axis below opset 13 becomes com.microsoft Q/DQ: test_contrib_forms_below_opset_13)
+    "blocked-opset-20": (
         spec_op_model(
-            "Quantize", (F, [2, 2]), [0.5, 1.0], dst_type=U8, opset=10, qtype="per_channel"
+            "DynamicDequantize",
+            (U8, [4, 2]),
+            (F, [2, 2]),
+            dst_type=F,
+            opset=20,
+            qtype="per_group",
+            group_shape=[2, 1],
         ),
-        "per-axis Q/DQ needs opset >= 13; the model has 10",
+        "blocked Q/DQ (block_size) needs opset >= 21; the model has 20 (and com.microsoft Q/DQ "
+        "has no such form)",
     ),
     "unknown-op": (
         spec_op_model("Requantize", (F, [4]), dst_type=F),

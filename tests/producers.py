@@ -1,0 +1,165 @@
+"""Models built the way real producers build them: onnxruntime's quantize_static (QDQ and
+QOperator, UseQDQContribOps below opset 13), its MatMulNBitsQuantizer (short last blocks) and
+quantize_dynamic, run on small float models. Cached: each producer run takes a second or so.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+logging.getLogger("onnxruntime.quantization").setLevel(logging.ERROR)
+logging.getLogger().setLevel(logging.ERROR)  # quantize_dynamic's "run pre-processing" advice
+
+
+def cnn(opset: int = 13) -> onnx.ModelProto:
+    """x [1, 3, 8, 8] -> Conv -> Relu -> Flatten -> MatMul [256, 10] -> Add -> y."""
+    rng = np.random.default_rng(0)
+
+    def weight(name: str, shape: list[int], scale: float) -> onnx.TensorProto:
+        values = rng.standard_normal(shape) * scale
+        return numpy_helper.from_array(values.astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "cw", "cb"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Flatten", ["r"], ["f"], name="flat"),
+        helper.make_node("MatMul", ["f", "w"], ["m"], name="mm"),
+        helper.make_node("Add", ["m", "b"], ["y"], name="add"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        [
+            weight("cw", [4, 3, 3, 3], 0.2),
+            weight("cb", [4], 0.1),
+            weight("w", [256, 10], 0.1),
+            weight("b", [10], 0.1),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+class _Calibration:
+    """quantize_static's CalibrationDataReader: four seeded samples of x."""
+
+    def __init__(self) -> None:
+        rng = np.random.default_rng(1)
+        self._samples: Iterator[dict[str, np.ndarray]] = iter(
+            [{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)} for _ in range(4)]
+        )
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._samples, None)
+
+
+def _through_files(model: onnx.ModelProto, quantize: object) -> onnx.ModelProto:
+    with tempfile.TemporaryDirectory() as scratch:
+        source, target = Path(scratch) / "float.onnx", Path(scratch) / "quantized.onnx"
+        onnx.save(model, source)
+        quantize(source, target)  # type: ignore[operator]
+        return onnx.load(target)
+
+
+@cache
+def static_quantized(
+    opset: int = 13, *, qoperator: bool = False, contrib: bool = False, per_channel: bool = True
+) -> onnx.ModelProto:
+    """cnn(opset) through quantize_static: QDQ (com.microsoft Q/DQ with ``contrib``, as
+    UseQDQContribOps writes them) or QOperator (QLinearConv, QLinearMatMul, QLinearAdd)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType
+    from onnxruntime.quantization import quantize_static as quantize
+
+    class Reader(_Calibration, CalibrationDataReader):  # type: ignore[misc]
+        pass
+
+    def run(source: Path, target: Path) -> None:
+        quantize(
+            source,
+            target,
+            Reader(),
+            quant_format=QuantFormat.QOperator if qoperator else QuantFormat.QDQ,
+            per_channel=per_channel,
+            weight_type=QuantType.QInt8,
+            extra_options={"UseQDQContribOps": True} if contrib else {},
+        )
+
+    return _through_files(cnn(opset), run)
+
+
+@cache
+def dynamic_quantized(opset: int = 13) -> onnx.ModelProto:
+    """cnn(opset) through quantize_dynamic: DynamicQuantizeLinear feeding ConvInteger and
+    MatMulInteger."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    def run(source: Path, target: Path) -> None:
+        quantize_dynamic(
+            source, target, weight_type=QuantType.QUInt8, op_types_to_quantize=["Conv", "MatMul"]
+        )
+
+    return _through_files(cnn(opset), run)
+
+
+def mlp(k: int, dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
+    """x [batch, k] -> MatMul [k, 40] -> Relu -> MatMul [40, k] -> y: both weights have a
+    short last block for blocks of 16 or 32 when k is 56 or 120 (and 40 is one too)."""
+    rng = np.random.default_rng(0)
+    np_type = helper.tensor_dtype_to_np_dtype(dtype)
+
+    def weight(name: str, shape: list[int]) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.1).astype(np_type), name)
+
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+        helper.make_node("Relu", ["h"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "w2"], ["y"], name="mm2"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", dtype, ["batch", k])],
+        [helper.make_tensor_value_info("y", dtype, ["batch", k])],
+        [weight("w1", [k, 40]), weight("w2", [40, k])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+@cache
+def weight_only(
+    k: int,
+    block: int,
+    symmetric: bool,
+    dtype: int = TensorProto.FLOAT,
+    *,
+    qoperator: bool = False,
+) -> onnx.ModelProto:
+    """mlp(k) through MatMulNBitsQuantizer: blocked int4 (symmetric) or uint4 + zero points
+    (asymmetric) DequantizeLinear in QDQ format, MatMulNBits in QOperator format."""
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import (
+        DefaultWeightOnlyQuantConfig,
+        MatMulNBitsQuantizer,
+    )
+
+    config = DefaultWeightOnlyQuantConfig(
+        block_size=block,
+        is_symmetric=symmetric,
+        quant_format=QuantFormat.QOperator if qoperator else QuantFormat.QDQ,
+        op_types_to_quantize=("MatMul",),
+    )
+    quantizer = MatMulNBitsQuantizer(mlp(k, dtype), algo_config=config)
+    quantizer.process()
+    model: onnx.ModelProto = quantizer.model.model
+    return model

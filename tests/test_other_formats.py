@@ -1,0 +1,101 @@
+"""Quantized nodes that are not Q/DQ are named, with a reason code and what to do (issue 21
+item 5): QOperator models (quantize_static), MatMulNBits (MatMulNBitsQuantizer in QOperator
+format) and quantize_dynamic's integer ops, in `inspect`'s text and JSON and in the API report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+from builders import make_model, tensor_info
+from click.testing import CliRunner
+from onnx import TensorProto, helper
+from producers import dynamic_quantized, static_quantized, weight_only
+
+import quantgraph
+from quantgraph.cli import main
+from quantgraph.passes.other_formats import ADVICE
+
+# producer -> (node, op type, code) the report must list, in graph order
+CASES = {
+    "qoperator": (
+        lambda: static_quantized(13, qoperator=True),
+        [
+            ("conv_quant", "QLinearConv", "qoperator"),
+            ("mm_quant", "QLinearMatMul", "qoperator"),
+            ("add_quant", "QLinearAdd", "qoperator"),
+        ],
+    ),
+    "matmul-nbits": (
+        lambda: weight_only(56, 16, True, qoperator=True),
+        [
+            ("mm1_Q4", "MatMulNBits", "packed_weight_only"),
+            ("mm2_Q4", "MatMulNBits", "packed_weight_only"),
+        ],
+    ),
+    "quantize-dynamic": (
+        dynamic_quantized,
+        [
+            ("conv_quant", "ConvInteger", "integer_op"),
+            ("mm_quant", "MatMulInteger", "integer_op"),
+        ],
+    ),
+}
+
+
+def _listed(report: dict[str, object]) -> list[tuple[str, str, str]]:
+    nodes = report["other_quantized"]
+    assert isinstance(nodes, list)
+    return [(n["node"], n["op_type"], n["code"]) for n in nodes]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_report_names_each_node_and_what_to_do(name: str) -> None:
+    build, expected = CASES[name]
+    model = build()
+    report = quantgraph.convert(model).report
+    assert [(n.node, n.op_type, n.code) for n in report.other_quantized] == expected
+    assert all(n.advice == ADVICE[n.code] for n in report.other_quantized)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_inspect_shows_them_in_text_and_json(tmp_path: Path, name: str) -> None:
+    build, expected = CASES[name]
+    source = tmp_path / f"{name}.onnx"
+    onnx.save(build(), source)
+    runner = CliRunner()
+    text = runner.invoke(main, ["inspect", str(source)])
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    start = lines.index(f"other quantized formats, left as they are: {len(expected)} node(s):")
+    assert lines[start + 1 : start + 1 + len(expected)] == [
+        f"  {node}: {op} [{code}]" for node, op, code in expected
+    ]
+    codes = dict.fromkeys(code for _, _, code in expected)
+    assert lines[start + 1 + len(expected) :][: len(codes)] == [
+        f"  [{code}] {ADVICE[code]}" for code in codes
+    ]
+    as_json = runner.invoke(main, ["inspect", str(source), "--json"])
+    assert _listed(json.loads(as_json.stdout)) == expected
+
+
+def test_the_advice_says_what_to_run() -> None:
+    assert "quant_format=QuantFormat.QDQ" in ADVICE["qoperator"]
+    assert "MatMulNBitsQuantizer(..., quant_format=QuantFormat.QDQ)" in ADVICE["packed_weight_only"]
+    assert "DynamicQuantizeLinear inputs are converted" in ADVICE["integer_op"]
+
+
+def test_other_domains_and_plain_ops_are_not_listed() -> None:
+    model = make_model(
+        [
+            helper.make_node("Relu", ["x"], ["r"], name="relu"),
+            helper.make_node("QLinearConv", ["r"], ["y"], domain="example.other", name="q"),
+        ],
+        [tensor_info("x", TensorProto.FLOAT, [2])],
+        [tensor_info("y", TensorProto.FLOAT, [2])],
+        domains={"example.other": 1},
+        check=False,
+    )
+    assert quantgraph.convert(model, check=False).report.other_quantized == []
