@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+import producers
 import pytest
 import test_real_models as real
 import test_weight_only as weight_only
@@ -90,6 +91,30 @@ def test_int4_weight_matmuls_run_as_matmulnbits_and_equal_the_original(
     for rows in (1, 3):  # shapes that change between runs
         x = np.random.default_rng(rows).standard_normal((rows, 8, 256)).astype(np.float32)
         _assert_same(original.run(None, {"x": x}), session.run(None, {"x": x}))
+
+
+@pytest.mark.parametrize(("k", "block"), [(56, 16), (120, 32)])
+@pytest.mark.parametrize("symmetric", [True, False], ids=["int4", "uint4"])
+def test_short_last_blocks_go_back_whole_and_equal_the_original(
+    k: int, block: int, symmetric: bool
+) -> None:
+    """A padded short last block (per_group op + marked Slice) is handed over as the blocked
+    DequantizeLinear it was, so onnxruntime fuses it as it does the original."""
+    model = producers.weight_only(k, block, symmetric)
+    session = _fused(quantgraph.convert(model).proto)
+    assert any(u.kernel == "com.microsoft.MatMulNBits" for u in session.fusion_plan.units)
+    x = {"x": np.random.default_rng(k).standard_normal((3, k)).astype(np.float32)}
+    original = _original(model, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    _assert_same(original.run(None, x), session.run(None, x))
+
+
+def test_quantize_dynamic_models_equal_the_original() -> None:
+    model = producers.dynamic_quantized()
+    session = _fused(quantgraph.convert(model).proto)
+    original = _original(model, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    for seed in range(3):
+        feeds = make_inputs(model, seed=seed)
+        _assert_same(original.run(None, feeds), session.run(None, feeds))
 
 
 # -- the plan --------------------------------------------------------------------------------

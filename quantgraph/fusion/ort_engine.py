@@ -30,7 +30,10 @@ import onnx_ir as ir
 
 from .._ir import GraphLike, all_graphs, constant_array, spec_op
 from ..errors import one_line
+from ..passes import pipelines
+from ..passes.dynamic_quantize_linear import RestoreDynamicQuantizeLinearPass
 from ..passes.report import RewriteReport
+from ..passes.short_blocks import PADDED, TrimPaddedBlocksPass
 from ..passes.spec_to_qdq import SpecToQdqPass
 from .plan import ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 
@@ -52,6 +55,27 @@ class _LowerSome(SpecToQdqPass):
         return super().matches(node) and _key(node) in self.names
 
 
+class _RestoreSome(RestoreDynamicQuantizeLinearPass):
+    """Gives back the DynamicQuantizeLinear of the expansions named in ``names`` only."""
+
+    def __init__(self, names: set[str], report: RewriteReport) -> None:
+        super().__init__(report=report)
+        self.names = names
+
+    def matches(self, node: ir.Node) -> bool:
+        return super().matches(node) and _key(node) in self.names
+
+
+def _lower(model: ir.Model, names: set[str] | None, report: RewriteReport) -> None:
+    """Lowering as ``quantgraph lower`` does it (DynamicQuantizeLinear and padded short blocks
+    folded back into their original node), of every spec op or of those in ``names``."""
+    if names is None:
+        pipelines.run(pipelines.lowering(report, check=False), model)
+        return
+    for step in (_RestoreSome(names, report), _LowerSome(names, report), TrimPaddedBlocksPass()):
+        step(model)
+
+
 def plan(model: ir.Model, level: int, backend: str) -> FusionPlan:
     """The plan for ``model`` (spec ops) at onnxruntime optimization ``level``, and the model
     rewritten in place to carry it out (handed-over units in Q/DQ form)."""
@@ -67,9 +91,12 @@ def plan(model: ir.Model, level: int, backend: str) -> FusionPlan:
         found.alone = [_alone(_where(model, g), n, reason) for g, n in spec.values()]
         return found
 
+    # A spec op whose output a marked Slice trims (a padded short block) is known after
+    # lowering by the Slice's output, which the folded DequantizeLinear takes over.
+    renamed = _trimmed_names(model)
     lowered = ir.from_proto(ir.to_proto(model))
     report = RewriteReport()
-    SpecToQdqPass(report=report)(lowered)
+    _lower(lowered, None, report)
     cannot = {s.node: s.reason for s in report.skipped}
     optimized = _optimize(lowered, level)
     after = _outputs_index(optimized)
@@ -79,7 +106,7 @@ def plan(model: ir.Model, level: int, backend: str) -> FusionPlan:
     keep: set[str] = set()
     in_functions = {_key(n) for f in model.functions.values() for n in f}
     for graph, node in _graph_nodes_all(lowered):
-        key = _key(node)
+        key = renamed.get(_key(node), _key(node))
         if key not in spec:
             continue
         where = _where(lowered, graph)
@@ -99,8 +126,20 @@ def plan(model: ir.Model, level: int, backend: str) -> FusionPlan:
                 )
             )
     handed = set(spec) - keep
-    found.units = _units(lowered, handed, after)
-    _LowerSome(handed, RewriteReport())(model)
+    found.units = _units(lowered, handed | {k for k, v in renamed.items() if v in handed}, after)
+    _lower(model, handed, RewriteReport())
+    return found
+
+
+def _trimmed_names(model: ir.Model) -> dict[str, str]:
+    """Output name of each marked Slice -> the name of the spec op it trims."""
+    found = {}
+    for graph in all_graphs(model):
+        for node in graph:
+            if node.op_type == "Slice" and PADDED in node.metadata_props and node.inputs:
+                source = node.inputs[0]
+                if source is not None and node.outputs[0].name and source.name:
+                    found[node.outputs[0].name] = source.name
     return found
 
 
@@ -253,8 +292,12 @@ def _kernel(
     if compute is not None and compute.name:  # the layout transformer renames: conv1_token_1
         candidates += [n for n in by_name.get(compute.name, ())]
     for node in candidates:
-        if node.op_type != "Transpose":
-            return f"{node.domain}.{node.op_type}" if node.domain else node.op_type
+        if node.op_type == "Transpose":
+            continue
+        kernel = f"{node.domain}.{node.op_type}" if node.domain else node.op_type
+        if compute is not None and kernel == compute.op_type:  # no integer kernel for it
+            return f"{kernel} (float; onnxruntime folded its Q/DQ: constants dequantized once)"
+        return kernel
     return "folded away by onnxruntime's optimizer"
 
 
