@@ -17,6 +17,7 @@ import numpy as np
 import onnx_ir as ir
 
 from .._ir import GraphLike, constant_array, spec_op
+from ..compare import mismatch_mask
 
 # |difference| bins: exactly 0, then one bin per decade from 1e-8 up, the last open-ended.
 DECADES = tuple(range(-8, 5))  # bin k holds 10**DECADES[k-1] <= |d| < 10**DECADES[k]
@@ -73,8 +74,15 @@ class ErrorStats:
         with np.errstate(invalid="ignore", over="ignore"):
             diff = want - got
         finite = np.isfinite(diff)
-        same_special = ~finite & ((want == got) | (np.isnan(want) & np.isnan(got)))
-        self.nonfinite += int(np.sum(~finite & ~same_special))
+        # compare's rule decides whether a NaN or infinite pair differs at all
+        expected, actual = np.asarray(expected), np.asarray(actual)
+        differ = (
+            mismatch_mask(expected, actual)
+            if expected.dtype == actual.dtype
+            else np.ones(want.size, dtype=bool)
+        )
+        same_special = ~finite & ~differ
+        self.nonfinite += int(np.sum(~finite & differ))
         d = diff[finite]
         w = want[finite]
         self.signal += float(np.dot(w, w))
