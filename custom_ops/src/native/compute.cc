@@ -1,4 +1,4 @@
-#include "compute.h"
+#include "native/compute.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/convert.h"
+#include "native/kernels/convert.h"
 
 namespace qg {
 namespace {
