@@ -44,7 +44,7 @@ def resolve(backend: str | None) -> Backend:
     if chosen == "native" and not native_available():
         raise BackendError(
             "the native backend is not built: reinstall quantgraph with a C++ compiler and "
-            "cmake (`pip install .`; see README), set QUANTGRAPH_NATIVE_LIB, or use "
+            "cmake (`pip install .`; see README), set QUANTGRAPH_NATIVE_LIBRARY, or use "
             "backend='python'"
         )
     if chosen == "onednn":

@@ -62,6 +62,26 @@ def test_env_override_and_missing_library(monkeypatch: pytest.MonkeyPatch, tmp_p
         native.library_path()
 
 
+def test_library_variables_follow_one_scheme(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """QUANTGRAPH_NATIVE_LIBRARY names the library; QUANTGRAPH_NATIVE_LIB, the earlier name,
+    still works with a DeprecationWarning, and an error names the variable that was set."""
+    built = native.library_path()
+    monkeypatch.setenv("QUANTGRAPH_NATIVE_LIBRARY", str(tmp_path / "new.so"))
+    with pytest.raises(BackendError, match=r"^QUANTGRAPH_NATIVE_LIBRARY='.*new\.so' is not a file"):
+        native.library_path()
+    monkeypatch.delenv("QUANTGRAPH_NATIVE_LIBRARY")
+    monkeypatch.setenv("QUANTGRAPH_NATIVE_LIB", str(tmp_path / "old.so"))
+    with (
+        pytest.warns(DeprecationWarning, match="set QUANTGRAPH_NATIVE_LIBRARY instead"),
+        pytest.raises(BackendError, match=r"^QUANTGRAPH_NATIVE_LIB='.*old\.so' is not a file"),
+    ):
+        native.library_path()
+    monkeypatch.setenv("QUANTGRAPH_NATIVE_LIBRARY", str(built))  # the new name wins
+    assert native.library_path() == built
+
+
 def test_isa_report_and_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     best = native.isa().split("(best ")[1].rstrip(")")
     assert best in ("scalar", "avx2", "avx512")
