@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import BackendError, KernelError
+from .environment import library_override
 
 Backend = Literal["native", "python", "onednn"]
 BACKENDS: tuple[str, ...] = ("native", "python", "onednn")
@@ -37,16 +38,31 @@ def default_backend() -> Backend:
     return "native" if native_available() else "python"
 
 
+def _native_missing() -> str:
+    """Why the native backend cannot run: the path QUANTGRAPH_NATIVE_LIBRARY names is not a
+    file, or the library is not built."""
+    try:
+        from . import native  # type: ignore[attr-defined,unused-ignore]
+
+        native.library_path()
+    except ImportError:
+        pass
+    except BackendError as error:
+        if library_override(native.ENV_LIBRARY, native.ENV_LIBRARY_DEPRECATED) is not None:
+            return f"the native backend cannot run: {error}"
+    return (
+        "the native backend is not built: reinstall quantgraph with a C++ compiler and "
+        "cmake (`pip install .`; see README), set QUANTGRAPH_NATIVE_LIBRARY, or use "
+        "backend='python'"
+    )
+
+
 def resolve(backend: str | None) -> Backend:
     chosen = backend or default_backend()
     if chosen not in BACKENDS:
         raise BackendError(f"unknown backend {chosen!r}; choose one of {', '.join(BACKENDS)}")
     if chosen == "native" and not native_available():
-        raise BackendError(
-            "the native backend is not built: reinstall quantgraph with a C++ compiler and "
-            "cmake (`pip install .`; see README), set QUANTGRAPH_NATIVE_LIBRARY, or use "
-            "backend='python'"
-        )
+        raise BackendError(_native_missing())
     if chosen == "onednn":
         from . import onednn
 

@@ -4,8 +4,10 @@ types its shape inference gives, threading, and how a missing library is reporte
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +82,25 @@ def test_library_variables_follow_one_scheme(
         native.library_path()
     monkeypatch.setenv("QUANTGRAPH_NATIVE_LIBRARY", str(built))  # the new name wins
     assert native.library_path() == built
+
+
+def test_cli_names_a_library_variable_that_points_nowhere(tmp_path: Path) -> None:
+    model = Path(__file__).resolve().parents[2] / "models" / "cnn_u8.onnx"
+    missing = tmp_path / "libquantgraph_ops.so"
+    done = subprocess.run(
+        [sys.executable, "-m", "quantgraph", "run", str(model), "--backend", "native"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "QUANTGRAPH_NATIVE_LIBRARY": str(missing)},
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(
+        f"quantgraph: error: the native backend cannot run: QUANTGRAPH_NATIVE_LIBRARY='{missing}' "
+        "is not a file"
+    )
 
 
 def test_isa_report_and_cap(monkeypatch: pytest.MonkeyPatch) -> None:
