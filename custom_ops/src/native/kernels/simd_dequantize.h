@@ -56,16 +56,32 @@ template <class V, typename T, typename Zp, bool kZp, bool kStream, Walk kWalk =
 void DequantizeVecIntWith(const T* x, float* y, size_t n, const DequantizeVecOf<Zp>& p,
                           size_t rows, size_t stride) {
   constexpr size_t W = V::kWidth;
+  // x (8-bit) may alias y for the compiler, which keeps the order written here. The flat run
+  // loads all four vectors before its stores, as the per-tensor run does (storing each vector
+  // before the next load: [n / 64, 64] at 1M ~5% slower); row blocks store each in turn
+  // (loads first there: [1024, 1024] ~2% slower). Paired runs, docs/benchmarks.md.
   const auto block = [&](size_t o, const ParamBlock<V>& b) __attribute__((always_inline)) {
     const T* xr = x + o;
     float* yr = y + o;
-    V::template Store<kStream>(yr, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr), b.s0, b.z0));
-    V::template Store<kStream>(
-        yr + W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + W), b.s1, b.z1));
-    V::template Store<kStream>(
-        yr + 2 * W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + 2 * W), b.s2, b.z2));
-    V::template Store<kStream>(
-        yr + 3 * W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + 3 * W), b.s3, b.z3));
+    if constexpr (kWalk == Walk::kRows) {
+      V::template Store<kStream>(yr,
+                                 DequantizeInt<V, T, kZp>(V::template Widen<T>(xr), b.s0, b.z0));
+      V::template Store<kStream>(
+          yr + W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + W), b.s1, b.z1));
+      V::template Store<kStream>(
+          yr + 2 * W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + 2 * W), b.s2, b.z2));
+      V::template Store<kStream>(
+          yr + 3 * W, DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + 3 * W), b.s3, b.z3));
+    } else {
+      const auto f0 = DequantizeInt<V, T, kZp>(V::template Widen<T>(xr), b.s0, b.z0);
+      const auto f1 = DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + W), b.s1, b.z1);
+      const auto f2 = DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + 2 * W), b.s2, b.z2);
+      const auto f3 = DequantizeInt<V, T, kZp>(V::template Widen<T>(xr + 3 * W), b.s3, b.z3);
+      V::template Store<kStream>(yr, f0);
+      V::template Store<kStream>(yr + W, f1);
+      V::template Store<kStream>(yr + 2 * W, f2);
+      V::template Store<kStream>(yr + 3 * W, f3);
+    }
   };
   const auto one = [&](size_t o, auto s, auto z) __attribute__((always_inline)) {
     V::template Store<false>(y + o, DequantizeInt<V, T, kZp>(V::template Widen<T>(x + o), s, z));
