@@ -87,7 +87,7 @@ def test_main_prints_and_writes(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 
 def _hand_written_sources() -> list[Path]:
-    generated = SOURCES / "generated"
+    generated = SOURCES / "common" / "generated"
     return sorted(
         path
         for path in SOURCES.rglob("*")
@@ -97,7 +97,7 @@ def _hand_written_sources() -> list[Path]:
 
 def test_sources_do_not_redefine_what_the_header_carries() -> None:
     sources = _hand_written_sources()
-    assert SOURCES / "spec.h" in sources and SOURCES / "node.cc" in sources
+    assert SOURCES / "common" / "spec.h" in sources and SOURCES / "common" / "node.cc" in sources
     found = []
     for path in sources:
         text = path.read_text()

@@ -147,7 +147,7 @@ def _big_zero_point_cases() -> list[fuzz.Case]:
     found = []
     zero_points = [2**24 + 1, -(2**24) - 1, 2**25 + 3, 2**31 - 1, -(2**31), 2**30 + 7]
     # Where the native kernels switch between clamping to qmin - zp, qmax - zp in float32 and
-    # clamping loosely then saturating (simd_kernels.h, TightBoundsExact).
+    # clamping loosely then saturating (simd_quantize.h, TightBoundsExact).
     zero_points += [2**24 - 256, 2**24 - 255, -(2**24) + 256, -(2**24) + 255, 0, 255, -128]
     for op in ("DynamicQuantize", "Quantize"):
         for dst in (dtypes.S8, dtypes.U8):

@@ -1,4 +1,4 @@
-"""Writes the C++ view of the spec (custom_ops/src/generated/op_spec.h) from this package.
+"""Writes the C++ view of the spec (custom_ops/src/common/generated/op_spec.h) from this package.
 
 Run ``python -m tools.gen_op_header --write`` after changing the spec; a test fails while the
 committed header differs from what this prints.
@@ -28,7 +28,7 @@ from quantgraph.spec.rules import DEFAULT_QUANTIZED, DST_FROM_ZPS, RULES, dst_ty
 
 from .generated import write_or_print
 
-HEADER_PATH = Path("custom_ops/src/generated/op_spec.h")
+HEADER_PATH = Path("custom_ops/src/common/generated/op_spec.h")
 
 
 def _cxx_string(text: str) -> str:

@@ -82,9 +82,9 @@ if(NOT APPLE)
   # No --no-undefined: dnnl_* stay undefined on purpose. -z now makes a load without oneDNN in
   # the process fail at dlopen ("undefined symbol: dnnl_...") instead of at the first call.
   target_link_options(quantgraph_onednn PRIVATE -Wl,-z,now -Wl,--as-needed
-                      "-Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/src/exports_onednn.map")
+                      "-Wl,--version-script=${CMAKE_CURRENT_SOURCE_DIR}/src/onednn/exports.map")
   set_property(TARGET quantgraph_onednn APPEND PROPERTY LINK_DEPENDS
-               "${CMAKE_CURRENT_SOURCE_DIR}/src/exports_onednn.map")
+               "${CMAKE_CURRENT_SOURCE_DIR}/src/onednn/exports.map")
 endif()
 
 install(TARGETS quantgraph_onednn LIBRARY DESTINATION quantgraph/_native)

@@ -14,13 +14,15 @@ import os
 from typing import TYPE_CHECKING, Literal
 
 from ..errors import BackendError, KernelError
+from .environment import library_override
 
 Backend = Literal["native", "python", "onednn"]
 BACKENDS: tuple[str, ...] = ("native", "python", "onednn")
 Arithmetic = Literal["onnx", "onednn"]
 ARITHMETICS: tuple[str, ...] = ("onnx", "onednn")
 ARITHMETIC_ENTRY = "quantgraph.arithmetic"  # session config entry the native library reads
-ENV_NATIVE_LIBRARY = "QUANTGRAPH_NATIVE_LIB"  # backends.native.ENV_LIBRARY (that module loads ORT)
+# backends.native.ENV_LIBRARY and its earlier name (that module loads onnxruntime)
+ENV_NATIVE_LIBRARIES = ("QUANTGRAPH_NATIVE_LIBRARY", "QUANTGRAPH_NATIVE_LIB")
 
 if TYPE_CHECKING:  # onnxruntime loads when a session is made, not when the CLI parses options
     import onnxruntime as ort
@@ -36,26 +38,28 @@ def native_available() -> bool:
 
 def default_backend() -> Backend:
     """The fastest backend this installation has (onednn only when asked for). A set
-    QUANTGRAPH_NATIVE_LIB asks for the native library: if it is wrong, that is an error, never
-    a silent fall-back to python."""
-    if os.environ.get(ENV_NATIVE_LIBRARY):
+    QUANTGRAPH_NATIVE_LIBRARY asks for the native library: if it is wrong, that is an error,
+    never a silent fall-back to python."""
+    if any(os.environ.get(name) for name in ENV_NATIVE_LIBRARIES):
         return "native"
     return "native" if native_available() else "python"
 
 
 def _native_missing() -> str:
-    """Why the native backend cannot load (the library's own words when it can say)."""
+    """Why the native backend cannot run: the path QUANTGRAPH_NATIVE_LIBRARY names is not a
+    file, or the library is not built."""
     try:
         from . import native  # type: ignore[attr-defined,unused-ignore]
 
         native.library_path()
-    except BackendError as error:
-        return f"the native backend cannot run: {error}"
     except ImportError:
         pass
+    except BackendError as error:
+        if library_override(native.ENV_LIBRARY, native.ENV_LIBRARY_DEPRECATED) is not None:
+            return f"the native backend cannot run: {error}"
     return (
         "the native backend is not built: reinstall quantgraph with a C++ compiler and "
-        "cmake (`pip install .`; see README), set QUANTGRAPH_NATIVE_LIB, or use "
+        "cmake (`pip install .`; see README), set QUANTGRAPH_NATIVE_LIBRARY, or use "
         "backend='python'"
     )
 

@@ -8,21 +8,23 @@ bit-exact with :mod:`quantgraph.reference`. Rule violations are onnxruntime erro
 contains the spec's message (``<Op> node '<name>': <rule text> [rule <id>]``): at session
 creation for what the node alone decides (attributes, types), else at run time.
 
-``QUANTGRAPH_NATIVE_LIB`` overrides the library's location.
+``QUANTGRAPH_NATIVE_LIBRARY`` overrides the library's location (``QUANTGRAPH_NATIVE_LIB``, its
+earlier name, still works).
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 from pathlib import Path
 
 import onnxruntime as ort
 
 from ..errors import BackendError
+from .environment import library_override
 
-ENV_LIBRARY = "QUANTGRAPH_NATIVE_LIB"
+ENV_LIBRARY = "QUANTGRAPH_NATIVE_LIBRARY"
+ENV_LIBRARY_DEPRECATED = "QUANTGRAPH_NATIVE_LIB"
 ENV_ISA = "QUANTGRAPH_NATIVE_ISA"
 
 
@@ -39,7 +41,7 @@ LIBRARY_NAME = _library_name()
 BUILD_HINT = (
     "build it with `pip install .` (or `pip install -e .`) from the quantgraph source tree, which "
     "needs a C++17 compiler and cmake (the onnxruntime headers are fetched at build time; see "
-    "custom_ops/README.md), or point QUANTGRAPH_NATIVE_LIB at a built libquantgraph_ops.so"
+    "custom_ops/README.md), or point QUANTGRAPH_NATIVE_LIBRARY at a built libquantgraph_ops.so"
 )
 
 
@@ -55,17 +57,16 @@ def _candidates() -> list[Path]:
 
 
 def library_path() -> Path:
-    """The native kernel library: $QUANTGRAPH_NATIVE_LIB, else the one installed in the package.
+    """The native kernel library: $QUANTGRAPH_NATIVE_LIBRARY, else the one installed in the package.
 
     Raises :class:`~quantgraph.errors.BackendError` saying how to build it when there is none.
     """
-    override = os.environ.get(ENV_LIBRARY)
+    override = library_override(ENV_LIBRARY, ENV_LIBRARY_DEPRECATED)
     if override:
-        path = Path(override).expanduser()
+        variable, value = override
+        path = Path(value).expanduser()
         if not path.is_file():
-            raise BackendError(
-                f"{ENV_LIBRARY}={override!r} is not a file; unset it or {BUILD_HINT}"
-            )
+            raise BackendError(f"{variable}={value!r} is not a file; unset it or {BUILD_HINT}")
         return path.resolve()
     candidates = _candidates()
     for path in candidates:
@@ -113,6 +114,7 @@ __all__ = [
     "BUILD_HINT",
     "ENV_ISA",
     "ENV_LIBRARY",
+    "ENV_LIBRARY_DEPRECATED",
     "LIBRARY_NAME",
     "is_available",
     "isa",

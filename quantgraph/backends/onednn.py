@@ -12,7 +12,9 @@ binds to the ``libdnnl.so.3`` this module loads first, into the process's global
 - else the one ``pip install 'quantgraph[onednn]'`` installed (``onednn-cpu-gomp``, v3.2).
 
 Two different ``libdnnl.so.3`` cannot live in one process (the first loaded wins): asking for
-another one than the process has is a :class:`BackendError`.
+another one than the process has is a :class:`BackendError`. ``QUANTGRAPH_ONEDNN_KERNELS_LIBRARY``
+overrides where ``libquantgraph_onednn.so`` is (``QUANTGRAPH_ONEDNN_LIB``, its earlier name, still
+works).
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from pathlib import Path
 import onnxruntime as ort
 
 from ..errors import BackendError
+from .environment import library_override
 
 ENV_LIBRARY = "QUANTGRAPH_ONEDNN_LIBRARY"
-ENV_KERNELS = "QUANTGRAPH_ONEDNN_LIB"
+ENV_KERNELS = "QUANTGRAPH_ONEDNN_KERNELS_LIBRARY"
+ENV_KERNELS_DEPRECATED = "QUANTGRAPH_ONEDNN_LIB"
 KERNELS_NAME = "libquantgraph_onednn.so"
 DNNL_SONAME = "libdnnl.so.3"
 # PyPI's oneDNN runtimes, in the order they are looked for.
@@ -68,12 +72,14 @@ def dnnl_path() -> Path:
 
 
 def kernels_path() -> Path:
-    """quantgraph's oneDNN-backed kernel library ($QUANTGRAPH_ONEDNN_LIB overrides it)."""
-    override = os.environ.get(ENV_KERNELS)
+    """quantgraph's oneDNN-backed kernel library ($QUANTGRAPH_ONEDNN_KERNELS_LIBRARY overrides
+    it; $QUANTGRAPH_ONEDNN_LIB, its earlier name, too)."""
+    override = library_override(ENV_KERNELS, ENV_KERNELS_DEPRECATED)
     if override:
-        path = Path(override).expanduser()
+        variable, value = override
+        path = Path(value).expanduser()
         if not path.is_file():
-            raise BackendError(f"{ENV_KERNELS}={override!r} is not a file")
+            raise BackendError(f"{variable}={value!r} is not a file")
         return path.resolve()
     import quantgraph
 
@@ -200,6 +206,7 @@ def register(options: ort.SessionOptions) -> None:
 __all__ = [
     "DISTRIBUTIONS",
     "ENV_KERNELS",
+    "ENV_KERNELS_DEPRECATED",
     "ENV_LIBRARY",
     "INSTALL_HINT",
     "dnnl_path",

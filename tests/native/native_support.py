@@ -24,7 +24,7 @@ from tools import fuzz
 NATIVE_BUILT = native.is_available()
 requires_native = pytest.mark.skipif(
     not NATIVE_BUILT,
-    reason="native library not built (pip install -e . builds it; or set QUANTGRAPH_NATIVE_LIB)",
+    reason="native library not built (pip install -e . builds it, or QUANTGRAPH_NATIVE_LIBRARY)",
 )
 
 NUMPY_OF_ONNX: dict[int, np.dtype] = {d.onnx: d.numpy for d in dtypes.ALL}

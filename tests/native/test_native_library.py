@@ -4,8 +4,10 @@ types its shape inference gives, threading, and how a missing library is reporte
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +62,45 @@ def test_env_override_and_missing_library(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert not native.is_available()
     with pytest.raises(BackendError, match="pip install"):
         native.library_path()
+
+
+def test_library_variables_follow_one_scheme(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """QUANTGRAPH_NATIVE_LIBRARY names the library; QUANTGRAPH_NATIVE_LIB, the earlier name,
+    still works with a DeprecationWarning, and an error names the variable that was set."""
+    built = native.library_path()
+    monkeypatch.setenv("QUANTGRAPH_NATIVE_LIBRARY", str(tmp_path / "new.so"))
+    with pytest.raises(BackendError, match=r"^QUANTGRAPH_NATIVE_LIBRARY='.*new\.so' is not a file"):
+        native.library_path()
+    monkeypatch.delenv("QUANTGRAPH_NATIVE_LIBRARY")
+    monkeypatch.setenv("QUANTGRAPH_NATIVE_LIB", str(tmp_path / "old.so"))
+    with (
+        pytest.warns(DeprecationWarning, match="set QUANTGRAPH_NATIVE_LIBRARY instead"),
+        pytest.raises(BackendError, match=r"^QUANTGRAPH_NATIVE_LIB='.*old\.so' is not a file"),
+    ):
+        native.library_path()
+    monkeypatch.setenv("QUANTGRAPH_NATIVE_LIBRARY", str(built))  # the new name wins
+    assert native.library_path() == built
+
+
+def test_cli_names_a_library_variable_that_points_nowhere(tmp_path: Path) -> None:
+    model = Path(__file__).resolve().parents[2] / "models" / "cnn_u8.onnx"
+    missing = tmp_path / "libquantgraph_ops.so"
+    done = subprocess.run(
+        [sys.executable, "-m", "quantgraph", "run", str(model), "--backend", "native"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "QUANTGRAPH_NATIVE_LIBRARY": str(missing)},
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(
+        f"quantgraph: error: the native backend cannot run: QUANTGRAPH_NATIVE_LIBRARY='{missing}' "
+        "is not a file"
+    )
 
 
 def test_isa_report_and_cap(monkeypatch: pytest.MonkeyPatch) -> None:

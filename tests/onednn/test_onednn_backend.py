@@ -41,6 +41,30 @@ def test_a_bad_library_path_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         onednn.dnnl_path()
 
 
+@requires_onednn
+def test_kernel_library_variables_follow_one_scheme(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """QUANTGRAPH_ONEDNN_KERNELS_LIBRARY names libquantgraph_onednn.so (beside
+    QUANTGRAPH_ONEDNN_LIBRARY for libdnnl); QUANTGRAPH_ONEDNN_LIB, its earlier name, still works
+    with a DeprecationWarning."""
+    monkeypatch.delenv("QUANTGRAPH_ONEDNN_KERNELS_LIBRARY", raising=False)
+    monkeypatch.delenv("QUANTGRAPH_ONEDNN_LIB", raising=False)
+    built = onednn.kernels_path()
+    monkeypatch.setenv("QUANTGRAPH_ONEDNN_KERNELS_LIBRARY", str(tmp_path / "new.so"))
+    with pytest.raises(BackendError, match=r"^QUANTGRAPH_ONEDNN_KERNELS_LIBRARY='.*new\.so'"):
+        onednn.kernels_path()
+    monkeypatch.delenv("QUANTGRAPH_ONEDNN_KERNELS_LIBRARY")
+    monkeypatch.setenv("QUANTGRAPH_ONEDNN_LIB", str(tmp_path / "old.so"))
+    with (
+        pytest.warns(DeprecationWarning, match="set QUANTGRAPH_ONEDNN_KERNELS_LIBRARY instead"),
+        pytest.raises(BackendError, match=r"^QUANTGRAPH_ONEDNN_LIB='.*old\.so' is not a file"),
+    ):
+        onednn.kernels_path()
+    monkeypatch.setenv("QUANTGRAPH_ONEDNN_KERNELS_LIBRARY", str(built))  # the new name wins
+    assert onednn.kernels_path() == built
+
+
 def test_cli_without_onednn_is_one_line(tmp_path: Path) -> None:
     model = tmp_path / "m.onnx"
     model.write_bytes(spec_op_model("Dequantize", (U8, [4]), [0.1]).SerializeToString())

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "node.h"
+#include "common/node.h"
 #include "onednn/partition.h"
 
 namespace qg::onednn {

@@ -6,9 +6,9 @@
 
 #include <memory>
 
-#include "ort_api.h"
-#include "ort_ops.h"
-#include "spec.h"
+#include "common/ort_api.h"
+#include "common/ort_ops.h"
+#include "common/spec.h"
 
 namespace qg::onednn {
 

@@ -4,10 +4,10 @@
 // (quantgraph.backends.onednn does), and that one is what runs.
 #include <string>
 
+#include "common/ort_api.h"
+#include "common/ort_ops.h"
 #include "onednn/kernel.h"
 #include "onednn/partition.h"
-#include "ort_api.h"
-#include "ort_ops.h"
 
 namespace {
 constexpr const char* kLibrary = "quantgraph onednn";

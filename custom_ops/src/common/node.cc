@@ -1,4 +1,4 @@
-#include "node.h"
+#include "common/node.h"
 
 #include <cmath>
 #include <cstring>

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "generated/op_spec.h"
+#include "common/generated/op_spec.h"
 
 namespace qg {
 

@@ -5,9 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/kernels.h"
-#include "ort_api.h"
-#include "spec.h"
+#include "common/ort_api.h"
+#include "common/spec.h"
+#include "native/kernels/kernels.h"
 
 namespace qg {
 

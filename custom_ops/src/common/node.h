@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "ort_api.h"
-#include "spec.h"
+#include "common/ort_api.h"
+#include "common/spec.h"
 
 namespace qg {
 

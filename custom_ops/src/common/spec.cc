@@ -1,4 +1,4 @@
-#include "spec.h"
+#include "common/spec.h"
 
 #include <cmath>
 #include <cstdio>

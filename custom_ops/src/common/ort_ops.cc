@@ -1,11 +1,11 @@
-#include "ort_ops.h"
+#include "common/ort_ops.h"
 
 #include <atomic>
 #include <cstring>
 #include <string>
 #include <utility>
 
-#include "node.h"
+#include "common/node.h"
 
 namespace qg {
 namespace {

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "compute.h"
-#include "kernels/kernels.h"
-#include "node.h"
-#include "ort_api.h"
-#include "ort_ops.h"
-#include "spec.h"
+#include "common/node.h"
+#include "common/ort_api.h"
+#include "common/ort_ops.h"
+#include "common/spec.h"
+#include "native/compute.h"
+#include "native/kernels/kernels.h"
 
 namespace qg {
 namespace {

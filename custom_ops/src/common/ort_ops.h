@@ -14,8 +14,8 @@
 #include <memory>
 #include <vector>
 
-#include "ort_api.h"
-#include "spec.h"
+#include "common/ort_api.h"
+#include "common/spec.h"
 
 namespace qg {
 

@@ -1,0 +1,243 @@
+// The drivers of the per-tensor and per-channel calls: one Compute template over (op family,
+// quantized type, zps type) that picks the kernel table and the kernels' parameters, and Drive,
+// which walks the call's [outer, channels, inner] layout with them (long runs, a repeating
+// pattern of parameters blocked over rows, or "flat" rows of a short pattern).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+
+#include "common/spec.h"
+#include "native/compute.h"
+#include "native/geometry.h"
+#include "native/kernels/kernels.h"
+#include "native/parallel.h"
+#include "native/params.h"
+
+namespace qg::native {
+
+using kernels::DequantizeRow;
+using kernels::QuantizeRow;
+using spec::kF8E4M3;
+using spec::kF8E5M2;
+using spec::kS8;
+using spec::kU8;
+
+// Rows per call of a vec kernel (K::RowBlock), which loads each column's parameters once for
+// all of them. Blocking rows saves parameter loads but multiplies the streams read at once:
+// * data in cache (no streaming stores): quantize blocks 8 rows: [1024, 1024] axis 1 at 1.3x of
+//   the per-tensor time instead of 1.45x-1.6x one row at a time, [256, 256] 1.05x instead of 1.45x;
+// * data streamed from memory: one row at a time while a row's parameters (scale and zero
+//   point: 4 + 0, 2 or 4 bytes a column) fit in kRowParamBytesInL1 beside the stream
+//   ([4096, 4096] with int16 zero points: 1.2x-1.3x, 8 rows: 1.45x), else 8 rows.
+// Dequantize is so cheap that the parameter loads dominate: it blocks 4 rows always.
+// (Measured on Zen 5, one thread.)
+constexpr size_t kRowParamBytesInL1 = size_t{24} << 10;
+// Patterns shorter than this repeat up to it, so that a kernel call has enough elements.
+constexpr size_t kMinPeriod = 256;
+// Patterns whose least common multiple with kernels::kPatternPad is at most this many elements,
+// on s8/u8, go flat: each task's rows are one call that converts them as one run, the
+// parameters repeating with that period (kernels::ChannelParams::padded; zero points as int16
+// when all fit, else int32), with the per-tensor run's loop and prefetch. int16 zero points
+// load fewer bytes beside each vector: [n / 384, 384] on one thread, quantize at 16M 1.12x of
+// the per-tensor time instead of 1.21x; dequantize at 1M 1.27x instead of 1.40x (an earlier
+// build, without the aligned head; 1.13x now).
+// Measured on Zen 5 with benchmarks/compare_libraries.py (12 samples over 2 processes).
+// [n / 16, 16], [n / 64, 64] and [n / 384, 384] on axis 1 (issue #16): 1.3x-2.2x of the
+// per-tensor time at 16M elements with row blocks, ~1.0x-1.2x flat; docs/benchmarks.md,
+// "Narrow innermost per-channel".
+constexpr size_t kFlatMaxPeriod = 512;
+
+// The kernel-table index of a quantized ONNX element type.
+template <int kOnnx>
+constexpr kernels::QType QTypeIndex() {
+  static_assert(kOnnx == kS8 || kOnnx == kU8 || kOnnx == kF8E4M3 || kOnnx == kF8E5M2);
+  return kOnnx == kS8       ? kernels::kS8
+         : kOnnx == kU8     ? kernels::kU8
+         : kOnnx == kF8E4M3 ? kernels::kF8E4M3
+                            : kernels::kF8E5M2;
+}
+
+// An op family (K of Drive and Compute) in one arithmetic (kernels.h): its element types,
+// parameter structs, kernels, and what the arithmetic asks of the call:
+// * Scales: what the kernels take in place of the scales (oneDNN's quantize: reciprocals);
+// * SimdTakes: whether the selected SIMD table is exact for these zero points, else the scalar
+//   table runs the call.
+template <Arithmetic kArithmetic>
+struct QuantizeFamily {
+  static size_t RowBlock(bool stream, bool params_in_l1) { return stream && params_in_l1 ? 1 : 8; }
+  using Src = float;
+  using Dst = uint8_t;
+  using Row = QuantizeRow;
+  template <typename Zp>
+  using Vec = kernels::QuantizeVecOf<Zp>;
+  using Kernels = kernels::QuantizeKernels;
+  static const Kernels& Select(const kernels::KernelTable& t, kernels::QType q) {
+    return kArithmetic == Arithmetic::kOnnx ? t.quantize[q] : t.quantize_onednn[q];
+  }
+  static const float* Scales(const CallArgs& a, ScaleBuffer& buffer) {
+    if constexpr (kArithmetic == Arithmetic::kOnnx) return static_cast<const float*>(a.scales);
+    return Reciprocals(a, buffer);
+  }
+  static bool SimdTakes(const kernels::ZeroPointRange& range) {
+    return kArithmetic == Arithmetic::kOnednn || range.FitsSimd();  // oneDNN's: every zp
+  }
+};
+
+template <Arithmetic kArithmetic>
+struct DequantizeFamily {
+  static size_t RowBlock(bool, bool) { return 4; }
+  using Src = uint8_t;
+  using Dst = float;
+  using Row = DequantizeRow;
+  template <typename Zp>
+  using Vec = kernels::DequantizeVecOf<Zp>;
+  using Kernels = kernels::DequantizeKernels;
+  static const Kernels& Select(const kernels::KernelTable& t, kernels::QType q) {
+    return kArithmetic == Arithmetic::kOnnx ? t.dequantize[q] : t.dequantize_onednn[q];
+  }
+  static const float* Scales(const CallArgs& a, ScaleBuffer&) {
+    return static_cast<const float*>(a.scales);
+  }
+  // oneDNN subtracts float(zp): the SIMD tables' int32 difference is the same while float(zp)
+  // is exact.
+  static bool SimdTakes(const kernels::ZeroPointRange& range) {
+    return kArithmetic == Arithmetic::kOnnx ? range.FitsSimd() : range.FitsFloat();
+  }
+};
+
+// The call as a [rows, period] matrix plus a last partial row, with per-column parameters p,
+// cut into tasks of about a chunk (blocks of rows, and of columns when a row alone is larger);
+// the kernel converts row_block rows per call, loading each column's parameters once for all
+// of them. Padded (flat) patterns: one call per task with all its rows, which the kernel
+// converts as one run.
+template <class K, typename Zp, typename VecFn>
+void DriveVec(const CallArgs& a, const ExecContext& ex, size_t period,
+              const typename K::template Vec<Zp>& p, VecFn vec, bool stream, void (*fence)()) {
+  const auto* x = static_cast<const typename K::Src*>(a.src);
+  auto* y = static_cast<typename K::Dst*>(a.dst);
+  const size_t rows = a.elements / period;
+  const size_t rest = a.elements % period;
+  const size_t chunk = ChunkFor(a.elements);
+  const size_t param_bytes = sizeof(float) + (p.zp != nullptr ? sizeof(Zp) : 0);
+  const size_t row_block =
+      p.padded ? rows : K::RowBlock(stream, period * param_bytes <= kRowParamBytesInL1);
+  const size_t cols_per_task = period < chunk ? period : chunk;
+  const size_t col_tasks = (period + cols_per_task - 1) / cols_per_task;
+  const size_t rows_per_task = chunk / cols_per_task > 0 ? chunk / cols_per_task : 1;
+  const size_t row_tasks = (rows + rows_per_task - 1) / rows_per_task;
+  ParallelTasks(ex, row_tasks * col_tasks, a.elements, fence, [&](size_t task) {
+    const size_t r0 = task / col_tasks * rows_per_task;
+    const size_t r1 = r0 + rows_per_task < rows ? r0 + rows_per_task : rows;
+    const size_t c0 = task % col_tasks * cols_per_task;
+    const size_t c1 = c0 + cols_per_task < period ? c0 + cols_per_task : period;
+    const typename K::template Vec<Zp> params{p.scale + c0, p.zp != nullptr ? p.zp + c0 : nullptr,
+                                              p.zp_nonnegative,
+                                              p.padded && c0 == 0 && c1 == period};
+    for (size_t r = r0; r < r1; r += row_block) {
+      const size_t block = r + row_block < r1 ? row_block : r1 - r;
+      const size_t offset = r * period + c0;
+      vec(x + offset, y + offset, c1 - c0, params, block, period);
+    }
+  });
+  if (rest != 0) {
+    const size_t offset = rows * period;
+    vec(x + offset, y + offset, rest, p, 1, period);
+    if (fence != nullptr) fence();
+  }
+}
+
+// Runs one call over [outer, channels, inner] with the chosen kernels: per-tensor as one run;
+// long runs (inner >= kMinRun) one kernel call per run with the channel's scalars, the range
+// cut into equal chunks for the thread pool (a chunk starts anywhere in a run); the innermost
+// axis and other short runs with per-element parameters vectorized across channels (the
+// caller's arrays themselves when inner == 1, else a pattern of channels * inner), blocked
+// over rows so that the parameters are loaded once per block of rows.
+template <class K>
+void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const int32_t* zp,
+           const kernels::ZeroPointRange& range, const typename K::Kernels& k, bool stream,
+           void (*fence)(), bool flat_kernels) {
+  const Geometry g = MakeGeometry(a);
+  const auto* x = static_cast<const typename K::Src*>(a.src);
+  auto* y = static_cast<typename K::Dst*>(a.dst);
+  const auto run = k.run[zp != nullptr][stream];
+  if (g.channels == 1) {
+    const typename K::Row row{scale[0], zp != nullptr ? zp[0] : 0};
+    ParallelRanges(ex, a.elements, fence,
+                   [&](size_t b, size_t e) { run(x + b, y + b, e - b, row); });
+    return;
+  }
+  if (!UsePattern(g)) {
+    ParallelRanges(ex, a.elements, fence, [&](size_t b, size_t e) {
+      WalkRuns(g, b, e, [&](size_t p, size_t len, size_t c) {
+        run(x + p, y + p, len, typename K::Row{scale[c], zp != nullptr ? zp[c] : 0});
+      });
+    });
+    return;
+  }
+  // One period of parameters covers channels * inner elements; short periods repeat so that a
+  // kernel call has at least kMinPeriod elements.
+  const size_t base = g.channels * g.inner;
+  const size_t period = base < kMinPeriod ? base * ((kMinPeriod + base - 1) / base) : base;
+  std::vector<float> scale_buffer;
+  // The flat period: the least common multiple of the pattern and kPatternPad (64 for 16 or
+  // 64 columns: one block of 4 AVX-512 vectors, whose parameters the kernel keeps in registers).
+  const size_t flat = base / std::gcd(base, kernels::kPatternPad) * kernels::kPatternPad;
+  if (flat_kernels && flat <= kFlatMaxPeriod) {
+    const size_t pad = kernels::kPatternPad;
+    // Every task starts at a multiple of the period (of 64 elements), so at the same alignment.
+    const size_t misaligned = reinterpret_cast<uintptr_t>(a.dst) % 64;
+    const size_t head = (misaligned == 0 ? 0 : 64 - misaligned) / sizeof(typename K::Dst);
+    const float* scales = Periodic(scale, g, flat, scale_buffer, pad, head);
+    if (zp != nullptr && range.FitsInt16()) {
+      std::vector<int16_t> zp16;
+      const int16_t* zps = Periodic(zp, g, flat, zp16, pad, head);
+      DriveVec<K>(a, ex, flat,
+                  typename K::template Vec<int16_t>{scales, zps, range.lo >= 0, true},
+                  k.vec16[stream], stream, fence);
+      return;
+    }
+    std::vector<int32_t> zp_buffer;
+    const int32_t* zps = zp != nullptr ? Periodic(zp, g, flat, zp_buffer, pad, head) : nullptr;
+    DriveVec<K>(a, ex, flat,
+                typename K::template Vec<int32_t>{scales, zps, range.lo >= 0, true},
+                k.vec[zp != nullptr][stream], stream, fence);
+    return;
+  }
+  const float* scales = Periodic(scale, g, period, scale_buffer);
+  if (zp != nullptr && range.FitsInt16()) {
+    std::vector<int16_t> zp_buffer;
+    const int16_t* zps = Periodic(zp, g, period, zp_buffer);
+    DriveVec<K>(a, ex, period, typename K::template Vec<int16_t>{scales, zps, range.lo >= 0},
+                k.vec16[stream], stream, fence);
+  } else {
+    std::vector<int32_t> zp_buffer;
+    const int32_t* zps = zp != nullptr ? Periodic(zp, g, period, zp_buffer) : nullptr;
+    DriveVec<K>(a, ex, period, typename K::template Vec<int32_t>{scales, zps, range.lo >= 0},
+                k.vec[zp != nullptr][stream], stream, fence);
+  }
+}
+
+// ---- one call ---------------------------------------------------------------------------
+
+// A call of either family (K) on quantized type kQuantized with zero points of type Zp (void:
+// none): one pass over the zero points picks the table (SIMD unless they are too large), drops
+// all-zero ones and tells Drive what the vec kernels may take.
+template <class K, int kQuantized, typename Zp>
+void Compute(const CallArgs& a, const ExecContext& ex) {
+  ZpBuffer buffer;
+  const int32_t* zp = ZeroPoints<Zp>(a, buffer);
+  const kernels::ZeroPointRange range(zp, zp != nullptr ? a.scale_count : 0);
+  const kernels::KernelTable& table = K::SimdTakes(range) ? *ex.table : *kernels::ScalarTable();
+  const bool stream = a.elements * sizeof(typename K::Dst) >= kStreamMinBytes;
+  constexpr bool kFlat = kQuantized == kS8 || kQuantized == kU8;  // kernels with a flat path
+  ScaleBuffer scales;
+  Drive<K>(a, ex, K::Scales(a, scales), range.AllZero() ? nullptr : zp, range,
+           K::Select(table, QTypeIndex<kQuantized>()), stream, stream ? table.fence : nullptr,
+           kFlat);
+}
+
+}  // namespace qg::native
