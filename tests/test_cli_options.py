@@ -101,22 +101,22 @@ def test_bench_values_parse_into_what_run_gets(monkeypatch: pytest.MonkeyPatch) 
     assert empty.exit_code == 0 and seen["weights"] == ()
 
 
-# -- QUANTGRAPH_NATIVE_LIB (item 10) ------------------------------------------------------------
+# -- QUANTGRAPH_NATIVE_LIBRARY (item 10) ---------------------------------------------------------
 
 
 def test_a_wrong_native_library_variable_is_an_error_not_a_fallback(
     models: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("QUANTGRAPH_NATIVE_LIB", "/nonexistent.so")
+    monkeypatch.setenv("QUANTGRAPH_NATIVE_LIBRARY", "/nonexistent.so")
     line = one_line_error(invoke("run", models / "cnn_qg.onnx"))
-    assert "QUANTGRAPH_NATIVE_LIB='/nonexistent.so' is not a file" in line
+    assert "QUANTGRAPH_NATIVE_LIBRARY='/nonexistent.so' is not a file" in line
     # An explicit other backend is still the user's choice.
     python = invoke("run", models / "cnn_qg.onnx", "--backend", "python")
     assert python.exit_code == 0, python.output
 
 
 def test_a_wrong_native_library_variable_in_a_real_process(models: Path) -> None:
-    env = {**os.environ, "QUANTGRAPH_NATIVE_LIB": "/nonexistent.so"}
+    env = {**os.environ, "QUANTGRAPH_NATIVE_LIBRARY": "/nonexistent.so"}
     done = subprocess.run(
         [sys.executable, "-m", "quantgraph", "run", str(models / "cnn_qg.onnx")],
         capture_output=True,
@@ -125,7 +125,7 @@ def test_a_wrong_native_library_variable_in_a_real_process(models: Path) -> None
         timeout=120,
     )
     assert done.returncode == 2, done
-    assert done.stderr.count("\n") == 1 and "QUANTGRAPH_NATIVE_LIB" in done.stderr
+    assert done.stderr.count("\n") == 1 and "QUANTGRAPH_NATIVE_LIBRARY" in done.stderr
 
 
 # -- --inputs files (item 8) --------------------------------------------------------------------

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..passes.report import SkippedNode
+
 NONE = "none"
 ONNXRUNTIME = "onnxruntime"
 MODES: tuple[str, ...] = (NONE, ONNXRUNTIME)
@@ -38,22 +40,9 @@ class Unit:
         }
 
 
-@dataclass(frozen=True)
-class LeftAlone:
-    """A spec op that runs alone on the session's backend, and why."""
-
-    node: str
-    op_type: str
-    reason: str
-    graph: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "node": self.node,
-            "op_type": self.op_type,
-            "reason": self.reason,
-            "graph": self.graph,
-        }
+# A spec op that runs alone on the session's backend, and why: the shape of a rewrite's
+# skipped node (node, op_type, reason, graph).
+LeftAlone = SkippedNode
 
 
 @dataclass

@@ -66,6 +66,8 @@ class ErrorStats:
 
     def add(self, expected: np.ndarray, actual: np.ndarray) -> None:
         """Count one sample (same shape; shape or type mismatches are ``compare``'s to report)."""
+        if np.shape(expected) != np.shape(actual):
+            return
         want = _wide(expected)
         got = _wide(actual)
         if want is None or got is None or want.shape != got.shape:
