@@ -8,6 +8,8 @@ Writes ORIGINAL.onnx and ORIGINAL_qg.onnx (``quantgraph.convert``) for:
 - smart_turn: smart-turn v3.2, a QDQ audio transformer shipped in the ``pipecat-ai`` wheel;
 - nudenet_u8: the ``nudenet`` wheel's 320n detector, quantize_static u8 (QDQ, per-channel
   weights, 8 random calibration images);
+- ppocr_cls_u8: the ``rapidocr_onnxruntime`` wheel's PP-OCR text-direction classifier (input
+  [-1, 3, ?, ?]), quantize_static u8 like nudenet, and inputs ppocr_cls_inputs.npz (1x3x48x192);
 - int4_matmul: x[M, 4096] @ DequantizeLinear(int4 [4096, 4096], block 32, axis 0), written by
   onnxruntime's MatMulNBitsQuantizer in QDQ form, and inputs int4_matmul_m{1,16,128}.npz.
 Wheels are fetched with ``pip download`` (PyPI only) into the output folder.
@@ -34,6 +36,10 @@ WHEELS = {
         "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx",
     ),
     "nudenet_float": ("nudenet==3.4.2", "nudenet/320n.onnx"),
+    "ppocr_cls_float": (
+        "rapidocr_onnxruntime==1.4.4",
+        "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+    ),
 }
 
 
@@ -128,8 +134,13 @@ def main(folder: Path) -> None:
         (folder / "smart_turn.onnx").write_bytes(smart.read_bytes())
         nudenet = from_wheel(*WHEELS["nudenet_float"], wheels)
         quantize_u8(nudenet, folder / "nudenet_u8.onnx", [1, 3, 320, 320])
+        classifier = from_wheel(*WHEELS["ppocr_cls_float"], wheels)
+        quantize_u8(classifier, folder / "ppocr_cls_u8.onnx", [1, 3, 48, 192])
+        x = np.random.default_rng(1).random((1, 3, 48, 192), dtype=np.float32)
+        with open(folder / "ppocr_cls_inputs.npz", "wb") as stream:
+            np.savez(stream, x=x)
     int4_matmul(folder / "int4_matmul.onnx")
-    for name in ("smart_turn", "nudenet_u8", "int4_matmul"):
+    for name in ("smart_turn", "nudenet_u8", "ppocr_cls_u8", "int4_matmul"):
         quantgraph.convert(folder / f"{name}.onnx").save(folder / f"{name}_qg.onnx", force=True)
         print(f"wrote {folder / name}.onnx and {name}_qg.onnx")
 

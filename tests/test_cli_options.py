@@ -277,6 +277,20 @@ def test_an_original_failing_on_given_inputs_does_not_suggest_inputs(tmp_path: P
     assert "--inputs" not in line and "--dim" not in line
 
 
+def test_inputs_fit_a_minus_one_dim(tmp_path: Path) -> None:
+    """A dim declared -1 (Paddle2ONNX's PP-OCR classifier: [-1, 3, ?, ?]) takes any size."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [-1, 3])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [-1, 3])
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 21)])
+    onnx.save(model, tmp_path / "m.onnx")
+    np.savez(tmp_path / "in.npz", x=np.ones((4, 3), np.float32))
+    result = invoke(
+        "validate", tmp_path / "m.onnx", tmp_path / "m.onnx", "--inputs", tmp_path / "in.npz"
+    )
+    assert result.exit_code == 0, result.stderr
+
+
 # -- two unrelated models (item 12) -------------------------------------------------------------
 
 

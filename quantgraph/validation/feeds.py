@@ -56,7 +56,8 @@ def expected_inputs(model: ir.Model) -> list[Expected]:
             continue
         shape = None
         if value.shape is not None:
-            shape = tuple(d if isinstance(d, int) else None for d in value.shape)
+            # a -1 dim (Paddle2ONNX writes them) is as unknown as a symbolic one
+            shape = tuple(d if isinstance(d, int) and d >= 0 else None for d in value.shape)
         found.append(Expected(value.name, _numpy_name(value.dtype), shape))
     return found
 
