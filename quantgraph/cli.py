@@ -1,6 +1,7 @@
 """quantgraph command line: convert, lower, validate, run, inspect, bench.
 
-Only this module knows about terminals, exit codes and JSON printing.
+Only the command line (this module and the cli_*.py beside it: shared helpers, bench, options,
+text, JSON, process handling) knows about terminals, exit codes and JSON printing.
 Exit codes: 0 success (validate: the models agree), 1 validate found a disagreement,
 2 an error (one line on stderr; --debug shows the traceback).
 """
@@ -8,16 +9,23 @@ Exit codes: 0 success (validate: the models agree), 1 validate found a disagreem
 from __future__ import annotations
 
 import gc
-import json
 import sys
-import traceback
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import click
 
-from .cli_json import JsonErrorGroup, echo_error, json_safe
+from .cli_bench import bench
+from .cli_common import (
+    EXIT_DISAGREE,
+    EXIT_OK,
+    bound_dims,
+    bound_ranges,
+    errors_are_one_line,
+    print_json,
+    quiet_onnxruntime,
+)
+from .cli_json import JsonErrorGroup
 from .cli_options import (
     ARITHMETIC_OPTION,
     BACKEND_OPTION,
@@ -30,7 +38,6 @@ from .cli_options import (
     SEED_OPTION,
     VAL_RANGE_OPTION,
     VALIDATE_OPTIONS,
-    bench_options,
     refuse_given,
 )
 from .cli_process import (
@@ -38,7 +45,6 @@ from .cli_process import (
     Interrupted,
     exit_interrupted,
     install_interrupt_handler,
-    interrupted,
     validation_failed,
 )
 from .cli_text import (
@@ -48,71 +54,12 @@ from .cli_text import (
     print_support,
     print_validation,
 )
-from .errors import one_line
-from .progress import Bar, Status, erase, shown
+from .progress import Bar, Status
 from .writing import check_output
-
-EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class QuantgraphGroup(DebugAnywhere, JsonErrorGroup):
     """``--debug`` anywhere (cli_process) and usage errors as JSON under --json (cli_json)."""
-
-
-def _fail(message: str) -> NoReturn:
-    erase()
-    echo_error(message, EXIT_ERROR)  # under --json, also a JSON object on stdout
-    click.echo(f"quantgraph: error: {message}", err=True)
-    sys.exit(EXIT_ERROR)
-
-
-def _errors_are_one_line(function: F) -> F:
-    """Turn every expected failure into one line on stderr and exit code 2."""
-    import functools
-
-    @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        debug = click.get_current_context().find_root().params.get("debug", False)
-        try:
-            return function(*args, **kwargs)
-        except click.exceptions.Exit:
-            raise
-        except (click.ClickException, click.Abort):
-            raise
-        except Exception as error:
-            if interrupted():  # Ctrl-C that an extension module turned into another error
-                exit_interrupted()
-            if debug:
-                erase()
-                traceback.print_exc()
-                sys.exit(EXIT_ERROR)
-            _fail(one_line(error))
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _val_ranges(
-    values: tuple[tuple[str, tuple[float, float]], ...],
-) -> dict[str, tuple[float, float]]:
-    return dict(values)  # parsed and checked by ValRangeType; the model checks the rest
-
-
-def _quiet_onnxruntime() -> None:
-    """onnxruntime's own log lines never reach the terminal: its errors arrive as exceptions,
-    which become quantgraph's one-line errors."""
-    import onnxruntime
-
-    onnxruntime.set_default_logger_severity(4)
-
-
-def _dims(values: tuple[tuple[str, int], ...]) -> dict[str, int]:
-    return dict(values)  # parsed and checked by DimType; the model checks the rest
-
-
-def _print_json(payload: object) -> None:
-    safe = json_safe(payload)
-    click.echo(json.dumps(safe, indent=2, sort_keys=False, default=str, allow_nan=False))
 
 
 @click.group(
@@ -185,7 +132,7 @@ def main(debug: bool) -> None:
     "offline). With --validate; replaced only with --force.",
 )
 @JSON_OPTION
-@_errors_are_one_line
+@errors_are_one_line
 def convert(
     model_in: Path,
     model_out: Path | None,
@@ -217,8 +164,8 @@ def convert(
         raise click.UsageError("OUT is required unless --dry-run is given")
     if not validate_result:
         refuse_given(VALIDATE_OPTIONS, "only with --validate")
-    bound = _dims(dims)  # a bad --dim or --val-range fails before anything is written
-    ranges = _val_ranges(val_ranges)
+    bound = bound_dims(dims)  # a bad --dim or --val-range fails before anything is written
+    ranges = bound_ranges(val_ranges)
     if model_out is not None and not dry_run:
         check_output(model_out, force=force, protect=(model_in,), external_data=external_data)
     with Bar("rewriting Q/DQ nodes", quiet=as_json) as progress:
@@ -236,7 +183,7 @@ def convert(
     if validate_result:
         from .validation import validate as run_validate
 
-        _quiet_onnxruntime()
+        quiet_onnxruntime()
         # What is in memory, unless its weights live on disk (then OUT beside them; under
         # --dry-run the model, whose weights are read from IN's files).
         rewritten: ModelLike = result.proto
@@ -261,7 +208,9 @@ def convert(
                 raise validation_failed(error, status.stage, model_in, model_out) from error
         payload["validation"] = validation.to_dict()
         if report_path is not None:
-            _write_page(
+            from .validation.html_page import write_page
+
+            write_page(
                 report_path,
                 validation,
                 model_in,
@@ -270,7 +219,7 @@ def convert(
                 conversion=result.report,
             )
     if as_json:
-        _print_json(payload)
+        print_json(payload)
     else:
         print_conversion(result.report, dry_run, model_out)
         if validation is not None:
@@ -302,7 +251,7 @@ def convert(
     "without it that is an error and nothing is written.",
 )
 @JSON_OPTION
-@_errors_are_one_line
+@errors_are_one_line
 def lower(
     model_in: Path, model_out: Path, external_data: str, force: bool, allow_partial: bool,
     as_json: bool,
@@ -319,7 +268,7 @@ def lower(
     result.save(model_out, external_data=external_data, force=force)
     payload: dict[str, Any] = {**result.report.to_dict(), "output": str(model_out)}
     if as_json:
-        _print_json(payload)
+        print_json(payload)
     else:
         print_conversion(result.report, False, model_out)
 
@@ -373,7 +322,7 @@ def lower(
 @click.option("--force", is_flag=True, help="Replace the --report page if it exists.")
 @FUSION_OPTION
 @JSON_OPTION
-@_errors_are_one_line
+@errors_are_one_line
 def validate(
     original: Path,
     rewritten: Path,
@@ -412,7 +361,7 @@ def validate(
 
     if inputs:
         refuse_given(GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
-    _quiet_onnxruntime()
+    quiet_onnxruntime()
     status = Status("validate", quiet=as_json)
     report = run_validate(
         original,
@@ -421,8 +370,8 @@ def validate(
         backend=backend,
         arithmetic=arithmetic,
         seed=seed,
-        dims=_dims(dims),
-        val_ranges=_val_ranges(val_ranges),
+        dims=bound_dims(dims),
+        val_ranges=bound_ranges(val_ranges),
         iterations=iterations,
         intermediate=intermediate,
         optimized=optimized,
@@ -433,31 +382,16 @@ def validate(
     )
     status.close()
     if report_path is not None:
-        _write_page(report_path, report, original, rewritten, force=force)
+        from .validation.html_page import write_page
+
+        write_page(report_path, report, original, rewritten, force=force)
     if as_json:
-        _print_json(report.to_dict())
+        print_json(report.to_dict())
     else:
         print_validation(report)
         if report_path is not None:
             click.echo(f"wrote {report_path}")
     sys.exit(EXIT_OK if report.agree else EXIT_DISAGREE)
-
-
-def _write_page(
-    path: Path,
-    report: Any,
-    original: Path | str,
-    rewritten: Path | str,
-    *,
-    force: bool,
-    conversion: Any = None,
-) -> None:
-    from .io import write_file
-    from .validation.html_page import render
-
-    page = render(report, original=str(original), rewritten=str(rewritten), conversion=conversion)
-    models = tuple(Path(m) for m in (original, rewritten))  # a page never replaces a model
-    write_file(path, page.encode("utf-8"), force=force, protect=models, role="--report")
 
 
 @main.command()
@@ -480,7 +414,7 @@ def _write_page(
 @VAL_RANGE_OPTION
 @FUSION_OPTION
 @JSON_OPTION
-@_errors_are_one_line
+@errors_are_one_line
 def run(
     model: Path,
     inputs: Path | None,
@@ -500,8 +434,8 @@ def run(
 
     if inputs:
         refuse_given(GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
-    _quiet_onnxruntime()
-    bound, ranges = _dims(dims), _val_ranges(val_ranges)
+    quiet_onnxruntime()
+    bound, ranges = bound_dims(dims), bound_ranges(val_ranges)
     inputs_and_model = (model, *([inputs] if inputs else []))
     if output is not None:
         check_output(output, force=force, protect=inputs_and_model, role="--output")
@@ -520,7 +454,7 @@ def run(
         write_npz(output, arrays, force=force, protect=inputs_and_model, role="--output")
     summary = [describe(name, value) for name, value in zip(names, results, strict=True)]
     if as_json:
-        _print_json(
+        print_json(
             {
                 "backend": session.backend,
                 "arithmetic": session.arithmetic,
@@ -554,7 +488,7 @@ def run(
 )
 @FUSION_OPTION
 @JSON_OPTION
-@_errors_are_one_line
+@errors_are_one_line
 def inspect(
     model: Path,
     static: bool,
@@ -580,7 +514,7 @@ def inspect(
     if backend is not None:
         from .backends.support import node_support
 
-        _quiet_onnxruntime()
+        quiet_onnxruntime()
         support = node_support(result.model, backend, arithmetic)
         payload["backend_support"] = {
             "backend": backend,
@@ -591,11 +525,11 @@ def inspect(
     if fusion != "none":
         from .session import InferenceSession
 
-        _quiet_onnxruntime()
+        quiet_onnxruntime()
         plan = InferenceSession(result.model, backend, arithmetic=arithmetic, fusion=fusion)
         payload["fusion_plan"] = plan.fusion_plan.to_dict()
     if as_json:
-        _print_json(payload)
+        print_json(payload)
         return
     print_conversion(result.report, True, None)
     if support is not None:
@@ -612,139 +546,7 @@ def _engine(backend: str | None) -> str | None:
     return onednn.version()
 
 
-@main.command()
-@bench_options
-@click.option(
-    "--model",
-    "models",
-    nargs=2,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    metavar="ORIGINAL REWRITTEN",
-    help="Time whole models instead of kernels: ORIGINAL at ORT_ENABLE_ALL (the baseline) and "
-    "ORT_DISABLE_ALL, REWRITTEN per --backends and --fusions; each variant in its own process.",
-)
-@click.option(
-    "--backends",
-    default="native",
-    show_default=True,
-    help="With --model: comma-separated backends for REWRITTEN.",
-)
-@click.option(
-    "--fusions",
-    default="none,onnxruntime",
-    show_default=True,
-    help="With --model: comma-separated fusion modes for REWRITTEN.",
-)
-@click.option(
-    "--rounds",
-    type=click.IntRange(min=1),
-    default=5,
-    show_default=True,
-    help="With --model: processes per variant (one per round, interleaved).",
-)
-@click.option(
-    "--inputs",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="With --model: an .npz of inputs (default: generated as validate does).",
-)
-@JSON_OPTION
-@_errors_are_one_line
-def bench(
-    sizes: tuple[int, ...],
-    repeat: int,
-    columns: tuple[int, ...],
-    threads: int,
-    weights: tuple[tuple[int, int], ...],
-    no_spinning: bool,
-    models: tuple[Path, Path] | None,
-    backends: str,
-    fusions: str,
-    rounds: int,
-    inputs: Path | None,
-    as_json: bool,
-) -> None:
-    """Time the kernels against onnxruntime's QuantizeLinear/DequantizeLinear, plain numpy and
-    np.copyto, measured in the same run; or, with --model, whole models.
-
-    \b
-    Examples:
-      quantgraph bench --sizes 1048576 --weights ''
-      quantgraph bench --model model.onnx model_qg.onnx --fusions none,onnxruntime --rounds 7
-    """
-    if models:
-        _bench_models(models, backends, fusions, rounds, repeat, threads, inputs, as_json)
-        return
-    from . import bench as benchmarks
-
-    if sizes and columns and max(columns) > min(sizes):
-        raise click.BadParameter(
-            f"{max(columns)} columns leave no row for a size of {min(sizes)} elements "
-            "(each column count must be at most the smallest of --sizes)",
-            param_hint="'--columns'",
-        )
-    narrow = tuple(f"{benchmarks.NARROW_PREFIX}{c}" for c in columns)
-    progress = (lambda text: click.echo(text, err=True)) if shown(as_json) else None
-    rows = benchmarks.run(
-        sizes=sizes,
-        repeat=repeat,
-        layouts=(*benchmarks.LAYOUTS, *narrow),
-        threads=threads,
-        spinning=not no_spinning,
-        progress=progress,
-        weights=weights,
-    )
-    if as_json:
-        _print_json([row.to_dict() for row in rows])
-    else:
-        click.echo(benchmarks.format_table(rows))
-
-
-def _bench_models(
-    models: tuple[Path, Path],
-    backends: str,
-    fusions: str,
-    rounds: int,
-    runs: int,
-    threads: int,
-    inputs: Path | None,
-    as_json: bool,
-) -> None:
-    from .backends import BACKENDS
-    from .bench_models import bench_models
-    from .fusion.plan import MODES
-    from .validation import load_inputs
-
-    chosen = [b.strip() for b in backends.split(",") if b.strip()]
-    modes = [f.strip() for f in fusions.split(",") if f.strip()]
-    for name, values, allowed in (("--backends", chosen, BACKENDS), ("--fusions", modes, MODES)):
-        for value in values:
-            if value not in allowed:
-                raise click.BadParameter(
-                    f"{value!r} is not one of {', '.join(allowed)}", param_hint=name
-                )
-    progress = (lambda text: click.echo(text, err=True)) if shown(as_json) else None
-    timings = bench_models(
-        models[0],
-        models[1],
-        backends=chosen,
-        fusions=modes,
-        rounds=rounds,
-        runs=runs,
-        threads=threads,
-        inputs=load_inputs(inputs) if inputs else None,
-        progress=progress,
-    )
-    if as_json:
-        _print_json([t.to_dict() for t in timings])
-        return
-    click.echo(f"{'variant':<40} {'median ms':>10} {'ratio':>7}  (to the original at ENABLE_ALL)")
-    for timing in timings:
-        if timing.error is not None:
-            click.echo(f"{timing.label:<40} failed: {timing.error}")
-            continue
-        median, ratio = timing.median_ms, timing.ratio
-        ratio_text = "-" if ratio is None else f"{ratio:.2f}x"
-        click.echo(f"{timing.label:<40} {median or 0:>10.3f} {ratio_text:>7}")
+main.add_command(bench)
 
 
 def console_main() -> None:

@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from html import escape
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from . import svg
@@ -330,3 +331,21 @@ def _num(value: float) -> str:
 
 def _json_num(value: float) -> float | None:
     return None if math.isinf(value) or math.isnan(value) else float(f"{value:.4g}")
+
+
+def write_page(
+    path: Path,
+    report: Any,
+    original: Path | str,
+    rewritten: Path | str,
+    *,
+    force: bool,
+    conversion: Any = None,
+) -> None:
+    """Write the page of ``report`` to ``path`` by quantgraph.writing's rules (never over
+    either model; replaced only with ``force``)."""
+    from ..io import write_file
+
+    page = render(report, original=str(original), rewritten=str(rewritten), conversion=conversion)
+    models = tuple(Path(m) for m in (original, rewritten))  # a page never replaces a model
+    write_file(path, page.encode("utf-8"), force=force, protect=models, role="--report")
