@@ -28,7 +28,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnxruntime as ort
 
-from quantgraph import bench, bench_weights
+from quantgraph.bench import kernels as bench
+from quantgraph.bench import weights as bench_weights
 
 WEIGHT_COLUMNS = 4096
 

@@ -2,7 +2,7 @@
 
 Public API: :data:`DOMAIN`, :func:`convert`, :func:`lower`, :func:`validate`,
 :class:`InferenceSession`, :func:`session_options`, :func:`lower`. The custom-domain ONNX
-schemas are registered by ``quantgraph.schemas.register()`` (convert and sessions call it).
+schemas are registered by ``quantgraph.ir.onnx_schemas.register()`` (convert and sessions call it).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .backends import session_options
     from .converter import convert, lower
-    from .session import InferenceSession
+    from .runtime.session import InferenceSession
     from .spec import DOMAIN, OPSET_VERSION
     from .validation import validate
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "DOMAIN": ("spec", "DOMAIN"),
     "OPSET_VERSION": ("spec", "OPSET_VERSION"),
-    "InferenceSession": ("session", "InferenceSession"),
+    "InferenceSession": ("runtime.session", "InferenceSession"),
     "session_options": ("backends", "session_options"),
     "convert": ("converter", "convert"),
     "lower": ("converter", "lower"),

@@ -54,8 +54,8 @@ from .cli_text import (
     print_support,
     print_validation,
 )
+from .ir.output_files import check_output
 from .progress import Bar, Status
-from .writing import check_output
 
 
 class QuantgraphGroup(DebugAnywhere, JsonErrorGroup):
@@ -158,7 +158,7 @@ def convert(
     --val-range, --seed and --iterations are --validate's options.
     """
     from .converter import convert as run_convert
-    from .io import ModelLike, has_external_data
+    from .ir.model_files import ModelLike, has_external_data
 
     if model_out is None and not dry_run:
         raise click.UsageError("OUT is required unless --dry-run is given")
@@ -429,7 +429,7 @@ def run(
     force: bool,
 ) -> None:
     """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""
-    from .session import InferenceSession
+    from .runtime.session import InferenceSession
     from .validation import load_inputs, make_inputs
 
     if inputs:
@@ -448,7 +448,7 @@ def run(
     names = [o.name for o in session.get_outputs()]
     results = session.run(names, feeds)
     if output is not None:
-        from .writing import write_npz
+        from .ir.output_files import write_npz
 
         arrays = dict(zip(names, results, strict=True))
         write_npz(output, arrays, force=force, protect=inputs_and_model, role="--output")
@@ -523,7 +523,7 @@ def inspect(
         }
     plan = None
     if fusion != "none":
-        from .session import InferenceSession
+        from .runtime.session import InferenceSession
 
         quiet_onnxruntime()
         plan = InferenceSession(result.model, backend, arithmetic=arithmetic, fusion=fusion)

@@ -74,7 +74,7 @@ def bench(
     if models:
         _bench_models(models, backends, fusions, rounds, repeat, threads, inputs, as_json)
         return
-    from . import bench as benchmarks
+    from .bench import kernels as benchmarks
 
     if sizes and columns and max(columns) > min(sizes):
         raise click.BadParameter(
@@ -110,7 +110,7 @@ def _bench_models(
     as_json: bool,
 ) -> None:
     from .backends import BACKENDS
-    from .bench_models import bench_models
+    from .bench.models import bench_models
     from .fusion.plan import MODES
     from .validation import load_inputs
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 
-from ._collector import collector_paused
 from .errors import ModelError
-from .io import (
+from .ir.collector import collector_paused
+from .ir.model_files import (
     AUTO,
     ModelLike,
     has_external_data,
@@ -22,11 +22,11 @@ from .io import (
     save_model,
     source_files,
 )
-from .opsets import check_opset
+from .ir.onnx_schemas import register as register_schemas
+from .ir.opsets import check_opset
 from .passes import RewriteReport, pipelines
 from .passes.full_check import checked_proto
 from .passes.node_rewrite import Progress
-from .schemas import register as register_schemas
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class ConvertResult:
         """Write complete or not at all, never over an input file (the same file by inode,
         whatever the path's spelling) nor onto anything but a regular file; an existing file
         is replaced only with ``force`` (and never a read-only one). A model not checked yet
-        is checked on disk. See :mod:`quantgraph.writing`."""
+        is checked on disk. See :mod:`quantgraph.ir.output_files`."""
         external = has_external_data(self.model)
         return save_model(
             self.model if external else self.proto,

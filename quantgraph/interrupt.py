@@ -3,7 +3,7 @@ installs the handler before importing anything heavy).
 
 The handler remembers the interruption and raises :class:`Interrupted`, a ``BaseException``
 click does not turn into "Aborted!" (exit 1, the code of "models disagree"); every ``finally``
-still runs on its way up, so temporary files go (:mod:`quantgraph.writing`). When it lands
+still runs on its way up, so temporary files go (:mod:`quantgraph.ir.output_files`). When it lands
 inside an extension module (onnxruntime's start-up then says "initialization failed", a Python
 kernel records it as a kernel error) another error comes out: :func:`interrupted` still says
 what happened.

@@ -25,7 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 import quantgraph
 from quantgraph.backends import native_available
 from quantgraph.backends.onednn import unavailable_reason as onednn_unavailable
-from quantgraph.io import ModelLike
+from quantgraph.ir.model_files import ModelLike
 from quantgraph.spec import DOMAIN, OPS, OPSET_VERSION
 
 OPSET = 21  # the ONNX opset of the builders' models unless told otherwise

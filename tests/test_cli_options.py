@@ -86,7 +86,7 @@ def test_bench_columns_wider_than_a_size_are_refused() -> None:
 
 
 def test_bench_values_parse_into_what_run_gets(monkeypatch: pytest.MonkeyPatch) -> None:
-    from quantgraph import bench
+    from quantgraph.bench import kernels as bench
 
     seen: dict[str, object] = {}
     monkeypatch.setattr(bench, "run", lambda **kwargs: seen.update(kwargs) or [])

@@ -1,4 +1,4 @@
-"""quantgraph.compare: the one equality rule of validation, conformance and the fuzzer."""
+"""quantgraph.reference.compare: the one equality rule of validation, conformance and the fuzzer."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from onnx import TensorProto, helper
 
 import quantgraph
 from quantgraph.backends import native_available
-from quantgraph.compare import compare, mismatch_mask, typed
+from quantgraph.reference.compare import compare, mismatch_mask, typed
 
 F8 = ml_dtypes.float8_e4m3fn
 

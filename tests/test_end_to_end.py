@@ -18,7 +18,7 @@ import pytest
 import quantgraph
 from quantgraph import DOMAIN
 from quantgraph.backends import native_available
-from quantgraph.io import save_model
+from quantgraph.ir.model_files import save_model
 from quantgraph.validation import ValidationReport, make_inputs
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"

@@ -25,8 +25,8 @@ from click.testing import CliRunner
 
 import quantgraph
 from quantgraph.cli import main
-from quantgraph.compare import compare
 from quantgraph.errors import BackendError
+from quantgraph.reference.compare import compare
 from quantgraph.spec import DOMAIN
 from quantgraph.validation import make_inputs
 

@@ -33,8 +33,8 @@ import quantgraph
 from quantgraph import reference
 from quantgraph.backends import native_available
 from quantgraph.backends.onednn import unavailable_reason as onednn_unavailable
-from quantgraph.compare import compare
 from quantgraph.errors import BackendError
+from quantgraph.reference.compare import compare
 from quantgraph.spec import OPS as SPEC_OPS
 from quantgraph.spec import PER_CHANNEL, PER_TENSOR, dtypes
 from tools import fuzz

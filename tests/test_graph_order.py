@@ -16,8 +16,8 @@ from onnx import TensorProto, helper
 
 import quantgraph
 from quantgraph.errors import ModelError
-from quantgraph.graph_order import check_node_order, find_cycle
-from quantgraph.io import load_model
+from quantgraph.ir.model_files import load_model
+from quantgraph.ir.node_order import check_node_order, find_cycle
 
 
 def _dag(edges: list[list[int]], order: list[int], back_edge: tuple[int, int] | None) -> bytes:

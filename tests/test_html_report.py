@@ -22,8 +22,8 @@ from hypothesis.extra import numpy as hnp
 
 import quantgraph
 from quantgraph.cli import main
-from quantgraph.compare import TensorComparison
-from quantgraph.io import load_model
+from quantgraph.ir.model_files import load_model
+from quantgraph.reference.compare import TensorComparison
 from quantgraph.validation import validate
 from quantgraph.validation.error_stats import ErrorStats, quantization_steps
 from quantgraph.validation.html_page import render

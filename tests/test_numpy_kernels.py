@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from quantgraph import reference
 from quantgraph.backends import numpy_kernels
-from quantgraph.compare import compare
+from quantgraph.reference.compare import compare
 from quantgraph.spec import dtypes
 
 QUANTIZED = [dtypes.S8, dtypes.U8]

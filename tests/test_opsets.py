@@ -15,7 +15,7 @@ from onnx import TensorProto
 import quantgraph
 from quantgraph.cli import main
 from quantgraph.errors import ModelError
-from quantgraph.opsets import MAX_OPSET, MIN_OPSET, opset_problem
+from quantgraph.ir.opsets import MAX_OPSET, MIN_OPSET, opset_problem
 
 NEWER = (
     "opset {v} is newer than quantgraph supports (10 to 25): convert the model down to opset 25 "

@@ -20,8 +20,8 @@ from onnx.reference import ReferenceEvaluator
 
 import quantgraph
 from quantgraph import reference
-from quantgraph.compare import compare
-from quantgraph.evaluator import REFERENCE_OPS
+from quantgraph.reference.compare import compare
+from quantgraph.reference.evaluator import REFERENCE_OPS
 
 TYPES = {
     TensorProto.INT4: ml_dtypes.int4,

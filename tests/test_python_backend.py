@@ -19,8 +19,8 @@ from onnx import TensorProto
 
 import quantgraph
 from quantgraph import reference
-from quantgraph.compare import compare
 from quantgraph.errors import BackendError, KernelError
+from quantgraph.reference.compare import compare
 from quantgraph.spec import SpecError
 
 F32 = np.float32

@@ -13,7 +13,8 @@ from builders import EVERY_BACKEND, Operand, graph_input, run_quantgraph, spec_o
 from onnx import TensorProto, defs, helper
 from onnx.reference import ReferenceEvaluator
 
-from quantgraph import reference, schemas
+from quantgraph import reference
+from quantgraph.ir import onnx_schemas as schemas
 from quantgraph.spec import DOMAIN, OPS, OPSET_VERSION, dtypes
 
 F32 = np.float32
@@ -583,7 +584,7 @@ def _evaluator_cases() -> list[Any]:
 def test_reference_evaluator_runs_the_ops(
     op: str, feeds: dict[str, np.ndarray], attributes: dict[str, Any], expected: np.ndarray
 ) -> None:
-    evaluator = pytest.importorskip("quantgraph.evaluator")
+    evaluator = pytest.importorskip("quantgraph.reference.evaluator")
     new_ops = evaluator.REFERENCE_OPS
     from onnx.reference.op_run import OpRun
 
@@ -604,7 +605,7 @@ def test_reference_evaluator_runs_the_ops(
 
 
 def test_reference_evaluator_reports_spec_errors() -> None:
-    evaluator = pytest.importorskip("quantgraph.evaluator")
+    evaluator = pytest.importorskip("quantgraph.reference.evaluator")
     model = op_model(
         "DynamicQuantize",
         [("src", TensorProto.FLOAT, [1, 2, 2]), ("scales", TensorProto.FLOAT, ["K"])],

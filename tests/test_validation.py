@@ -129,7 +129,7 @@ def test_a_size_the_original_refuses_is_replaced_by_one_it_runs() -> None:
 
 
 def test_token_ids_stay_inside_the_table_and_through_an_add() -> None:
-    plans = {p.name: p for p in plan_inputs(quantgraph.io.load_model(language_model()))}
+    plans = {p.name: p for p in plan_inputs(quantgraph.ir.model_files.load_model(language_model()))}
     ids, mask, k = plans["ids"], plans["mask"], plans["k"]
     assert (ids.low, ids.high) == (0, 14)  # embed: [0, 15]; embed_next reads ids + 1: [-1, 14]
     assert "'embed' (Gather), axis 0 of size 16" in ids.why and "'embed_next'" in ids.why
@@ -156,7 +156,7 @@ def test_language_model_validates_over_several_samples(backend: str) -> None:
 
 
 def test_val_range_overrides_and_is_checked() -> None:
-    model = quantgraph.io.load_model(language_model())
+    model = quantgraph.ir.model_files.load_model(language_model())
     (ids,) = [p for p in plan_inputs(model, val_ranges={"ids": (3, 4)}) if p.name == "ids"]
     assert (ids.low, ids.high, ids.why) == (3, 4, "--val-range")
     with pytest.raises(ModelError, match="names no input of the model: nope"):
@@ -411,7 +411,9 @@ def recurrent_model() -> onnx.ModelProto:
 
 def test_rnn_sequence_lens_stay_inside_the_sequence_end_to_end() -> None:
     model = recurrent_model()
-    plans = {p.name: p for p in plan_inputs(quantgraph.io.load_model(model), dims={"seq": 6})}
+    plans = {
+        p.name: p for p in plan_inputs(quantgraph.ir.model_files.load_model(model), dims={"seq": 6})
+    }
     lens = plans["lens"]
     assert (lens.low, lens.high) == (1, 6)
     assert "sequence_lens of 'lstm' (LSTM), sequence length 6" in lens.why

@@ -26,7 +26,7 @@ from onnxruntime.quantization import quantize_static as ort_quantize_static
 import quantgraph
 from quantgraph.cli import main
 from quantgraph.errors import ModelError
-from quantgraph.io import load_model
+from quantgraph.ir.model_files import load_model
 from quantgraph.validation import InputOptionError, parse_dim, parse_val_range, plan_inputs
 from quantgraph.validation.search import MAX_ATTEMPTS
 

@@ -22,9 +22,9 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import quantgraph
-from quantgraph.compare import compare
 from quantgraph.errors import BackendError
-from quantgraph.evaluator import REFERENCE_OPS
+from quantgraph.reference.compare import compare
+from quantgraph.reference.evaluator import REFERENCE_OPS
 from quantgraph.spec import DOMAIN
 
 CASES = [(sym, block) for sym in (True, False) for block in (32, 128)]

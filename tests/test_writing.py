@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 import quantgraph
 from quantgraph.cli import main
 from quantgraph.errors import ModelError
-from quantgraph.writing import check_output, write_files
+from quantgraph.ir.output_files import check_output, write_files
 
 ROOT = Path(__file__).resolve().parent.parent
 CNN = ROOT / "models" / "cnn_u8.onnx"
@@ -91,7 +91,7 @@ def test_save_never_writes_over_the_input(
 
 
 def test_save_never_writes_over_an_input_read_through_an_ir_model(work: Path) -> None:
-    from quantgraph.io import load_model
+    from quantgraph.ir.model_files import load_model
 
     source = work / "cnn.onnx"
     before = digest(source)
@@ -284,13 +284,13 @@ def test_external_data_goes_beside_out_and_is_exclusive(work: Path) -> None:
 def test_a_failing_write_names_out_and_leaves_nothing(
     work: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import quantgraph.io
+    import quantgraph.ir.model_files
 
     def full(path: Path, data: bytes) -> None:
         path.write_bytes(data[:10])
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
-    monkeypatch.setattr(quantgraph.io, "_write_bytes", full)
+    monkeypatch.setattr(quantgraph.ir.model_files, "_write_bytes", full)
     out = work / "new" / "deeper" / "o.onnx"
     line = one_line_error(cli("convert", work / "cnn.onnx", out))
     assert line == f"quantgraph: error: {out}: cannot write OUT (No space left on device)"
@@ -301,13 +301,13 @@ def test_a_failing_write_names_out_and_leaves_nothing(
 def test_an_interrupted_write_leaves_nothing(
     work: Path, monkeypatch: pytest.MonkeyPatch, interruption: type[BaseException]
 ) -> None:
-    import quantgraph.io
+    import quantgraph.ir.model_files
 
     def interrupted(path: Path, data: bytes) -> None:
         path.write_bytes(data[:10])
         raise interruption
 
-    monkeypatch.setattr(quantgraph.io, "_write_bytes", interrupted)
+    monkeypatch.setattr(quantgraph.ir.model_files, "_write_bytes", interrupted)
     with pytest.raises(interruption):
         quantgraph.convert(work / "cnn.onnx").save(work / "o.onnx")
     assert listing(work) == {"cnn.onnx"}

@@ -12,10 +12,10 @@ nobody here. For each case that has a QuantizeLinear or DequantizeLinear node:
   and calls ``convert(static=False)``; ``static`` freezes them into initializers and calls
   ``convert(static=True)``;
 * each converted model runs on each runner: ``reference`` (onnx's ReferenceEvaluator with
-  quantgraph's numpy kernels, :mod:`quantgraph.evaluator`), and the ``python`` and ``native``
-  backends through :class:`quantgraph.InferenceSession` (default session options, as a user
-  gets them). Every output must equal the case's expected output exactly, by
-  :mod:`quantgraph.compare`'s rule (bit for bit, NaN equal to NaN). A backend that raises
+  quantgraph's numpy kernels, :mod:`quantgraph.reference.evaluator`), and the ``python`` and
+  ``native`` backends through :class:`quantgraph.InferenceSession` (default session options, as
+  a user gets them). Every output must equal the case's expected output exactly, by
+  :mod:`quantgraph.reference.compare`'s rule (bit for bit, NaN equal to NaN). A backend that raises
   :class:`BackendError` documents that it cannot express the model: "not runnable", with its
   message. Any other error is a failure.
 
@@ -44,16 +44,17 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 from quantgraph.backends import native_available
-from quantgraph.compare import compare, type_name
 from quantgraph.converter import convert
 from quantgraph.errors import BackendError
 from quantgraph.passes import QDQ_OPS
-from quantgraph.session import InferenceSession
+from quantgraph.reference.compare import compare, type_name
+from quantgraph.runtime.session import InferenceSession
 from quantgraph.spec import dtypes
 
 MAX_ORT_OPSET = 25  # onnxruntime 1.32 runs QuantizeLinear/DequantizeLinear up to opset 25
 MODES = ("dynamic", "static")
-# "reference": onnx's ReferenceEvaluator with quantgraph's numpy kernels (quantgraph.evaluator);
+# "reference": onnx's ReferenceEvaluator with quantgraph's numpy kernels
+# (quantgraph.reference.evaluator);
 # "python" and "native": the onnxruntime backends through quantgraph.InferenceSession.
 RUNNERS = ("reference", "python", "native")
 DOC_PATH = Path("docs/conformance.md")
@@ -326,7 +327,7 @@ def _describe(model: onnx.ModelProto) -> tuple[str, str]:
 
 
 def compare_outputs(actual: Sequence[Any], expected: Sequence[Any]) -> str | None:
-    """None when every output matches (quantgraph.compare's rule), else what differs."""
+    """None when every output matches (quantgraph.reference.compare's rule), else what differs."""
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, expected {len(expected)}"
     for index, (got_raw, want_raw) in enumerate(zip(actual, expected, strict=True)):
@@ -393,7 +394,7 @@ def _on_runner(model: onnx.ModelProto, feeds: dict[str, Any], runner: str, case:
 def _on_reference(model: onnx.ModelProto, feeds: dict[str, Any], case: Case) -> Outcome:
     from onnx.reference import ReferenceEvaluator
 
-    from quantgraph.evaluator import REFERENCE_OPS
+    from quantgraph.reference.evaluator import REFERENCE_OPS
 
     try:
         with np.errstate(all="ignore"):

@@ -79,9 +79,9 @@ except ImportError as _missing:  # pragma: no cover - hypothesis is a dev depend
 from quantgraph import reference
 from quantgraph.backends import native_available
 from quantgraph.backends.onednn import unavailable_reason as onednn_unavailable
-from quantgraph.compare import compare
 from quantgraph.errors import BackendError
-from quantgraph.session import InferenceSession
+from quantgraph.reference.compare import compare
+from quantgraph.runtime.session import InferenceSession
 from quantgraph.spec import (
     DOMAIN,
     DYNAMIC_DEQUANTIZE,

@@ -9,12 +9,12 @@ its inputs as initializers and run by:
 
 * ``reference``: :func:`quantgraph.reference.run`, ONNX's arithmetic (the spec's composition as
   onnxruntime computes it), and with ``arithmetic="onednn"`` the numpy model of oneDNN's
-  (:mod:`quantgraph.reference_onednn`);
+  (:mod:`quantgraph.reference.onednn_arithmetic`);
 * ``native``: :class:`quantgraph.InferenceSession` on the native backend, ``onnx`` arithmetic;
 * ``native onednn``: the native backend with ``arithmetic="onednn"``;
 * ``onednn``: the onednn backend: oneDNN's Graph API, the oneDNN this process loaded.
 
-Cells count differing elements by :mod:`quantgraph.compare`'s rule (NaN equals NaN). A row
+Cells count differing elements by :mod:`quantgraph.reference.compare`'s rule (NaN equals NaN). A row
 oneDNN (or quantgraph, for oneDNN's sake) refuses is marked with the message.
 
 ``python -m tools.onednn_conformance --write docs/onednn.md`` writes the page for the oneDNN
@@ -40,8 +40,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from quantgraph import reference
-from quantgraph.compare import compare
 from quantgraph.errors import BackendError, one_line
+from quantgraph.reference.compare import compare
 from quantgraph.spec import DOMAIN, OPS, OPSET_VERSION, PER_CHANNEL, PER_GROUP, PER_TENSOR, dtypes
 from quantgraph.spec.ops import OpSpec, TypeRow
 
@@ -263,7 +263,7 @@ def _model(
 def _run(model: onnx.ModelProto, backend: str, arithmetic: str | None) -> np.ndarray | str:
     import onnxruntime as ort
 
-    from quantgraph.session import InferenceSession
+    from quantgraph.runtime.session import InferenceSession
 
     options = ort.SessionOptions()
     options.log_severity_level = 4  # refusals are results here, not log lines
@@ -344,7 +344,7 @@ def run_case(case: Case) -> Result:
 
 
 def _mismatch_positions(expected: np.ndarray, actual: np.ndarray) -> np.ndarray:
-    from quantgraph.compare import mismatch_mask
+    from quantgraph.reference.compare import mismatch_mask
 
     return np.flatnonzero(mismatch_mask(np.asarray(expected), np.asarray(actual)))
 
@@ -425,7 +425,8 @@ def markdown_section(results: Sequence[Result], engine: str) -> str:
         f"set, refused {len(grouped) - len(ran)} ({len(partly)} of them only where a zero point "
         "is not 0).",
         f"- oneDNN differs from ONNX's arithmetic in {len(differing)} of the rows it ran; from "
-        f"the model of its own arithmetic (`quantgraph.reference_onednn`) in {len(model_off)} "
+        "the model of its own arithmetic (`quantgraph.reference.onednn_arithmetic`) in "
+        f"{len(model_off)} "
         f"(and only on NaN inputs in {len(nan_off)}).",
         f"- The native backend's `onednn` arithmetic differs from oneDNN in {len(native_off)} "
         "rows (NaN inputs aside); its default `onnx` arithmetic differs from the reference in "
@@ -466,9 +467,9 @@ HEADER = """# oneDNN conformance: what oneDNN computes, row by row
 Every type row and qtype of the spec (`quantgraph.spec`), run on the same data by quantgraph's
 reference (ONNX's arithmetic), the native backend in both arithmetics, and the onednn backend
 (oneDNN's Graph API, single-op partitions on its CPU engine). How cases are made: see
-`tools/onednn_conformance.py`. Counts are differing elements by `quantgraph.compare` (NaN equals
-NaN). `refused`: oneDNN (or quantgraph, where oneDNN would be silently wrong) does not run the
-row; the note gives the message.
+`tools/onednn_conformance.py`. Counts are differing elements by `quantgraph.reference.compare`
+(NaN equals NaN). `refused`: oneDNN (or quantgraph, where oneDNN would be silently wrong) does
+not run the row; the note gives the message.
 
 Expected differences (`quantgraph/reference_onednn.py` models them; `fl` is one float32
 rounding): oneDNN quantizes as `saturate(rne(fl(fl(x * fl(1/s)) + fl(zp))))`, ONNX as

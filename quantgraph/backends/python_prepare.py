@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .._ir import elem_type, inferred_values, optional_input, spec_nodes
 from ..errors import BackendError
+from ..ir.rewrite import elem_type, inferred_values, optional_input, spec_nodes
 from ..passes import (
     CheckSpecRulesPass,
     ExplicitFormPass,

@@ -20,8 +20,8 @@ import onnx
 import onnx_ir as ir
 from onnx import helper
 
-from .._ir import all_graphs, negative_dims_unknown, spec_op
 from ..errors import BackendError, QuantgraphError, one_line
+from ..ir.rewrite import all_graphs, negative_dims_unknown, spec_op
 
 RUNS, REFUSED, UNKNOWN = "runs", "refused", "unknown"
 
@@ -41,7 +41,7 @@ def node_support(
     model: ir.Model, backend: str = "onednn", arithmetic: str | None = None
 ) -> list[NodeSupport]:
     """Every spec node of ``model`` tried alone on ``backend``, in graph order."""
-    from ..schemas import register
+    from ..ir.onnx_schemas import register
 
     register()
     proto = ir.to_proto(model)
@@ -144,7 +144,7 @@ def _run(
 ) -> NodeSupport:
     import onnxruntime as ort
 
-    from ..session import InferenceSession
+    from ..runtime.session import InferenceSession
 
     options = ort.SessionOptions()
     options.log_severity_level = 4  # a refusal is the answer here, not a log line

@@ -28,8 +28,8 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from .._ir import GraphLike, all_graphs, constant_array, spec_op
 from ..errors import one_line
+from ..ir.rewrite import GraphLike, all_graphs, constant_array, spec_op
 from ..passes import pipelines
 from ..passes.dynamic_quantize_linear import RestoreDynamicQuantizeLinearPass
 from ..passes.report import RewriteReport
@@ -147,7 +147,7 @@ def _optimize(model: ir.Model, level: int) -> onnx.ModelProto:
     """The graph the installed onnxruntime makes of ``model`` at ``level`` (CPU provider)."""
     import onnxruntime as ort
 
-    from ..io import save_model
+    from ..ir.model_files import save_model
 
     with tempfile.TemporaryDirectory(prefix="quantgraph-plan-") as scratch:
         source = Path(scratch) / "lowered.onnx"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .._ir import constant_array, elem_type, optional_input, spec_nodes, value_shape
+from ..ir.rewrite import constant_array, elem_type, optional_input, spec_nodes, value_shape
 from ..spec import NodeFacts, OpSpec, check_node
 
 

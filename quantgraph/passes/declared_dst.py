@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from .._ir import ConstantFactory, GraphLike, all_graphs, optional_input, spec_op
+from ..ir.rewrite import ConstantFactory, GraphLike, all_graphs, optional_input, spec_op
 from ..spec import dst_type
 from .node_rewrite import NodeRewritePass
 

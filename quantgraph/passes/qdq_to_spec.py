@@ -19,7 +19,9 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from .._ir import (
+from ..errors import ModelError
+from ..ir.opsets import MAX_OPSET, MIN_OPSET
+from ..ir.rewrite import (
     ConstantFactory,
     GraphLike,
     Shape,
@@ -31,8 +33,6 @@ from .._ir import (
     replace_node,
     value_shape,
 )
-from ..errors import ModelError
-from ..opsets import MAX_OPSET, MIN_OPSET
 from ..spec import (
     DEFAULT_QUANTIZED,
     DEQUANTIZE,

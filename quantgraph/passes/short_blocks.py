@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .._ir import ConstantFactory, GraphLike, constant_array, is_standard, replace_node
+from ..ir.rewrite import ConstantFactory, GraphLike, constant_array, is_standard, replace_node
 from ..spec import resolve_axis
 from .node_rewrite import NodeRewritePass
 from .qdq_to_spec import ONNX_DEFAULT_AXIS, PADDED_META

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from .._ir import (
+from ..ir.rewrite import (
     ConstantFactory,
     GraphLike,
     all_graphs,

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from .._ir import GraphLike, constant_array, spec_op
-from ..compare import mismatch_mask
+from ..ir.rewrite import GraphLike, constant_array, spec_op
+from ..reference.compare import mismatch_mask
 
 # |difference| bins: exactly 0, then one bin per decade from 1e-8 up, the last open-ended.
 DECADES = tuple(range(-8, 5))  # bin k holds 10**DECADES[k-1] <= |d| < 10**DECADES[k]

@@ -342,9 +342,9 @@ def write_page(
     force: bool,
     conversion: Any = None,
 ) -> None:
-    """Write the page of ``report`` to ``path`` by quantgraph.writing's rules (never over
+    """Write the page of ``report`` to ``path`` by quantgraph.ir.output_files's rules (never over
     either model; replaced only with ``force``)."""
-    from ..io import write_file
+    from ..ir.model_files import write_file
 
     page = render(report, original=str(original), rewritten=str(rewritten), conversion=conversion)
     models = tuple(Path(m) for m in (original, rewritten))  # a page never replaces a model

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import onnx
 import onnx_ir as ir
 
-from .._ir import GraphLike, negative_dims_unknown, spec_op
+from ..ir.rewrite import GraphLike, negative_dims_unknown, spec_op
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Producer:
 def with_all_outputs(model: ir.Model) -> tuple[onnx.ModelProto, list[str]]:
     """A serialized copy of ``model`` whose graph also outputs every typed value its main-graph
     nodes compute, and those values' names in node order."""
-    from ..schemas import register
+    from ..ir.onnx_schemas import register
 
     register()  # the rewritten model's ops need their schemas for inference
     proto = ir.to_proto(model)

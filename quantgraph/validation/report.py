@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compare import TensorComparison
+from ..reference.compare import TensorComparison
 from .error_stats import ErrorStats
 
 # Each comparison is a short line (``comparison``) and why it is judged so (``..._NOTE``).

@@ -18,11 +18,11 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
-from ..compare import TensorComparison, compare, merge, typed
 from ..errors import ModelError
-from ..io import ModelLike, load_model, source_files
-from ..opsets import check_opset
-from ..session import InferenceSession
+from ..ir.model_files import ModelLike, load_model, source_files
+from ..ir.opsets import check_opset
+from ..reference.compare import TensorComparison, compare, merge, typed
+from ..runtime.session import InferenceSession
 from . import feeds
 from .error_stats import ErrorStats, has_quantization, quantization_steps
 from .inputs import FIRST, InputSpec, describe

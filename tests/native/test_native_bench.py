@@ -1,4 +1,4 @@
-"""quantgraph.bench runs every implementation on a small size and formats its table."""
+"""quantgraph.bench.kernels runs every implementation on a small size and formats its table."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from native_support import requires_native
 
-from quantgraph import bench, bench_weights
+from quantgraph.bench import kernels as bench
+from quantgraph.bench import weights as bench_weights
 
 pytestmark = requires_native
 

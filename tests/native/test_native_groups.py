@@ -2,7 +2,7 @@
 dst f32/f16/bf16 (the scales' type), every zps type of each row, per_tensor, per_channel and
 per_group (group along each axis, block sizes 1, 2, 16, 32, 128 that divide, and groups along
 several axes), ranks 1-4, odd element counts, zero-size tensors, special scales and extreme
-zero points: the same bits as quantgraph.reference (quantgraph.compare's rule), and as
+zero points: the same bits as quantgraph.reference (quantgraph.reference.compare's rule), and as
 onnxruntime's own DequantizeLinear-21 wherever ONNX defines the same call (src int8/uint8/
 int4/uint4, float32/float16 scales, zero points of the src type, per tensor, per axis or blocked
 along one axis)."""
@@ -21,7 +21,7 @@ from native_support import (
     run_reference,
 )
 
-from quantgraph.compare import compare
+from quantgraph.reference.compare import compare
 from quantgraph.spec import DYNAMIC_DEQUANTIZE, dtypes
 from quantgraph.spec.dtypes import DType
 

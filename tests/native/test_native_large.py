@@ -22,7 +22,7 @@ from native_support import (
     zp_values,
 )
 
-from quantgraph.compare import compare
+from quantgraph.reference.compare import compare
 from quantgraph.spec import dtypes
 
 pytestmark = requires_native

@@ -1,5 +1,5 @@
 """The native library's opt-in ``onednn`` arithmetic (session config entry
-``quantgraph.arithmetic`` = ``onednn``): bit for bit quantgraph.reference_onednn on every
+``quantgraph.arithmetic`` = ``onednn``): bit for bit quantgraph.reference.onednn_arithmetic on every
 quantize row (s8/u8 per tensor and per channel, no zps and zps of every type, s32 ones beyond
 2**24 too, static and dynamic, f8_e4m3/f8_e5m2) and dequantize row, on random data, exact .5
 ties, extremes, NaN payloads and +-inf, every kernel table, odd lengths and tails; it differs
@@ -32,8 +32,9 @@ from native_support import (
 )
 from test_native_kernels import layouts
 
-from quantgraph import reference, reference_onednn
+from quantgraph import reference
 from quantgraph.backends import native, onednn
+from quantgraph.reference import onednn_arithmetic as reference_onednn
 from quantgraph.spec import dtypes
 
 STATIC_OPS = ("Quantize", "Dequantize")
@@ -127,7 +128,7 @@ def run_model(
 
 def differs(a: np.ndarray, b: np.ndarray, *, nan_equal: bool = False) -> np.ndarray:
     """Elementwise: the bits differ (float32 NaNs by bits too, unless ``nan_equal``: the
-    project's comparison rule, quantgraph.compare)."""
+    project's comparison rule, quantgraph.reference.compare)."""
     width = {1: np.uint8, 2: np.uint16, 4: np.uint32}[a.dtype.itemsize]
     mask: np.ndarray = a.reshape(-1).view(width) != b.reshape(-1).view(width)
     if nan_equal and a.dtype == np.float32:
@@ -643,7 +644,7 @@ def test_same_bits_as_the_onednn_backend() -> None:
                 continue
             ran += 1
             what = f"{op} {qtype} zps={zps_type} shape={shape} axis={axis} {onednn.version()}"
-            # NaN payloads of a float8 source's NaN may differ: quantgraph.compare's rule.
+            # NaN payloads of a float8 source's NaN may differ: quantgraph.reference.compare's rule.
             want = run_model(op, src, scales, zps, attrs, version=version)
             bad = differs(got, want, nan_equal=True)
             assert not bad.any(), f"{what}: {bad.sum()} mismatches, first {np.flatnonzero(bad)[:5]}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from builders import requires_native, requires_onednn
 
-from quantgraph import bench
+from quantgraph.bench import kernels as bench
 
 pytestmark = [requires_native, requires_onednn]
 

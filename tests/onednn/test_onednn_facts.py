@@ -14,7 +14,7 @@ from onnx import TensorProto
 import quantgraph
 from quantgraph import reference
 from quantgraph.backends import onednn
-from quantgraph.compare import compare
+from quantgraph.reference.compare import compare
 
 pytestmark = requires_onednn
 

@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from quantgraph.backends.python_prepare import PREPARED_DOMAIN, PythonLimitsPass, prepare_model
 from quantgraph.errors import BackendError
+from quantgraph.ir.onnx_schemas import register
 from quantgraph.passes import (
     NoDynamicForm,
     QdqToSpecPass,
@@ -38,7 +39,6 @@ from quantgraph.passes.dynamic_quantize_linear import (
 from quantgraph.passes.other_formats import OtherFormatsPass
 from quantgraph.passes.short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from quantgraph.passes.stamp_origin import MODEL_OP, NODE_NAME
-from quantgraph.schemas import register
 from quantgraph.spec import DOMAIN, SpecError
 
 F = TensorProto.FLOAT

@@ -46,9 +46,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import quantgraph
 from quantgraph import DOMAIN
-from quantgraph.compare import compare
 from quantgraph.errors import BackendError
 from quantgraph.passes import QdqToSpecPass, RewriteReport, RewriteResult
+from quantgraph.reference.compare import compare
 
 OPSETS = (10, 13, 19, 21, 23, 25)
 SHAPE = (2, 3, 4)
@@ -653,7 +653,7 @@ def test_float8_semantics_reference_evaluator(f8: str) -> None:
     """The python backend has no f8; quantgraph's ReferenceEvaluator ops check the meaning."""
     from onnx.reference import ReferenceEvaluator
 
-    from quantgraph.evaluator import REFERENCE_OPS
+    from quantgraph.reference.evaluator import REFERENCE_OPS
 
     for model, quantize in (
         (_f8_dq_model(FLOAT8[f8], 21, True), False),
@@ -837,7 +837,7 @@ NEWLY_CONVERTED = {
 def test_oneDNN_v3_13_rows_convert_and_run_on_the_reference(name: str, static: bool) -> None:
     from onnx.reference import ReferenceEvaluator
 
-    from quantgraph.evaluator import REFERENCE_OPS
+    from quantgraph.reference.evaluator import REFERENCE_OPS
 
     build, detail = NEWLY_CONVERTED[name]
     model = build()

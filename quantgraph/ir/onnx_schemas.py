@@ -15,7 +15,7 @@ import onnx.numpy_helper
 from onnx import defs
 from onnx.shape_inference import InferenceContext, InferenceError
 
-from .spec import (
+from ..spec import (
     DOMAIN,
     DST_FROM_ZPS,
     OPS,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .spec import (
+from ..spec import (
     DEQUANTIZE,
     DYNAMIC_DEQUANTIZE,
     DYNAMIC_QUANTIZE,
@@ -155,12 +155,12 @@ def run(
     """One call of ``op`` (a spec name): every rule checked, then computed here.
 
     ``arithmetic="onednn"``: as oneDNN's CPU engine computes it
-    (:mod:`quantgraph.reference_onednn`, the numpy model of oneDNN's arithmetic).
+    (:mod:`quantgraph.reference.onednn_arithmetic`, the numpy model of oneDNN's arithmetic).
     """
     call = checked_call(op, inputs, attributes, node=node)
     quantizer, dequantizer = quantize_values, dequantize_values
     if arithmetic == "onednn":
-        from . import reference_onednn
+        from . import onednn_arithmetic as reference_onednn
 
         quantizer, dequantizer = (
             reference_onednn.quantize_values,

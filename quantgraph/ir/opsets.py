@@ -11,7 +11,7 @@ import os
 
 import onnx_ir as ir
 
-from .errors import ModelError
+from ..errors import ModelError
 
 MIN_OPSET, MAX_OPSET = 10, 25
 

@@ -13,12 +13,12 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
-from . import fusion as fusion_engines
-from .backends import resolve, resolve_arithmetic, session_options
-from .io import ModelLike, has_external_data, load_model, save_model
-from .opsets import check_opset
-from .passes.declared_dst import DeclaredDstPass, needs_declared_dst
-from .schemas import register as register_schemas
+from .. import fusion as fusion_engines
+from ..backends import resolve, resolve_arithmetic, session_options
+from ..ir.model_files import ModelLike, has_external_data, load_model, save_model
+from ..ir.onnx_schemas import register as register_schemas
+from ..ir.opsets import check_opset
+from ..passes.declared_dst import DeclaredDstPass, needs_declared_dst
 
 
 class InferenceSession:
@@ -79,7 +79,7 @@ class InferenceSession:
             providers=list(providers),
         )
         if self.backend == "onednn":
-            from .backends import onednn
+            from ..backends import onednn
 
             self.onednn_version = onednn.version()
 
@@ -101,7 +101,7 @@ class InferenceSession:
             )
             changed = changed or bool(self.fusion_plan.units)
         if self.backend == "python":
-            from .backends.python_prepare import prepare_model
+            from ..backends.python_prepare import prepare_model
 
             changed = prepare_model(loaded) or changed
         if not changed:
@@ -132,7 +132,7 @@ class InferenceSession:
                 output_names, dict(input_feed), run_options
             )
             return native_results
-        from .backends import python
+        from ..backends import python
 
         python.clear_pending()  # errors of other sessions on this thread are not ours
         results: list[Any] = self._session.run(output_names, dict(input_feed), run_options)

@@ -90,7 +90,7 @@ def bench_models(
     progress: Callable[[str], None] | None = None,
 ) -> list[Timing]:
     """Time every variant (see the module doc); ``inputs`` default to validation's."""
-    from .validation import make_inputs
+    from ..validation import make_inputs
 
     chosen = variants(str(original), str(rewritten), backends, fusions)
     feeds = inputs if inputs is not None else make_inputs(original)
@@ -128,7 +128,7 @@ def _one_process(
     command = [
         sys.executable,
         "-m",
-        "quantgraph.bench_models",
+        "quantgraph.bench.models",
         json.dumps(asdict(variant)),
         str(feeds),
         str(runs),
@@ -150,7 +150,7 @@ def _worker(argv: list[str]) -> int:
     """In the timed process: build the session, warm up, time ``runs`` calls."""
     import onnxruntime as ort
 
-    from .errors import one_line
+    from ..errors import one_line
 
     spec, feeds_path, runs, warmup, threads = argv
     variant = Variant(**json.loads(spec))
@@ -166,7 +166,7 @@ def _worker(argv: list[str]) -> int:
             session = ort.InferenceSession(variant.model, options, ["CPUExecutionProvider"])
             call = session.run
         else:
-            from .session import InferenceSession
+            from ..runtime.session import InferenceSession
 
             wrapped = InferenceSession(
                 variant.model, variant.backend, options=options, fusion=variant.fusion

@@ -14,10 +14,10 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 
-from ._ir import subgraphs
-from .errors import ModelError
-from .graph_order import check_node_order
-from .writing import check_data_name, write_files
+from ..errors import ModelError
+from .node_order import check_node_order
+from .output_files import check_data_name, write_files
+from .rewrite import subgraphs
 
 ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto | ir.Model
 AUTO = "auto"
@@ -131,7 +131,7 @@ def save_model(
     progress: Callable[[int, int], None] | None = None,
     check: bool = False,
 ) -> Path:
-    """Write ``model`` to ``path`` complete or not at all (:mod:`quantgraph.writing`: never
+    """Write ``model`` to ``path`` complete or not at all (:mod:`quantgraph.ir.output_files`: never
     over a file of ``protect``, only regular files replaced, exclusive unless ``force``).
 
     ``external_data``: "auto" keeps the model's layout (weights that live in external data are
@@ -193,7 +193,7 @@ def _write_bytes(path: Path, data: bytes) -> None:
 
 
 def _check_file(path: Path) -> None:
-    from .schemas import register
+    from .onnx_schemas import register
 
     register()
     try:

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import onnx_ir as ir
 from onnx_ir.passes.common import TopologicalSortPass
 
-from ._ir import GraphLike, all_graphs
-from .errors import ModelError
+from ..errors import ModelError
+from .rewrite import GraphLike, all_graphs
 
 
 def _nested_nodes(node: ir.Node) -> Iterator[ir.Node]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx_ir as ir
 
-from .spec import DOMAIN, OPS, OpSpec
+from ..spec import DOMAIN, OPS, OpSpec
 
 if TYPE_CHECKING:
     import onnx

@@ -47,9 +47,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import reference
-from .reference import _broadcast_shape
-from .spec import DType, dtypes
+from .. import reference
+from ..spec import DType, dtypes
+from .operators import _broadcast_shape
 
 ONEDNN_VERSION = (3, 13)  # the version whose rules quantize_values follows by default
 NAN_TO_QMIN_SINCE = (3, 7)  # earlier versions quantize NaN to 127 for s8 dst

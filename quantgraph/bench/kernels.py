@@ -16,7 +16,7 @@ the native ``DynamicDequantize`` (per_group ``[32, 1]``, ONNX ``block_size`` 32 
 row ``[1, 32]``; per_channel on axis 1) against onnxruntime's own ``DequantizeLinear`` of the
 same call (opset 21, int4/uint4 weights) and ``np.copyto`` of the f32 result; the weights are
 one shared int4/uint4 input, scales and zero points initializers
-(:data:`quantgraph.bench_weights.WEIGHT_LAYOUTS`).
+(:data:`quantgraph.bench.weights.WEIGHT_LAYOUTS`).
 
 ``quantgraph bench`` prints :func:`format_table`.
 """
@@ -36,7 +36,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from .spec import DEQUANTIZE, DOMAIN, OPSET_VERSION, PER_TENSOR, QUANTIZE
+from ..spec import DEQUANTIZE, DOMAIN, OPSET_VERSION, PER_TENSOR, QUANTIZE
 
 DEFAULT_SIZES = (1_000, 65_536, 1_048_576, 16_777_216)
 DIRECTIONS = ("quantize", "dequantize")  # timed as static Quantize / Dequantize
@@ -283,7 +283,7 @@ def _runner(
     buffers = buffers or _Buffers.make(op, int(np.prod(shape)))
     x = buffers.x.reshape(shape)
     if impl == "native":
-        from .backends import native
+        from ..backends import native
 
         options = _options()
         native.register(options)
@@ -292,7 +292,7 @@ def _runner(
         return _bound_runner(session, buffers, shape)
     if impl in ("native_onednn", "onednn"):
         # native_onednn: the native kernels in oneDNN's arithmetic; onednn: oneDNN itself.
-        from .backends import session_options
+        from ..backends import session_options
 
         backend = "onednn" if impl == "onednn" else "native"
         options = session_options(backend, _options(), arithmetic="onednn")
@@ -304,7 +304,7 @@ def _runner(
         session = ort.InferenceSession(model, _options(), providers=["CPUExecutionProvider"])
         return _bound_runner(session, buffers, shape)
     if impl == "python":
-        from .session import InferenceSession
+        from ..runtime.session import InferenceSession
 
         spec_session = InferenceSession(_spec_model(op, shape, axis), "python", options=_options())
 
@@ -361,16 +361,16 @@ def _numpy_runner(
 def _available(impl: str) -> str | None:
     """Why ``impl`` cannot run here, or None."""
     if impl in ("native", "native_onednn"):
-        from .backends import native
+        from ..backends import native
 
         return None if native.is_available() else "native library not built"
     if impl == "onednn":
-        from .backends import onednn
+        from ..backends import onednn
 
         return onednn.unavailable_reason()
     if impl == "python":
         try:
-            from .backends import python  # noqa: F401
+            from ..backends import python  # noqa: F401
         except Exception as error:  # the Python backend is optional
             return f"python backend unavailable: {type(error).__name__}: {error}"
     return None
@@ -435,7 +435,7 @@ def run(
                 rows.append(row)
                 if progress is not None:
                     progress(_progress_line(row))
-    from . import bench_weights  # imports this module: loaded once run() is called
+    from . import weights as bench_weights  # imports this module: loaded once run() is called
 
     rows += bench_weights.weight_rows(
         bench_weights.DEFAULT_WEIGHTS if weights is None else weights,
@@ -483,7 +483,7 @@ def _gbs(bps: float | None) -> str:
 def environment(threads: int | None = None) -> str:
     """One line about where the numbers come from (threads: as given to run())."""
     try:
-        from .backends import native
+        from ..backends import native
 
         isa = native.isa() if native.is_available() else "not built"
     except Exception as error:  # pragma: no cover - informational only

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 from onnx.reference.op_run import OpRun
 
-from . import reference
-from .spec import DOMAIN, OPS, OpSpec
+from .. import reference
+from ..spec import DOMAIN, OPS, OpSpec
 
 
 def _op_run(op: OpSpec) -> type[OpRun]:

@@ -1,4 +1,4 @@
-"""The ``dequantize_4bit`` rows of :mod:`quantgraph.bench`: 4-bit weights ``[K, N]`` to f32,
+"""The ``dequantize_4bit`` rows of :mod:`quantgraph.bench.kernels`: 4-bit weights ``[K, N]`` to f32,
 native DynamicDequantize against onnxruntime's own DequantizeLinear on the same call (opset 21,
 int4/uint4) and ``np.copyto`` of the f32 result, timed with the bench's interleaved blocks."""
 
@@ -14,8 +14,8 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from .bench import BenchRow, Progress, _available, _measure, _options, _progress_line
-from .spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION
+from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION
+from .kernels import BenchRow, Progress, _available, _measure, _options, _progress_line
 
 # 4-bit weights dequantized to f32 (op "dequantize_4bit"): layout -> (src type, zero points,
 # group_shape as [rows, columns] or None for per_channel on axis 1).
@@ -117,7 +117,7 @@ def _weight_runners(
             continue
         options = _options()
         if impl == "native":
-            from .backends import native
+            from ..backends import native
 
             native.register(options)
         model = spec if impl == "native" else qdq
