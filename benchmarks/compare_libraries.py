@@ -29,6 +29,7 @@ import numpy as np
 import onnxruntime as ort
 
 from quantgraph.bench import kernels as bench
+from quantgraph.bench import timing
 from quantgraph.bench import weights as bench_weights
 
 WEIGHT_COLUMNS = 4096
@@ -45,7 +46,7 @@ def _layout(layout: str, n: int) -> tuple[tuple[int, ...], int | None]:
 def _session(
     library: str, op: str, shape: tuple[int, ...], axis: int | None
 ) -> ort.InferenceSession:
-    options = bench._options()
+    options = timing.timed_options()
     options.register_custom_ops_library(library)
     model = bench._spec_model(op, shape, axis).SerializeToString()
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
@@ -65,7 +66,7 @@ def _weight_calls(libraries: Sequence[str], n: int, layout: str) -> dict[str, Ca
     )
     y = ort.OrtValue.ortvalue_from_numpy(np.empty(shape, np.float32))
     for i, library in enumerate(libraries):
-        options = bench._options()
+        options = timing.timed_options()
         options.register_custom_ops_library(library)
         session = ort.InferenceSession(
             spec.SerializeToString(), options, providers=["CPUExecutionProvider"]
@@ -81,7 +82,7 @@ def _samples(calls: dict[str, Callable[[], None]], rounds: int) -> dict[str, lis
     """Each call's time in each of `rounds` interleaved measurements."""
     samples: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(rounds):
-        for name, seconds in bench._measure(calls, 20).items():
+        for name, seconds in timing.measure(calls, 20).items():
             samples[name].append(seconds)
     return samples
 
@@ -136,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="measurements per process")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    bench._threads = args.threads
+    timing.SETTINGS.threads = args.threads
     if args.worker:
         results = measure_once(args.libraries, args.op, args.size, args.layout, args.rounds)
         print(json.dumps(results))

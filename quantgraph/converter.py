@@ -30,8 +30,9 @@ from .passes.node_rewrite import Progress
 
 
 @dataclass(frozen=True)
-class ConvertResult:
-    """The rewritten model and what the rewrite did; unpacks as ``model, report``.
+class RewriteResult:
+    """The rewritten model and what the rewrite did (:func:`convert` or :func:`lower`); unpacks
+    as ``model, report``.
 
     ``checked``: the model passed onnx's full check in memory (a model with external data is
     checked when it is saved, where the checker can read its weights). ``sources``: the files
@@ -77,6 +78,10 @@ class ConvertResult:
         )
 
 
+# The name before lower() had a result of its own name; the same class, the same attributes.
+ConvertResult = RewriteResult
+
+
 def convert(
     model: ModelLike,
     *,
@@ -84,7 +89,7 @@ def convert(
     contrib: bool = True,
     check: bool = True,
     progress: Progress | None = None,
-) -> ConvertResult:
+) -> RewriteResult:
     """Rewrite ``model``'s QuantizeLinear/DequantizeLinear into quantgraph's ops.
 
     ``static=True`` emits Quantize/Dequantize (attributes ``scales``/``zps``) wherever scale
@@ -103,10 +108,10 @@ def convert(
             report, static=static, contrib=contrib, check=check and not external, progress=progress
         )
         _run(manager, loaded, model)
-    return ConvertResult(loaded, report, check and not external, _sources(loaded, model))
+    return RewriteResult(loaded, report, check and not external, _sources(loaded, model))
 
 
-def lower(model: ModelLike, *, check: bool = True, allow_partial: bool = False) -> ConvertResult:
+def lower(model: ModelLike, *, check: bool = True, allow_partial: bool = False) -> RewriteResult:
     """Rewrite quantgraph's ops back into QuantizeLinear/DequantizeLinear: ONNX's where the
     model's opset can express them, com.microsoft's where it cannot (per-axis below opset 13)
     or where they came from.
@@ -128,7 +133,7 @@ def lower(model: ModelLike, *, check: bool = True, allow_partial: bool = False) 
             f"'{first.node}' ({first.op_type}): {first.reason}{more}; allow_partial=True "
             "(--allow-partial) keeps them in the result"
         )
-    return ConvertResult(loaded, report, check and not external, _sources(loaded, model))
+    return RewriteResult(loaded, report, check and not external, _sources(loaded, model))
 
 
 def _private_copy(model: ModelLike) -> ir.Model:

@@ -34,7 +34,7 @@ from onnx import TensorProto, helper, numpy_helper
 import quantgraph
 from quantgraph import DOMAIN
 from quantgraph.backends import native_available
-from quantgraph.converter import ConvertResult
+from quantgraph.converter import RewriteResult
 from quantgraph.validation import ValidationReport, make_inputs
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
@@ -534,12 +534,12 @@ def quantized(case: str) -> onnx.ModelProto:
 
 
 @functools.cache
-def converted(case: str, static: bool) -> ConvertResult:
+def converted(case: str, static: bool) -> RewriteResult:
     return quantgraph.convert(quantized(case), static=static)
 
 
 @functools.cache
-def lowered(case: str, static: bool) -> ConvertResult:
+def lowered(case: str, static: bool) -> RewriteResult:
     return quantgraph.lower(converted(case, static).proto)
 
 

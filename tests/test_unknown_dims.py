@@ -121,7 +121,7 @@ def test_a_minus_one_dim_never_reaches_onnx_inference() -> None:
     since the failure is an abort."""
     code = (
         "import numpy as np, onnx_ir as ir, quantgraph\n"
-        "from quantgraph.ir.rewrite import inferred_values\n"
+        "from quantgraph.ir.shape_inference import inferred_values\n"
         "from quantgraph.backends.support import node_support\n"
         "from quantgraph.validation.intermediate import with_all_outputs\n"
         "from tests.test_unknown_dims import _model\n"

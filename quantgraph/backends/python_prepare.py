@@ -14,7 +14,9 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ..errors import BackendError
-from ..ir.rewrite import elem_type, inferred_values, optional_input, spec_nodes
+from ..ir.shape_inference import inferred_values
+from ..ir.values import elem_type, optional_input
+from ..ir.walk import spec_nodes
 from ..passes import (
     CheckSpecRulesPass,
     ExplicitFormPass,

@@ -21,7 +21,8 @@ import onnx_ir as ir
 from onnx import helper
 
 from ..errors import BackendError, QuantgraphError, one_line
-from ..ir.rewrite import all_graphs, negative_dims_unknown, spec_op
+from ..ir.shape_inference import negative_dims_unknown
+from ..ir.walk import all_graphs, spec_op
 
 RUNS, REFUSED, UNKNOWN = "runs", "refused", "unknown"
 

@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import os
 import platform
-import statistics
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,6 +35,17 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from ..spec import DEQUANTIZE, DOMAIN, OPSET_VERSION, PER_TENSOR, QUANTIZE
+from . import weights as bench_weights
+from .timing import (
+    SETTINGS,
+    BenchRow,
+    Progress,
+    measure,
+    microseconds,
+    progress_line,
+    timed_options,
+    unavailable_reason,
+)
 
 DEFAULT_SIZES = (1_000, 65_536, 1_048_576, 16_777_216)
 DIRECTIONS = ("quantize", "dequantize")  # timed as static Quantize / Dequantize
@@ -47,63 +56,6 @@ IMPLEMENTATIONS = ("native", "native_onednn", "onednn", "onnxruntime", "python",
 # "per_channel_inner_c64" is [n // 64, 64], axis 1.
 NARROW_PREFIX = "per_channel_inner_c"
 DEFAULT_LAYOUTS = (*LAYOUTS, *(f"{NARROW_PREFIX}{c}" for c in NARROW_COLUMNS))
-# Timing: blocks of calls lasting about _BLOCK_SECONDS, at most _BUDGET_SECONDS per
-# implementation and case (see _measure).
-_BLOCK_SECONDS = 0.002
-_BUDGET_SECONDS = 2.0
-
-Progress = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class BenchRow:
-    """One op, layout and size: the median seconds per call of each implementation."""
-
-    op: str
-    layout: str
-    shape: tuple[int, ...]
-    bytes_moved: int  # bytes one call reads and writes (f32 side + 8-bit side)
-    seconds: dict[str, float | None]  # None: not run (see notes)
-    notes: dict[str, str] = field(default_factory=dict)
-    # Native time over native per-tensor at the same op and size, the two measured together
-    # (interleaved, like the implementations of one row); None for per-tensor rows.
-    vs_per_tensor: float | None = None
-
-    @property
-    def elements(self) -> int:
-        return int(np.prod(self.shape))
-
-    def ratio(self, baseline: str, impl: str = "native") -> float | None:
-        """``baseline`` time over ``impl`` time: above 1 means ``impl`` is faster."""
-        a, b = self.seconds.get(impl), self.seconds.get(baseline)
-        return None if a is None or b is None or a <= 0 else b / a
-
-    def bandwidth(self, impl: str = "native") -> float | None:
-        """Effective bandwidth of ``impl`` in bytes per second (bytes read + written)."""
-        t = self.seconds.get(impl)
-        if t is None or t <= 0:
-            return None
-        moved = 8 * self.elements if impl == "copyto" else self.bytes_moved
-        return moved / t
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "op": self.op,
-            "layout": self.layout,
-            "shape": list(self.shape),
-            "elements": self.elements,
-            "bytes_moved": self.bytes_moved,
-            "seconds": dict(self.seconds),
-            "onnxruntime_over_native": self.ratio("onnxruntime"),
-            "python_over_native": self.ratio("python"),
-            "python_over_numpy": self.ratio("python", "numpy"),
-            "native_onednn_over_native": self.ratio("native_onednn"),
-            "onednn_over_native": self.ratio("onednn"),
-            "native_over_native_per_tensor": self.vs_per_tensor,
-            "native_bytes_per_second": self.bandwidth("native"),
-            "copyto_bytes_per_second": self.bandwidth("copyto"),
-            "notes": dict(self.notes),
-        }
 
 
 def channels_for(n: int) -> int:
@@ -183,23 +135,6 @@ def _input(op: str, shape: tuple[int, ...]) -> np.ndarray:
     return rng.integers(0, 256, shape, dtype=np.uint8)
 
 
-_threads = 0  # intra-op threads of the sessions run() creates (0: onnxruntime's default)
-_spinning = True  # onnxruntime's default: pool threads spin-wait after a run
-
-
-def _options() -> ort.SessionOptions:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = _threads
-    options.log_severity_level = 3
-    if not _spinning:
-        # Each session has its own intra-op pool, whose threads spin after a run by default: on
-        # a machine with few cores they compete with the next session timed. Without spinning,
-        # every parallel run pays for waking its threads instead.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
-
-
 @dataclass(frozen=True)
 class _Buffers:
     """The input and output memory of one (op, size), shared by the sessions timed against each
@@ -230,49 +165,6 @@ def _bound_runner(
     return call
 
 
-def _measure(calls: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
-    """Median seconds per call of each implementation.
-
-    Implementations take turns in rounds (so a burst of load elsewhere on the machine hits all
-    of them alike); in a round each runs a block of calls lasting about _BLOCK_SECONDS, and
-    the block's mean is one sample. Each round starts one implementation later than the last,
-    so that each follows each of the others equally often (what ran before leaves the caches
-    full of its data and memory busy with its write-backs: with a fixed order, native after
-    copyto's 8 MB, 1M per-tensor quantize on one thread measured 0.92x of onnxruntime, which
-    followed native). A slow implementation gets fewer rounds: at most _BUDGET_SECONDS in
-    all, but at least 3.
-    """
-    blocks: dict[str, int] = {}
-    rounds: dict[str, int] = {}
-    for name, call in calls.items():
-        for _ in range(2):  # warm up: first touch of buffers, thread pool start
-            call()
-        start = time.perf_counter()
-        call()
-        once = max(time.perf_counter() - start, 1e-9)
-        blocks[name] = max(1, int(_BLOCK_SECONDS / once))
-        rounds[name] = max(3, min(repeat, int(_BUDGET_SECONDS / (once * blocks[name]))))
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    names = list(calls)
-    for r in range(max(rounds.values(), default=0)):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            call = calls[name]
-            if r >= rounds[name]:
-                continue
-            count = blocks[name]
-            # An untimed block first: the one before (another implementation) left the caches
-            # holding its data, or, with the buffers shared, warm for this one, and memory
-            # busy writing back its dirty lines (the Python backend's 15 ms call dirties
-            # ~20 MB: one untimed call after it left native's 1M per-tensor median 10% slow).
-            for _ in range(count):
-                call()
-            start = time.perf_counter()
-            for _ in range(count):
-                call()
-            samples[name].append((time.perf_counter() - start) / count)
-    return {name: statistics.median(values) for name, values in samples.items()}
-
-
 def _runner(
     impl: str,
     op: str,
@@ -285,7 +177,7 @@ def _runner(
     if impl == "native":
         from ..backends import native
 
-        options = _options()
+        options = timed_options()
         native.register(options)
         model = _spec_model(op, shape, axis).SerializeToString()
         session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
@@ -295,18 +187,20 @@ def _runner(
         from ..backends import session_options
 
         backend = "onednn" if impl == "onednn" else "native"
-        options = session_options(backend, _options(), arithmetic="onednn")
+        options = session_options(backend, timed_options(), arithmetic="onednn")
         model = _spec_model(op, shape, axis).SerializeToString()
         session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         return _bound_runner(session, buffers, shape)
     if impl == "onnxruntime":
         model = _qdq_model(op, shape, axis).SerializeToString()
-        session = ort.InferenceSession(model, _options(), providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(model, timed_options(), providers=["CPUExecutionProvider"])
         return _bound_runner(session, buffers, shape)
     if impl == "python":
         from ..runtime.session import InferenceSession
 
-        spec_session = InferenceSession(_spec_model(op, shape, axis), "python", options=_options())
+        spec_session = InferenceSession(
+            _spec_model(op, shape, axis), "python", options=timed_options()
+        )
 
         def call() -> None:
             spec_session.run(None, {"x": x})
@@ -358,24 +252,6 @@ def _numpy_runner(
     return dequantize
 
 
-def _available(impl: str) -> str | None:
-    """Why ``impl`` cannot run here, or None."""
-    if impl in ("native", "native_onednn"):
-        from ..backends import native
-
-        return None if native.is_available() else "native library not built"
-    if impl == "onednn":
-        from ..backends import onednn
-
-        return onednn.unavailable_reason()
-    if impl == "python":
-        try:
-            from ..backends import python  # noqa: F401
-        except Exception as error:  # the Python backend is optional
-            return f"python backend unavailable: {type(error).__name__}: {error}"
-    return None
-
-
 def run(
     sizes: Sequence[int] = DEFAULT_SIZES,
     repeat: int = 20,
@@ -396,10 +272,9 @@ def run(
     ``threads``: intra-op threads of every onnxruntime session (0: onnxruntime's default, one
     per physical core).
     """
-    global _threads, _spinning
-    _threads = threads
-    _spinning = spinning
-    unavailable = {impl: _available(impl) for impl in implementations}
+    SETTINGS.threads = threads
+    SETTINGS.spinning = spinning
+    unavailable = {impl: unavailable_reason(impl) for impl in implementations}
     rows = []
     warmed = False
     for op in ops:
@@ -422,9 +297,9 @@ def run(
                 if not warmed:
                     # The process's first measurement runs slow (native 1K quantize: 0.77x of
                     # onnxruntime in one full run, 0.95x-1.00x in three reruns): discard one.
-                    _measure(calls, 3)
+                    measure(calls, 3)
                     warmed = True
-                measured = _measure(calls, repeat)
+                measured = measure(calls, repeat)
                 seconds: dict[str, float | None] = {
                     impl: measured.get(impl) for impl in implementations
                 }
@@ -434,9 +309,7 @@ def run(
                 row = BenchRow(op, layout, shape, 5 * n, seconds, notes, vs_pt)
                 rows.append(row)
                 if progress is not None:
-                    progress(_progress_line(row))
-    from . import weights as bench_weights  # imports this module: loaded once run() is called
-
+                    progress(progress_line(row))
     rows += bench_weights.weight_rows(
         bench_weights.DEFAULT_WEIGHTS if weights is None else weights,
         tuple(bench_weights.WEIGHT_LAYOUTS) if weight_layouts is None else weight_layouts,
@@ -456,20 +329,8 @@ def _versus_per_tensor(
     take 10-300x longer), so ratios across rows mixed those effects in (1.1x-2.0x from one
     process to the next for the same kernels)."""
     per_tensor = _runner("native", op, (n,), None, buffers)
-    measured = _measure({"per_tensor": per_tensor, "layout": native}, repeat)
+    measured = measure({"per_tensor": per_tensor, "layout": native}, repeat)
     return measured["layout"] / measured["per_tensor"]
-
-
-def _progress_line(row: BenchRow) -> str:
-    times = ", ".join(f"{k} {_us(v)}" for k, v in row.seconds.items())
-    return f"{row.op} {row.layout} n={row.elements}: {times}"
-
-
-def _us(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    micro = seconds * 1e6
-    return f"{micro:.1f}" if micro < 1000 else f"{micro:,.0f}"
 
 
 def _x(ratio: float | None) -> str:
@@ -497,10 +358,10 @@ def environment(threads: int | None = None) -> str:
                     break
     except OSError:
         pass
-    count = _threads if threads is None else threads
+    count = SETTINGS.threads if threads is None else threads
     return (
         f"onnxruntime {ort.__version__}, native ISA {isa}, {os.cpu_count()} CPUs ({cpu}), "
-        f"intra-op threads {count or 'default'}{'' if _spinning else ' (no spinning)'}, "
+        f"intra-op threads {count or 'default'}{'' if SETTINGS.spinning else ' (no spinning)'}, "
         "ORT_DISABLE_ALL, "
         "median of interleaved timed blocks"
     )
@@ -529,9 +390,9 @@ def format_table(rows: Sequence[BenchRow]) -> str:
         vs_pt = r.vs_per_tensor
         lines.append(
             f"| {r.op} | {r.layout} | {'x'.join(map(str, r.shape))} "
-            f"| {_us(native_t)} | {_us(r.seconds.get('onnxruntime'))} "
-            f"| {_us(r.seconds.get('python'))} | {_us(r.seconds.get('numpy'))} "
-            f"| {_us(r.seconds.get('copyto'))} | {_us(r.seconds.get('onednn'))} "
+            f"| {microseconds(native_t)} | {microseconds(r.seconds.get('onnxruntime'))} "
+            f"| {microseconds(r.seconds.get('python'))} | {microseconds(r.seconds.get('numpy'))} "
+            f"| {microseconds(r.seconds.get('copyto'))} | {microseconds(r.seconds.get('onednn'))} "
             f"| {_x(r.ratio('onnxruntime'))} | {_x(r.ratio('python'))} "
             f"| {_x(r.ratio('python', 'numpy'))} | {_x(r.ratio('native_onednn'))} "
             f"| {_x(r.ratio('onednn'))} "

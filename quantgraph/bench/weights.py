@@ -15,7 +15,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION
-from .kernels import BenchRow, Progress, _available, _measure, _options, _progress_line
+from .timing import BenchRow, Progress, measure, progress_line, timed_options, unavailable_reason
 
 # 4-bit weights dequantized to f32 (op "dequantize_4bit"): layout -> (src type, zero points,
 # group_shape as [rows, columns] or None for per_channel on axis 1).
@@ -106,7 +106,7 @@ def _weight_runners(
         if impl not in WEIGHT_IMPLEMENTATIONS:
             notes[impl] = "not timed for 4-bit weights"
             continue
-        reason = _available(impl)
+        reason = unavailable_reason(impl)
         if reason is not None:
             notes[impl] = reason
             continue
@@ -115,7 +115,7 @@ def _weight_runners(
             target = np.empty_like(source)
             calls[impl] = functools.partial(np.copyto, target, source)
             continue
-        options = _options()
+        options = timed_options()
         if impl == "native":
             from ..backends import native
 
@@ -143,8 +143,8 @@ def weight_rows(
         for layout in layouts:
             notes: dict[str, str] = {}
             calls = _weight_runners(layout, shape, implementations, notes)
-            _measure(calls, 3)  # first touch of the output and the sessions' pools
-            measured = _measure(calls, repeat)
+            measure(calls, 3)  # first touch of the output and the sessions' pools
+            measured = measure(calls, repeat)
             seconds: dict[str, float | None] = {
                 impl: measured.get(impl) for impl in implementations
             }
@@ -154,5 +154,5 @@ def weight_rows(
             row = BenchRow(WEIGHT_OP, layout, tuple(shape), moved, seconds, notes)
             rows.append(row)
             if progress is not None:
-                progress(_progress_line(row))
+                progress(progress_line(row))
     return rows

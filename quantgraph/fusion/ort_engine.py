@@ -29,7 +29,8 @@ import onnx
 import onnx_ir as ir
 
 from ..errors import one_line
-from ..ir.rewrite import GraphLike, all_graphs, constant_array, spec_op
+from ..ir.values import constant_array
+from ..ir.walk import GraphLike, all_graphs, spec_op
 from ..passes import pipelines
 from ..passes.dynamic_quantize_linear import RestoreDynamicQuantizeLinearPass
 from ..passes.report import RewriteReport

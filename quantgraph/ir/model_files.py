@@ -15,9 +15,9 @@ import onnx
 import onnx_ir as ir
 
 from ..errors import ModelError
-from .node_order import check_node_order
+from .node_order import sort_nodes
 from .output_files import check_data_name, write_files
-from .rewrite import subgraphs
+from .walk import subgraphs
 
 ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto | ir.Model
 AUTO = "auto"
@@ -86,7 +86,7 @@ def original_model(model: ir.Model) -> ir.Model | None:
         fresh.meta[_SOURCES] = files
         if len(files) > 1:
             ir.external_data.set_base_dir(fresh.graph, files[0].parent)
-    check_node_order(fresh)
+    sort_nodes(fresh)
     return fresh
 
 
@@ -98,7 +98,7 @@ def source_files(model: ir.Model) -> tuple[Path, ...]:
 
 
 def _in_order(model: ir.Model, label: str) -> ir.Model:
-    check_node_order(model, label)
+    sort_nodes(model, label)
     return model
 
 

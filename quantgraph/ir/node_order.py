@@ -14,7 +14,7 @@ import onnx_ir as ir
 from onnx_ir.passes.common import TopologicalSortPass
 
 from ..errors import ModelError
-from .rewrite import GraphLike, all_graphs
+from .walk import GraphLike, all_graphs
 
 
 def _nested_nodes(node: ir.Node) -> Iterator[ir.Node]:
@@ -92,8 +92,10 @@ def _describe(node: ir.Node) -> str:
     return f"'{node.name}' ({node.op_type})" if node.name else f"({node.op_type})"
 
 
-def check_node_order(model: ir.Model, label: str = "") -> bool:
-    """Raise :class:`ModelError` for a cycle; sort an acyclic unsorted graph in place.
+def sort_nodes(model: ir.Model, label: str = "") -> bool:
+    """Sort every unsorted graph of ``model`` in place (stable: sorted graphs keep their order);
+    a graph with a cycle is a :class:`ModelError` naming the cycle, raised before anything is
+    sorted.
 
     Returns whether anything was sorted. ``label`` (a file name) starts the error message.
     """

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..ir.rewrite import constant_array, elem_type, optional_input, spec_nodes, value_shape
+from ..ir.values import constant_array, elem_type, optional_input, value_shape
+from ..ir.walk import spec_nodes
 from ..spec import NodeFacts, OpSpec, check_node
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, GraphLike, all_graphs, optional_input, spec_op
+from ..ir.rewrite import ConstantFactory
+from ..ir.values import optional_input
+from ..ir.walk import GraphLike, all_graphs, spec_op
 from ..spec import dst_type
 from .node_rewrite import NodeRewritePass
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, GraphLike, is_standard, opset_version, replace_node
+from ..ir.rewrite import ConstantFactory, replace_node
+from ..ir.walk import GraphLike, is_standard, opset_version
 from ..spec import DOMAIN, DYNAMIC_QUANTIZE, OPSET_VERSION, PER_TENSOR
 from .node_rewrite import NodeRewritePass
 from .report import RewriteReport, Skip

@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, GraphLike, optional_input, spec_op, value_shape
+from ..ir.rewrite import ConstantFactory
+from ..ir.values import optional_input, value_shape
+from ..ir.walk import GraphLike, spec_op
 from ..spec import DEFAULT_QUANTIZED, PER_CHANNEL, PER_GROUP, dst_type, dtypes, resolve_axis
 from .node_rewrite import NodeRewritePass
 

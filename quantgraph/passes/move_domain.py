@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..ir.rewrite import all_graphs
+from ..ir.walk import all_graphs
 
 
 class MoveDomainPass(ir.passes.InPlacePass):

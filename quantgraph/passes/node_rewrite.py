@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, GraphLike, all_graphs, remove_if_unused, used_names
+from ..ir.rewrite import ConstantFactory, remove_if_unused
+from ..ir.walk import GraphLike, all_graphs, used_names
 from .report import ConvertedNode, RewriteReport, RewriteResult, Skip, SkippedNode
 
 Progress = Callable[[int, int], None]  # (nodes done, nodes in all)

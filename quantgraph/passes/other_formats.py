@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..ir.rewrite import all_graphs
+from ..ir.walk import all_graphs
 from .report import OtherQuantizedNode, RewriteReport
 
 CONTRIB = "com.microsoft"

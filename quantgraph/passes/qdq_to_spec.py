@@ -21,18 +21,10 @@ import onnx_ir as ir
 
 from ..errors import ModelError
 from ..ir.opsets import MAX_OPSET, MIN_OPSET
-from ..ir.rewrite import (
-    ConstantFactory,
-    GraphLike,
-    Shape,
-    constant_array,
-    elem_type,
-    inferred_values,
-    is_standard,
-    opset_version,
-    replace_node,
-    value_shape,
-)
+from ..ir.rewrite import ConstantFactory, replace_node
+from ..ir.shape_inference import inferred_values
+from ..ir.values import Shape, constant_array, elem_type, value_shape
+from ..ir.walk import GraphLike, is_standard, opset_version
 from ..spec import (
     DEFAULT_QUANTIZED,
     DEQUANTIZE,

@@ -17,7 +17,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, GraphLike, constant_array, is_standard, replace_node
+from ..ir.rewrite import ConstantFactory, replace_node
+from ..ir.values import constant_array
+from ..ir.walk import GraphLike, is_standard
 from ..spec import resolve_axis
 from .node_rewrite import NodeRewritePass
 from .qdq_to_spec import ONNX_DEFAULT_AXIS, PADDED_META

@@ -15,17 +15,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import (
-    ConstantFactory,
-    GraphLike,
-    all_graphs,
-    constant_array,
-    elem_type,
-    opset_version,
-    optional_input,
-    replace_node,
-    spec_op,
-)
+from ..ir.rewrite import ConstantFactory, replace_node
+from ..ir.values import constant_array, elem_type, optional_input
+from ..ir.walk import GraphLike, all_graphs, opset_version, spec_op
 from ..spec import DOMAIN, PER_CHANNEL, PER_GROUP, PER_TENSOR, dst_type, dtypes
 from .node_rewrite import NodeRewritePass
 from .qdq_to_spec import CONTRIB_DOMAIN, ORIGIN

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..ir.rewrite import spec_nodes
+from ..ir.walk import spec_nodes
 
 MODEL_OP = "model_op"  # the op as the model has it (Quantize for a static one)
 NODE_NAME = "node_name"

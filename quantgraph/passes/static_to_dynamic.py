@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, GraphLike, replace_node, spec_op
+from ..ir.rewrite import ConstantFactory, replace_node
+from ..ir.walk import GraphLike, spec_op
 from ..spec import OPSET_VERSION, SpecError, dst_type, dtypes
 from .node_rewrite import NodeRewritePass
 

@@ -1,5 +1,5 @@
 """Negative dim values (Paddle2ONNX declares ``-1`` for a dynamic dim) become unknown dims
-(:func:`quantgraph.ir.rewrite.negative_dims_unknown` does the same on a serialized copy).
+(:func:`quantgraph.ir.shape_inference.negative_dims_unknown` does the same on a serialized copy).
 
 ONNX says nothing of a dim value below 0, and its C++ shape inference trusts them: a ``-1`` that
 reaches Slice's inference trips a ``std::clamp`` assertion that aborts the whole process (onnx
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import onnx_ir as ir
 
-from ..ir.rewrite import all_graphs
+from ..ir.walk import all_graphs
 
 
 def _declared_values(model: ir.Model) -> Iterator[ir.Value]:

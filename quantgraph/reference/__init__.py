@@ -2,18 +2,17 @@
 oneDNN's (:mod:`.onednn_arithmetic`), the ReferenceEvaluator ops (:mod:`.evaluator`) and the one
 rule by which results are compared (:mod:`.compare`). Never imports onnxruntime.
 
-``from quantgraph import reference`` then ``reference.run(...)``: the checked calls below."""
+``from quantgraph import reference`` then ``reference.run(...)``: the checked calls and ONNX's
+arithmetic below."""
 
+from .onnx_arithmetic import dequantize_values, expand_groups, quantize_values
 from .operators import (
     Call,
     checked_call,
     dequantize,
-    dequantize_values,
     dynamic_dequantize,
     dynamic_quantize,
-    expand_groups,
     quantize,
-    quantize_values,
     run,
 )
 

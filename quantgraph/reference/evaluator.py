@@ -1,7 +1,7 @@
 """The spec's operators for ``onnx.reference.ReferenceEvaluator(model, new_ops=REFERENCE_OPS)``.
 
 One OpRun class per spec op, made from the spec: each hands its inputs and the node's
-attributes to :func:`quantgraph.reference.run`, which applies the spec's defaults and rules.
+attributes to :func:`.operators.run`, which applies the spec's defaults and rules.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from typing import Any
 import numpy as np
 from onnx.reference.op_run import OpRun
 
-from .. import reference
 from ..spec import DOMAIN, OPS, OpSpec
+from .operators import run
 
 
 def _op_run(op: OpSpec) -> type[OpRun]:
     def _run(self: OpRun, *inputs: np.ndarray | None, **attributes: Any) -> tuple[np.ndarray]:
         node = str(getattr(self.onnx_node, "name", "") or "")
-        return (reference.run(op, inputs, attributes, node=node),)
+        return (run(op, inputs, attributes, node=node),)
 
     return type(op.name, (OpRun,), {"op_domain": DOMAIN, "_run": _run})
 

@@ -47,9 +47,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import reference
 from ..spec import DType, dtypes
-from .operators import _broadcast_shape
+from . import onnx_arithmetic
+from .broadcasting import broadcast_shape
 
 ONEDNN_VERSION = (3, 13)  # the version whose rules quantize_values follows by default
 NAN_TO_QMIN_SINCE = (3, 7)  # earlier versions quantize NaN to 127 for s8 dst
@@ -112,9 +112,9 @@ def quantize_values(
     onednn_version: tuple[int, int] = ONEDNN_VERSION,
 ) -> np.ndarray:
     """Quantize with already validated arguments as oneDNN does (module docstring); ``axis``
-    None means per-tensor. Same signature as :func:`quantgraph.reference.quantize_values`."""
+    None means per-tensor. Same signature as :func:`.onnx_arithmetic.quantize_values`."""
     src = np.asarray(src, dtype=np.float32)
-    shape = _broadcast_shape(src.ndim, axis)
+    shape = broadcast_shape(src.ndim, axis)
     multiplier = reciprocals(scales).reshape(shape)
     with np.errstate(over="ignore", invalid="ignore"):
         product = (src * multiplier).astype(np.float32)
@@ -147,7 +147,7 @@ def dequantize_values(
     group_shape: Sequence[int] | None = None,
 ) -> np.ndarray:
     """Dequantize with already validated arguments as oneDNN does (module docstring). Same
-    signature as :func:`quantgraph.reference.dequantize_values`, which it equals except for
+    signature as :func:`.onnx_arithmetic.dequantize_values`, which it equals except for
     s32 zero points beyond 2**24 and float8 -0; rows other than s8/u8/f8 -> f32 with f32
     scales per tensor or channel are :mod:`quantgraph.reference`'s."""
     source = dtypes.from_numpy(np.asarray(src).dtype)
@@ -159,8 +159,8 @@ def dequantize_values(
         or scale_array.dtype != np.float32
         or source not in measured
     ):
-        return reference.dequantize_values(src, scales, zps, axis, dst, group_shape)
-    shape = _broadcast_shape(src.ndim, axis)
+        return onnx_arithmetic.dequantize_values(src, scales, zps, axis, dst, group_shape)
+    shape = broadcast_shape(src.ndim, axis)
     scale = scale_array.reshape(shape)
     with np.errstate(over="ignore", invalid="ignore"):
         if source.is_float8:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import onnx_ir as ir
 
-from ..ir.rewrite import constant_array
+from ..ir.values import constant_array
 
 COUNT_RANGE = (1, 8)
 # Ops whose first input's values reach their outputs unchanged (or a selection of them).

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import GraphLike, constant_array, spec_op
+from ..ir.values import constant_array
+from ..ir.walk import GraphLike, spec_op
 from ..reference.compare import mismatch_mask
 
 # |difference| bins: exactly 0, then one bin per decade from 1e-8 up, the last open-ended.

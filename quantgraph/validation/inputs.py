@@ -361,7 +361,7 @@ def _by_use(value: ir.Value, sizes: Sizes, attempt: Attempt) -> tuple[float, flo
     return low, high, why
 
 
-def describe(feeds: Mapping[str, np.ndarray]) -> str:
+def describe_feeds(feeds: Mapping[str, np.ndarray]) -> str:
     """``x: float32[1,3,224,224], ids: int64[1,16]`` for messages."""
     return ", ".join(f"{k}: {v.dtype}[{','.join(map(str, v.shape))}]" for k, v in feeds.items())
 

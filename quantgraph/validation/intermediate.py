@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import onnx
 import onnx_ir as ir
 
-from ..ir.rewrite import GraphLike, negative_dims_unknown, spec_op
+from ..ir.shape_inference import negative_dims_unknown
+from ..ir.walk import GraphLike, spec_op
 
 
 @dataclass(frozen=True)

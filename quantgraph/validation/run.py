@@ -25,7 +25,7 @@ from ..reference.compare import TensorComparison, compare, merge, typed
 from ..runtime.session import InferenceSession
 from . import feeds
 from .error_stats import ErrorStats, has_quantization, quantization_steps
-from .inputs import FIRST, InputSpec, describe
+from .inputs import FIRST, InputSpec, describe_feeds
 from .inputs import plan_inputs as plan
 from .intermediate import after_quantization, producers, with_all_outputs
 from .report import (
@@ -383,7 +383,7 @@ def _runnable_specs(
     others = f"; {len(tried)} other plans failed too ({shown})" if tried else ""
     raise ModelError(
         f"{source.label}: the original model fails on the generated inputs "
-        f"({describe(first_feeds)}): {first_error}{others}; {HINT}"
+        f"({describe_feeds(first_feeds)}): {first_error}{others}; {HINT}"
     )
 
 
@@ -429,7 +429,7 @@ def _run_original(
         given = "generated inputs" if origin is None else f"inputs of {origin}"
         hint = f"; {HINT}" if origin is None else ""
         raise ModelError(
-            f"{label}: the original model fails on the {given} ({describe(sample)}): "
+            f"{label}: the original model fails on the {given} ({describe_feeds(sample)}): "
             f"{_ort_message(error)}{hint}"
         ) from None
 

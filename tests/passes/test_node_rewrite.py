@@ -12,7 +12,8 @@ import onnx_ir as ir
 from builders import initializers, make_model, node_by_name, tensor_info
 from onnx import TensorProto, helper, numpy_helper
 
-from quantgraph.ir.rewrite import ConstantFactory, GraphLike
+from quantgraph.ir.rewrite import ConstantFactory
+from quantgraph.ir.walk import GraphLike
 from quantgraph.passes import (
     ConvertedNode,
     NodeRewritePass,

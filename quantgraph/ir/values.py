@@ -1,0 +1,57 @@
+"""Reading values: a node's optional inputs, constants, element types and static shapes."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+Shape = tuple[int | None, ...]
+
+
+def optional_input(node: ir.Node, index: int) -> ir.Value | None:
+    """The node's input ``index``, None when it is absent or left empty."""
+    return node.inputs[index] if len(node.inputs) > index else None
+
+
+def constant_array(value: ir.Value | None) -> np.ndarray | None:
+    """The value's array when it is an initializer or comes from a Constant node, else None.
+
+    Cached on the value (``meta``): a scale shared by thousands of nodes is read once.
+    """
+    if value is None or value.is_graph_input():
+        return None  # an initializer that is also an input can be fed: not a constant
+    if "quantgraph.constant" in value.meta:
+        cached: np.ndarray | None = value.meta["quantgraph.constant"]
+        return cached
+    tensor = ir.convenience.get_const_tensor(value)
+    array = None if tensor is None else tensor.numpy()
+    value.meta["quantgraph.constant"] = array
+    return array
+
+
+def _constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
+    # An initializer's tensor, or the value attribute of the Constant node producing it.
+    if value.const_value is not None:
+        return value.const_value
+    return ir.convenience.get_const_tensor(value)
+
+
+def elem_type(value: ir.Value | None) -> ir.DataType | None:
+    """A value's element type: declared, or its constant's."""
+    if value is None:
+        return None
+    if value.dtype is not None:
+        return value.dtype
+    tensor = _constant_tensor(value)
+    return tensor.dtype if tensor is not None else None
+
+
+def value_shape(value: ir.Value) -> tuple[int | None, ...] | None:
+    """Static shape with None for symbolic dims, or None when the rank is unknown."""
+    shape: ir.ShapeProtocol | None = value.shape
+    if shape is None:
+        tensor = _constant_tensor(value)
+        shape = tensor.shape if tensor is not None else None
+    if shape is None:
+        return None
+    return tuple(d if isinstance(d, int) else None for d in shape)
