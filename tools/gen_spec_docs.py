@@ -275,9 +275,10 @@ QuantizeLinear, stay as they are, with the reason.
 
 Decision 3 keeps ONNX's rounding by default. What oneDNN computes is a second, measured
 arithmetic (oneDNN v3.2 and v3.13.2, single-op Graph partitions, every ISA cap; modelled in
-`quantgraph/reference_onednn.py`): quantize `saturate(rne(fl(fl(x * fl(1/s)) + fl(zp))))` (no
-FMA), float8 through f16 without saturation (e4m3 overflow to NaN, e5m2 to inf), NaN to s8 127
-before v3.7; dequantize ONNX's except float8 -0 -> +0 and s32 zero points through float. The
+`quantgraph/reference/onednn_arithmetic.py`): quantize
+`saturate(rne(fl(fl(x * fl(1/s)) + fl(zp))))` (no FMA), float8 through f16 without saturation
+(e4m3 overflow to NaN, e5m2 to inf), NaN to s8 127 before v3.7; dequantize ONNX's except float8
+-0 -> +0 and s32 zero points through float. The
 native backend runs it with `arithmetic="onednn"`, bit-exact with the onednn backend (oneDNN
 itself) on every row both run (docs/onednn.md); validation against oneDNN's arithmetic says it
 is not expected to be exact and judges by `--atol`/`--rtol`.

@@ -471,7 +471,7 @@ reference (ONNX's arithmetic), the native backend in both arithmetics, and the o
 (NaN equals NaN). `refused`: oneDNN (or quantgraph, where oneDNN would be silently wrong) does
 not run the row; the note gives the message.
 
-Expected differences (`quantgraph/reference_onednn.py` models them; `fl` is one float32
+Expected differences (`quantgraph/reference/onednn_arithmetic.py` models them; `fl` is one float32
 rounding): oneDNN quantizes as `saturate(rne(fl(fl(x * fl(1/s)) + fl(zp))))`, ONNX as
 `saturate(rne(x / s) + zp)`, so values at or near .5 ties differ by one step; float8 quantize goes
 through f16 and does not saturate (e4m3 overflow becomes NaN, e5m2 inf); NaN quantizes to s8 127

@@ -16,7 +16,7 @@
 // SIMD tables require |zp| <= kSimdMaxZp (ZeroPointRange::FitsSimd); the caller falls back to the
 // scalar table otherwise.
 //
-// The *_onednn kernels compute what oneDNN's CPU reorder does (quantgraph/reference_onednn.py
+// The *_onednn kernels compute what oneDNN's CPU reorder does (quantgraph/reference/onednn_arithmetic.py
 // states the evidence), in float32, multiply and add rounded separately (no FMA):
 //
 //   quantize, integer dst:  v = fl(fl(x * m) + float(zp)), m = fl(1 / scale) computed by the
