@@ -86,7 +86,7 @@ CASES = [
     Case(
         "f8-zps",
         "Dequantize",
-        np.zeros((2, 3), np.uint8).view(reference.dtypes.F8_E4M3.numpy),
+        np.zeros((2, 3), np.uint8).view(dtypes.F8_E4M3.numpy),
         attrs={"scales": [1.0], "zps": [0]},
     ),
     static("scale-value", "Quantize", X23, scales=[0.0]),
