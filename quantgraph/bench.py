@@ -370,7 +370,7 @@ def _available(impl: str) -> str | None:
         return onednn.unavailable_reason()
     if impl == "python":
         try:
-            from .backends import python  # noqa: F401
+            from .backends.python import ops  # noqa: F401
         except Exception as error:  # the Python backend is optional
             return f"python backend unavailable: {type(error).__name__}: {error}"
     return None

@@ -101,7 +101,7 @@ class InferenceSession:
             )
             changed = changed or bool(self.fusion_plan.units)
         if self.backend == "python":
-            from .backends.python_prepare import prepare_model
+            from .backends.python.prepare import prepare_model
 
             changed = prepare_model(loaded) or changed
         if not changed:
@@ -132,7 +132,7 @@ class InferenceSession:
                 output_names, dict(input_feed), run_options
             )
             return native_results
-        from .backends import python
+        from .backends.python import ops as python
 
         python.clear_pending()  # errors of other sessions on this thread are not ours
         results: list[Any] = self._session.run(output_names, dict(input_feed), run_options)

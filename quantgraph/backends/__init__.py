@@ -121,9 +121,9 @@ def session_options(
 
         onednn.register(options)
     else:
-        from . import python
+        from .python import ops
 
-        python.register(options)
+        ops.register(options)
     return options
 
 
