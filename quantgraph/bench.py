@@ -43,6 +43,14 @@ DIRECTIONS = ("quantize", "dequantize")  # timed as static Quantize / Dequantize
 LAYOUTS = (PER_TENSOR, "per_channel_outer", "per_channel_inner")
 NARROW_COLUMNS = (16, 64, 384)
 IMPLEMENTATIONS = ("native", "native_onednn", "onednn", "onnxruntime", "python", "numpy", "copyto")
+# The implementations that are a backend's kernels: (backend, arithmetic). native_onednn is the
+# native kernels in oneDNN's arithmetic; onednn is oneDNN itself.
+ON_BACKEND: dict[str, tuple[str, str | None]] = {
+    "native": ("native", None),
+    "native_onednn": ("native", "onednn"),
+    "onednn": ("onednn", "onednn"),
+    "python": ("python", None),
+}
 # Innermost-axis layouts with a fixed number of columns (attention heads, small projections):
 # "per_channel_inner_c64" is [n // 64, 64], axis 1.
 NARROW_PREFIX = "per_channel_inner_c"
@@ -282,36 +290,12 @@ def _runner(
 ) -> Callable[[], None]:
     buffers = buffers or _Buffers.make(op, int(np.prod(shape)))
     x = buffers.x.reshape(shape)
-    if impl == "native":
-        from .backends import native
-
-        options = _options()
-        native.register(options)
-        model = _spec_model(op, shape, axis).SerializeToString()
-        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        return _bound_runner(session, buffers, shape)
-    if impl in ("native_onednn", "onednn"):
-        # native_onednn: the native kernels in oneDNN's arithmetic; onednn: oneDNN itself.
-        from .backends import session_options
-
-        backend = "onednn" if impl == "onednn" else "native"
-        options = session_options(backend, _options(), arithmetic="onednn")
-        model = _spec_model(op, shape, axis).SerializeToString()
-        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        return _bound_runner(session, buffers, shape)
+    if impl in ON_BACKEND:
+        return _backend_runner(impl, op, shape, axis, buffers)
     if impl == "onnxruntime":
         model = _qdq_model(op, shape, axis).SerializeToString()
         session = ort.InferenceSession(model, _options(), providers=["CPUExecutionProvider"])
         return _bound_runner(session, buffers, shape)
-    if impl == "python":
-        from .session import InferenceSession
-
-        spec_session = InferenceSession(_spec_model(op, shape, axis), "python", options=_options())
-
-        def call() -> None:
-            spec_session.run(None, {"x": x})
-
-        return call
     if impl == "numpy":
         return _numpy_runner(op, shape, axis, buffers)
     # copyto: the float32 side of the call, copied into a preallocated array.
@@ -322,6 +306,32 @@ def _runner(
         np.copyto(dst, src)
 
     return copy
+
+
+def _backend_runner(
+    impl: str, op: str, shape: tuple[int, ...], axis: int | None, buffers: _Buffers
+) -> Callable[[], None]:
+    """The spec op on the backend ``impl`` names (:data:`ON_BACKEND`)."""
+    from .backends import get, session_options
+
+    name, arithmetic = ON_BACKEND[impl]
+    if get(name).prepares:
+        # Its kernels run a prepared model and report errors after a run: a whole session.
+        from .session import InferenceSession
+
+        spec_session = InferenceSession(
+            _spec_model(op, shape, axis), name, arithmetic=arithmetic, options=_options()
+        )
+        feeds = {"x": buffers.x.reshape(shape)}
+
+        def call() -> None:
+            spec_session.run(None, feeds)
+
+        return call
+    options = session_options(name, _options(), arithmetic=arithmetic)
+    model = _spec_model(op, shape, axis).SerializeToString()
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    return _bound_runner(session, buffers, shape)
 
 
 def _numpy_runner(
@@ -360,20 +370,12 @@ def _numpy_runner(
 
 def _available(impl: str) -> str | None:
     """Why ``impl`` cannot run here, or None."""
-    if impl in ("native", "native_onednn"):
-        from .backends import native
+    if impl not in ON_BACKEND:
+        return None
+    from .backends import get
 
-        return None if native.is_available() else "native library not built"
-    if impl == "onednn":
-        from .backends import onednn
-
-        return onednn.unavailable_reason()
-    if impl == "python":
-        try:
-            from .backends.python import ops  # noqa: F401
-        except Exception as error:  # the Python backend is optional
-            return f"python backend unavailable: {type(error).__name__}: {error}"
-    return None
+    missing = get(ON_BACKEND[impl][0]).available()
+    return None if missing is None else missing.message
 
 
 def run(
@@ -429,8 +431,9 @@ def run(
                     impl: measured.get(impl) for impl in implementations
                 }
                 vs_pt = None
-                if layout != PER_TENSOR and "native" in calls:
-                    vs_pt = _versus_per_tensor(op, n, calls["native"], repeat, buffers)
+                native_call = calls.get("native")
+                if layout != PER_TENSOR and native_call is not None:
+                    vs_pt = _versus_per_tensor(op, n, native_call, repeat, buffers)
                 row = BenchRow(op, layout, shape, 5 * n, seconds, notes, vs_pt)
                 rows.append(row)
                 if progress is not None:

@@ -14,7 +14,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from .bench import BenchRow, Progress, _available, _measure, _options, _progress_line
+from .bench import ON_BACKEND, BenchRow, Progress, _available, _measure, _options, _progress_line
 from .spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION
 
 # 4-bit weights dequantized to f32 (op "dequantize_4bit"): layout -> (src type, zero points,
@@ -116,11 +116,12 @@ def _weight_runners(
             calls[impl] = functools.partial(np.copyto, target, source)
             continue
         options = _options()
-        if impl == "native":
-            from .backends import native
+        on_backend = ON_BACKEND.get(impl)  # the spec op on a backend, else onnxruntime's Q/DQ
+        if on_backend is not None:
+            from .backends import session_options
 
-            native.register(options)
-        model = spec if impl == "native" else qdq
+            session_options(on_backend[0], options, arithmetic=on_backend[1])
+        model = spec if on_backend is not None else qdq
         session = ort.InferenceSession(
             model.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )

@@ -539,11 +539,11 @@ def inspect(
 
 
 def _engine(backend: str | None) -> str | None:
-    if backend != "onednn":
+    if backend is None:
         return None
-    from .backends import onednn
+    from .backends import get
 
-    return onednn.version()
+    return get(backend).engine_version()
 
 
 main.add_command(bench)

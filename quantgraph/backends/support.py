@@ -21,7 +21,8 @@ import onnx_ir as ir
 from onnx import helper
 
 from .._ir import all_graphs, negative_dims_unknown, spec_op
-from ..errors import BackendError, QuantgraphError, one_line
+from ..errors import QuantgraphError, one_line
+from .base import BackendUnavailable
 
 RUNS, REFUSED, UNKNOWN = "runs", "refused", "unknown"
 
@@ -152,10 +153,8 @@ def _run(
         session = InferenceSession(
             model.SerializeToString(), backend, arithmetic=arithmetic, options=options
         )
-    except BackendError as error:
-        if "backend cannot run" in str(error) or "is not built" in str(error):
-            raise  # the backend itself is missing: not a property of the node
-        return NodeSupport(name, op, REFUSED, one_line(error))
+    except BackendUnavailable:
+        raise  # the backend itself is missing: not a property of the node
     except Exception as error:  # onnxruntime's errors carry the kernel's reason
         return NodeSupport(name, op, REFUSED, one_line(error))
     try:
