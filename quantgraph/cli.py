@@ -512,7 +512,7 @@ def inspect(
     payload: dict[str, Any] = result.report.to_dict()
     support = None
     if backend is not None:
-        from .backends.support import node_support
+        from .support import node_support
 
         quiet_onnxruntime()
         support = node_support(result.model, backend, arithmetic)

@@ -20,9 +20,9 @@ import onnx
 import onnx_ir as ir
 from onnx import helper
 
-from .._ir import all_graphs, negative_dims_unknown, spec_op
-from ..errors import QuantgraphError, one_line
-from .base import BackendUnavailable
+from ._ir import all_graphs, negative_dims_unknown, spec_op
+from .backends import BackendUnavailable
+from .errors import QuantgraphError, one_line
 
 RUNS, REFUSED, UNKNOWN = "runs", "refused", "unknown"
 
@@ -42,7 +42,7 @@ def node_support(
     model: ir.Model, backend: str = "onednn", arithmetic: str | None = None
 ) -> list[NodeSupport]:
     """Every spec node of ``model`` tried alone on ``backend``, in graph order."""
-    from ..schemas import register
+    from .schemas import register
 
     register()
     proto = ir.to_proto(model)
@@ -145,7 +145,7 @@ def _run(
 ) -> NodeSupport:
     import onnxruntime as ort
 
-    from ..session import InferenceSession
+    from .session import InferenceSession
 
     options = ort.SessionOptions()
     options.log_severity_level = 4  # a refusal is the answer here, not a log line
