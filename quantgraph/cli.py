@@ -512,7 +512,7 @@ def inspect(
     payload: dict[str, Any] = result.report.to_dict()
     support = None
     if backend is not None:
-        from .backends.support import node_support
+        from .runtime.support import node_support
 
         quiet_onnxruntime()
         support = node_support(result.model, backend, arithmetic)
@@ -539,11 +539,11 @@ def inspect(
 
 
 def _engine(backend: str | None) -> str | None:
-    if backend != "onednn":
+    if backend is None:
         return None
-    from .backends import onednn
+    from .backends import get
 
-    return onednn.version()
+    return get(backend).engine_version()
 
 
 main.add_command(bench)

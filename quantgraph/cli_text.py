@@ -152,7 +152,7 @@ def print_validation(report: Any) -> None:
 
 
 def print_support(backend: str, engine: str | None, support: Any) -> None:
-    """Which spec nodes ``backend`` runs (quantgraph.backends.support)."""
+    """Which spec nodes ``backend`` runs (quantgraph.runtime.support)."""
     counts = {
         status: sum(1 for s in support if s.status == status)
         for status in ("runs", "refused", "unknown")

@@ -56,7 +56,7 @@ STATIC_ONLY = {
 }
 FLOAT8_CASES = STATIC_ONLY
 FOUR_BIT_CASES = {"test_dequantizelinear_int4", "test_dequantizelinear_uint4"}
-# Documented limits of the python backend (quantgraph/backends/python.py): no float8 (static
+# Documented limits of the python backend (quantgraph/backends/python/ops.py): no float8 (static
 # mode only: dynamic mode does not convert float8 with run-time scales), no 4-bit.
 PYTHON_NOT_RUNNABLE = {"dynamic": FOUR_BIT_CASES, "static": FLOAT8_CASES | FOUR_BIT_CASES}
 

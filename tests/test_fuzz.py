@@ -177,7 +177,7 @@ def test_s32_zero_points_beyond_2_24() -> None:
 def test_the_fuzzer_notices_a_planted_bug(monkeypatch: pytest.MonkeyPatch) -> None:
     """A reference that is off by one in one element must show up as mismatches.
 
-    The Python backend runs its own float32 numpy kernels (quantgraph.backends.numpy_kernels),
+    The Python backend runs its own float32 numpy kernels (quantgraph.backends.python.kernels),
     so like the native backend and onnxruntime it disagrees with the planted bug.
     """
     honest = reference.quantize_values

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quantgraph import reference
-from quantgraph.backends import numpy_kernels
+from quantgraph.backends.python import kernels as numpy_kernels
 from quantgraph.reference.compare import compare
 from quantgraph.spec import dtypes
 

@@ -347,7 +347,7 @@ def spec_model(call: Call) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
 
 
 def python_cannot_run(call: Call) -> bool:
-    """What quantgraph/backends/python.py documents it cannot express: float8 anywhere. A
+    """What quantgraph/backends/python/ops.py documents it cannot express: float8 anywhere. A
     static Quantize runs as DynamicQuantize with zps of the dst type, so static zps that do not
     fit it cannot run either (the docstring does not spell that case out). DynamicQuantize with
     s32 zps or a dst other than the zps type runs (as DynamicQuantize_<dst>)."""

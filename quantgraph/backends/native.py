@@ -15,17 +15,22 @@ earlier name, still works).
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
 from pathlib import Path
-
-import onnxruntime as ort
+from typing import TYPE_CHECKING
 
 from ..errors import BackendError
+from .base import Arithmetic, Backend, LibraryMissing, Unavailable
 from .environment import library_override
+
+if TYPE_CHECKING:  # onnxruntime loads when a session is made, not when the registry is listed
+    import onnxruntime as ort
 
 ENV_LIBRARY = "QUANTGRAPH_NATIVE_LIBRARY"
 ENV_LIBRARY_DEPRECATED = "QUANTGRAPH_NATIVE_LIB"
 ENV_ISA = "QUANTGRAPH_NATIVE_ISA"
+ARITHMETIC_ENTRY = "quantgraph.arithmetic"  # session config entry the library reads
 
 
 def _library_name() -> str:
@@ -59,22 +64,27 @@ def _candidates() -> list[Path]:
 def library_path() -> Path:
     """The native kernel library: $QUANTGRAPH_NATIVE_LIBRARY, else the one installed in the package.
 
-    Raises :class:`~quantgraph.errors.BackendError` saying how to build it when there is none.
+    Raises :class:`~quantgraph.backends.base.LibraryMissing` (a
+    :class:`~quantgraph.errors.BackendError`) saying how to build it when there is none.
     """
     override = library_override(ENV_LIBRARY, ENV_LIBRARY_DEPRECATED)
     if override:
         variable, value = override
         path = Path(value).expanduser()
         if not path.is_file():
-            raise BackendError(f"{variable}={value!r} is not a file; unset it or {BUILD_HINT}")
+            raise LibraryMissing(
+                f"{variable}={value!r} is not a file",
+                f"unset it or {BUILD_HINT}",
+                variable=variable,
+            )
         return path.resolve()
     candidates = _candidates()
     for path in candidates:
         if path.is_file():
             return path.resolve()
     looked = ", ".join(str(p) for p in candidates)
-    raise BackendError(
-        f"the native kernel library is not built (looked for {looked}); {BUILD_HINT}"
+    raise LibraryMissing(
+        f"the native kernel library is not built (looked for {looked})", BUILD_HINT
     )
 
 
@@ -110,12 +120,59 @@ def isa() -> str:
     return result.decode()
 
 
+# What the session-level error says when nothing names a library and none is built.
+NOT_BUILT_HINT = (
+    "reinstall quantgraph with a C++ compiler and cmake (`pip install .`; see README), set "
+    "QUANTGRAPH_NATIVE_LIBRARY, or use backend='python'"
+)
+
+
+class NativeBackend(Backend):
+    """quantgraph's C++ kernels, in either arithmetic (session config entry
+    ``quantgraph.arithmetic``)."""
+
+    name = "native"
+    arithmetics = ("onnx", "onednn")
+    engine = "quantgraph's C++ kernels (custom_ops/)"
+
+    def available(self) -> Unavailable | None:
+        try:
+            library_path()
+        except LibraryMissing as missing:
+            if missing.variable is not None:
+                message = f"the native backend cannot run: {missing}"
+                return Unavailable(self.name, missing.reason, missing.hint, message)
+            return Unavailable(
+                self.name,
+                "the native kernel library is not built",
+                NOT_BUILT_HINT,
+                f"the native backend is not built: {NOT_BUILT_HINT}",
+            )
+        return None
+
+    def requested(self) -> bool:
+        """A set QUANTGRAPH_NATIVE_LIBRARY asks for the native library: if it is wrong, that is
+        an error, never a silent fall-back to another backend."""
+        return any(os.environ.get(name) for name in (ENV_LIBRARY, ENV_LIBRARY_DEPRECATED))
+
+    def register(self, options: ort.SessionOptions, arithmetic: Arithmetic) -> None:
+        # Read by the library when it registers its kernels: set it first.
+        options.add_session_config_entry(ARITHMETIC_ENTRY, arithmetic)
+        register(options)
+
+
+BACKEND = NativeBackend()
+
 __all__ = [
+    "ARITHMETIC_ENTRY",
+    "BACKEND",
     "BUILD_HINT",
     "ENV_ISA",
     "ENV_LIBRARY",
     "ENV_LIBRARY_DEPRECATED",
     "LIBRARY_NAME",
+    "NOT_BUILT_HINT",
+    "NativeBackend",
     "is_available",
     "isa",
     "library_path",

@@ -26,11 +26,14 @@ import re
 import sys
 from functools import cache
 from pathlib import Path
-
-import onnxruntime as ort
+from typing import TYPE_CHECKING
 
 from ..errors import BackendError
+from .base import Arithmetic, Backend, LibraryMissing, Unavailable
 from .environment import library_override
+
+if TYPE_CHECKING:  # onnxruntime loads when a session is made, not when the registry is listed
+    import onnxruntime as ort
 
 ENV_LIBRARY = "QUANTGRAPH_ONEDNN_LIBRARY"
 ENV_KERNELS = "QUANTGRAPH_ONEDNN_KERNELS_LIBRARY"
@@ -55,9 +58,10 @@ def dnnl_path() -> Path:
     if override:
         path = Path(override).expanduser()
         if not path.is_file():
-            raise BackendError(
-                f"{ENV_LIBRARY}={override!r} is not a file; unset it or point it "
-                f"at a oneDNN 3.x {DNNL_SONAME}"
+            raise LibraryMissing(
+                f"{ENV_LIBRARY}={override!r} is not a file",
+                f"unset it or point it at a oneDNN 3.x {DNNL_SONAME}",
+                variable=ENV_LIBRARY,
             )
         return path.resolve()
     for name in DISTRIBUTIONS:
@@ -68,7 +72,7 @@ def dnnl_path() -> Path:
         for file in files:
             if file.name == DNNL_SONAME:
                 return Path(str(file.locate())).resolve()
-    raise BackendError(f"oneDNN is not installed: {INSTALL_HINT}")
+    raise LibraryMissing("oneDNN is not installed", INSTALL_HINT, separator=": ")
 
 
 def kernels_path() -> Path:
@@ -79,7 +83,7 @@ def kernels_path() -> Path:
         variable, value = override
         path = Path(value).expanduser()
         if not path.is_file():
-            raise BackendError(f"{variable}={value!r} is not a file")
+            raise LibraryMissing(f"{variable}={value!r} is not a file", variable=variable)
         return path.resolve()
     import quantgraph
 
@@ -87,10 +91,11 @@ def kernels_path() -> Path:
     for path in candidates:
         if path.is_file():
             return path.resolve()
-    raise BackendError(
-        f"the onednn kernel library is not built (looked for {', '.join(map(str, candidates))}): "
+    raise LibraryMissing(
+        f"the onednn kernel library is not built (looked for {', '.join(map(str, candidates))})",
         "reinstall quantgraph from source (`pip install '.[onednn]'`; its build takes oneDNN's "
-        "headers from onednn-devel-cpu-gomp)"
+        "headers from onednn-devel-cpu-gomp)",
+        separator=": ",
     )
 
 
@@ -186,14 +191,19 @@ def is_available() -> bool:
     return sys.platform.startswith("linux")
 
 
-def unavailable_reason() -> str | None:
-    """Why the backend cannot run here, in one line; None when it can."""
+def _missing() -> LibraryMissing | None:
     try:
         dnnl_path()
         kernels_path()
-    except BackendError as error:
-        return str(error)
+    except LibraryMissing as missing:
+        return missing
     return None
+
+
+def unavailable_reason() -> str | None:
+    """Why the backend cannot run here, in one line; None when it can."""
+    missing = _missing()
+    return None if missing is None else str(missing)
 
 
 def register(options: ort.SessionOptions) -> None:
@@ -203,12 +213,39 @@ def register(options: ort.SessionOptions) -> None:
     options.register_custom_ops_library(str(kernels_path()))
 
 
+class OnednnBackend(Backend):
+    """oneDNN's Graph API runs the ops: oneDNN's arithmetic, its refusals. Only when asked for."""
+
+    name = "onednn"
+    arithmetics = ("onednn",)
+    arithmetic_refusal = "the onednn backend computes oneDNN's own arithmetic, not 'onnx'"
+    engine = "oneDNN Graph (single-op partitions on oneDNN's CPU engine)"
+    by_default = False
+
+    def available(self) -> Unavailable | None:
+        missing = _missing()
+        if missing is None:
+            return None
+        message = f"the onednn backend cannot run: {missing}"
+        return Unavailable(self.name, missing.reason, missing.hint, message)
+
+    def register(self, options: ort.SessionOptions, arithmetic: Arithmetic) -> None:
+        register(options)
+
+    def engine_version(self) -> str | None:
+        return version()
+
+
+BACKEND = OnednnBackend()
+
 __all__ = [
+    "BACKEND",
     "DISTRIBUTIONS",
     "ENV_KERNELS",
     "ENV_KERNELS_DEPRECATED",
     "ENV_LIBRARY",
     "INSTALL_HINT",
+    "OnednnBackend",
     "dnnl_path",
     "is_available",
     "kernels_path",

@@ -37,6 +37,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ..spec import DEQUANTIZE, DOMAIN, OPSET_VERSION, PER_TENSOR, QUANTIZE
 from . import weights as bench_weights
 from .timing import (
+    ON_BACKEND,
     SETTINGS,
     BenchRow,
     Progress,
@@ -174,38 +175,12 @@ def _runner(
 ) -> Callable[[], None]:
     buffers = buffers or _Buffers.make(op, int(np.prod(shape)))
     x = buffers.x.reshape(shape)
-    if impl == "native":
-        from ..backends import native
-
-        options = timed_options()
-        native.register(options)
-        model = _spec_model(op, shape, axis).SerializeToString()
-        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        return _bound_runner(session, buffers, shape)
-    if impl in ("native_onednn", "onednn"):
-        # native_onednn: the native kernels in oneDNN's arithmetic; onednn: oneDNN itself.
-        from ..backends import session_options
-
-        backend = "onednn" if impl == "onednn" else "native"
-        options = session_options(backend, timed_options(), arithmetic="onednn")
-        model = _spec_model(op, shape, axis).SerializeToString()
-        session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-        return _bound_runner(session, buffers, shape)
+    if impl in ON_BACKEND:
+        return _backend_runner(impl, op, shape, axis, buffers)
     if impl == "onnxruntime":
         model = _qdq_model(op, shape, axis).SerializeToString()
         session = ort.InferenceSession(model, timed_options(), providers=["CPUExecutionProvider"])
         return _bound_runner(session, buffers, shape)
-    if impl == "python":
-        from ..runtime.session import InferenceSession
-
-        spec_session = InferenceSession(
-            _spec_model(op, shape, axis), "python", options=timed_options()
-        )
-
-        def call() -> None:
-            spec_session.run(None, {"x": x})
-
-        return call
     if impl == "numpy":
         return _numpy_runner(op, shape, axis, buffers)
     # copyto: the float32 side of the call, copied into a preallocated array.
@@ -216,6 +191,32 @@ def _runner(
         np.copyto(dst, src)
 
     return copy
+
+
+def _backend_runner(
+    impl: str, op: str, shape: tuple[int, ...], axis: int | None, buffers: _Buffers
+) -> Callable[[], None]:
+    """The spec op on the backend ``impl`` names (:data:`ON_BACKEND`)."""
+    from ..backends import get, session_options
+
+    name, arithmetic = ON_BACKEND[impl]
+    if get(name).prepares:
+        # Its kernels run a prepared model and report errors after a run: a whole session.
+        from ..runtime.session import InferenceSession
+
+        spec_session = InferenceSession(
+            _spec_model(op, shape, axis), name, arithmetic=arithmetic, options=timed_options()
+        )
+        feeds = {"x": buffers.x.reshape(shape)}
+
+        def call() -> None:
+            spec_session.run(None, feeds)
+
+        return call
+    options = session_options(name, timed_options(), arithmetic=arithmetic)
+    model = _spec_model(op, shape, axis).SerializeToString()
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    return _bound_runner(session, buffers, shape)
 
 
 def _numpy_runner(
@@ -304,8 +305,9 @@ def run(
                     impl: measured.get(impl) for impl in implementations
                 }
                 vs_pt = None
-                if layout != PER_TENSOR and "native" in calls:
-                    vs_pt = _versus_per_tensor(op, n, calls["native"], repeat, buffers)
+                native_call = calls.get("native")
+                if layout != PER_TENSOR and native_call is not None:
+                    vs_pt = _versus_per_tensor(op, n, native_call, repeat, buffers)
                 row = BenchRow(op, layout, shape, 5 * n, seconds, notes, vs_pt)
                 rows.append(row)
                 if progress is not None:

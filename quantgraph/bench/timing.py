@@ -20,6 +20,16 @@ _BUDGET_SECONDS = 2.0
 Progress = Callable[[str], None]
 
 
+# The implementations that are a backend's kernels: (backend, arithmetic). native_onednn is the
+# native kernels in oneDNN's arithmetic; onednn is oneDNN itself.
+ON_BACKEND: dict[str, tuple[str, str | None]] = {
+    "native": ("native", None),
+    "native_onednn": ("native", "onednn"),
+    "onednn": ("onednn", "onednn"),
+    "python": ("python", None),
+}
+
+
 @dataclass(frozen=True)
 class BenchRow:
     """One op, layout and size: the median seconds per call of each implementation."""
@@ -142,20 +152,12 @@ def measure(calls: dict[str, Callable[[], None]], repeat: int) -> dict[str, floa
 
 def unavailable_reason(impl: str) -> str | None:
     """Why ``impl`` cannot run here, or None."""
-    if impl in ("native", "native_onednn"):
-        from ..backends import native
+    if impl not in ON_BACKEND:
+        return None
+    from ..backends import get
 
-        return None if native.is_available() else "native library not built"
-    if impl == "onednn":
-        from ..backends import onednn
-
-        return onednn.unavailable_reason()
-    if impl == "python":
-        try:
-            from ..backends import python  # noqa: F401
-        except Exception as error:  # the Python backend is optional
-            return f"python backend unavailable: {type(error).__name__}: {error}"
-    return None
+    missing = get(ON_BACKEND[impl][0]).available()
+    return None if missing is None else missing.message
 
 
 def progress_line(row: BenchRow) -> str:

@@ -15,7 +15,15 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION
-from .timing import BenchRow, Progress, measure, progress_line, timed_options, unavailable_reason
+from .timing import (
+    ON_BACKEND,
+    BenchRow,
+    Progress,
+    measure,
+    progress_line,
+    timed_options,
+    unavailable_reason,
+)
 
 # 4-bit weights dequantized to f32 (op "dequantize_4bit"): layout -> (src type, zero points,
 # group_shape as [rows, columns] or None for per_channel on axis 1).
@@ -116,11 +124,12 @@ def _weight_runners(
             calls[impl] = functools.partial(np.copyto, target, source)
             continue
         options = timed_options()
-        if impl == "native":
-            from ..backends import native
+        on_backend = ON_BACKEND.get(impl)  # the spec op on a backend, else onnxruntime's Q/DQ
+        if on_backend is not None:
+            from ..backends import session_options
 
-            native.register(options)
-        model = spec if impl == "native" else qdq
+            session_options(on_backend[0], options, arithmetic=on_backend[1])
+        model = spec if on_backend is not None else qdq
         session = ort.InferenceSession(
             model.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )

@@ -14,7 +14,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 from .. import fusion as fusion_engines
-from ..backends import resolve, resolve_arithmetic, session_options
+from ..backends import require, resolve_arithmetic
 from ..ir.model_files import ModelLike, has_external_data, load_model, save_model
 from ..ir.onnx_schemas import register as register_schemas
 from ..ir.opsets import check_opset
@@ -51,9 +51,9 @@ class InferenceSession:
         fusion: str = fusion_engines.NONE,
     ) -> None:
         register_schemas()
-        self.backend = resolve(backend)
-        self.arithmetic = resolve_arithmetic(self.backend, arithmetic)
-        self.onednn_version: str | None = None  # which oneDNN runs the ops (onednn backend)
+        self._backend = require(backend)
+        self.backend = self._backend.name
+        self.arithmetic = resolve_arithmetic(self._backend, arithmetic)
         self.fusion = fusion
         self.fusion_plan = fusion_engines.FusionPlan(fusion_engines.NONE)
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
@@ -69,19 +69,11 @@ class InferenceSession:
             # ([E:onnxruntime:...] on a failing kernel or a node oneDNN refuses) would repeat
             # them on stderr.
             options.log_severity_level = 4
-        if self.backend == "python":
-            # Kernel errors are recorded per thread; parallel execution would run kernels on
-            # onnxruntime's threads, where run() could not see them.
-            options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        self._session = ort.InferenceSession(
-            source,
-            session_options(self.backend, options, arithmetic=self.arithmetic),
-            providers=list(providers),
-        )
-        if self.backend == "onednn":
-            from ..backends import onednn
-
-            self.onednn_version = onednn.version()
+        self._backend.configure(options)
+        self._backend.register(options, self.arithmetic)
+        self._session = ort.InferenceSession(source, options, providers=list(providers))
+        # Which build of an outside engine runs the ops (oneDNN's, on the onednn backend).
+        self.onednn_version: str | None = self._backend.engine_version()
 
     def _prepare(self, model: ModelLike, level: int) -> str | bytes:
         """What onnxruntime loads: the file itself or the caller's serialized model when they
@@ -91,7 +83,7 @@ class InferenceSession:
         check_opset(loaded, model)
         declared = needs_declared_dst(loaded)
         fused = self.fusion != fusion_engines.NONE
-        if loaded is model and (declared or fused or self.backend == "python"):
+        if loaded is model and (declared or fused or self._backend.prepares):
             loaded = ir.from_proto(ir.to_proto(loaded))  # the caller's object stays as it was
         # The seed's dst rule: a declared output type no kernel could see becomes output_dtype.
         changed = declared and DeclaredDstPass()(loaded).modified
@@ -100,10 +92,7 @@ class InferenceSession:
                 loaded, self.fusion, level=level, backend=self.backend
             )
             changed = changed or bool(self.fusion_plan.units)
-        if self.backend == "python":
-            from ..backends.python_prepare import prepare_model
-
-            changed = prepare_model(loaded) or changed
+        changed = self._backend.prepare(loaded) or changed
         if not changed:
             if is_path:
                 return str(Path(model))  # type: ignore[arg-type]
@@ -127,16 +116,9 @@ class InferenceSession:
         input_feed: Mapping[str, np.ndarray],
         run_options: ort.RunOptions | None = None,
     ) -> list[Any]:
-        if self.backend != "python":
-            native_results: list[Any] = self._session.run(
-                output_names, dict(input_feed), run_options
-            )
-            return native_results
-        from ..backends import python
-
-        python.clear_pending()  # errors of other sessions on this thread are not ours
+        self._backend.before_run()
         results: list[Any] = self._session.run(output_names, dict(input_feed), run_options)
-        python.raise_pending()
+        self._backend.after_run()
         return results
 
     def __getattr__(self, name: str) -> Any:

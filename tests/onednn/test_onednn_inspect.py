@@ -14,7 +14,7 @@ from test_weight_only import quantized
 
 import quantgraph
 from quantgraph.backends import onednn
-from quantgraph.backends.support import REFUSED, RUNS, node_support
+from quantgraph.runtime.support import REFUSED, RUNS, node_support
 
 ROOT = Path(__file__).resolve().parents[2]
 

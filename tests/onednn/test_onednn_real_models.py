@@ -13,7 +13,7 @@ from builders import requires_native, requires_onednn
 from test_real_models import CASES, converted, feeds
 
 import quantgraph
-from quantgraph.backends.support import REFUSED, RUNS, node_support
+from quantgraph.runtime.support import REFUSED, RUNS, node_support
 
 pytestmark = [requires_native, requires_onednn]
 

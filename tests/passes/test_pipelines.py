@@ -1,6 +1,6 @@
 """The pass pipelines: conversion and lowering (quantgraph.passes.pipelines), pipelines.run, which
 lets a failing pass's own error surface instead of onnx-ir's PassError wrappers, and the Python
-backend's preparation pipeline (quantgraph.backends.python_prepare)."""
+backend's preparation pipeline (quantgraph.backends.python.prepare)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from builders import (
 )
 from onnx import TensorProto, helper, numpy_helper
 
-from quantgraph.backends.python_prepare import PREPARED_DOMAIN, PythonLimitsPass, prepare_model
+from quantgraph.backends.python.prepare import PREPARED_DOMAIN, PythonLimitsPass, prepare_model
 from quantgraph.errors import BackendError
 from quantgraph.ir.onnx_schemas import register
 from quantgraph.passes import (

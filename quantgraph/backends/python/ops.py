@@ -8,7 +8,7 @@ and cannot express, and how each limit is handled:
   and logs it at DEBUG level only; :func:`raise_pending` (called by
   :class:`quantgraph.InferenceSession` after every run) raises it, the error's one report.
 * Kernels cannot see node names, and static ops run as dynamic ones (below), so
-  :func:`~quantgraph.backends.python_prepare.prepare_model` stamps each node with string
+  :func:`~quantgraph.backends.python.prepare.prepare_model` stamps each node with string
   attributes ``model_op`` and ``node_name`` and moves it to the domain
   ``com.quantgraph.prepared``, whose kernels read them: errors name the model's own op and node,
   as the native backend does. Plain onnxruntime sessions on a model's own ``com.quantgraph``
@@ -21,7 +21,7 @@ and cannot express, and how each limit is handled:
   kernels take three inputs (zps explicit; the preparation adds zero zps where they are
   missing). DynamicQuantize's dst is its zps type (s8/u8); a DynamicQuantize whose dst is
   another type (s32 zps, or output_dtype over s8/u8 zps) runs as ``DynamicQuantize_<dst>`` of
-  the prepared domain (:data:`~quantgraph.backends.python_prepare.DST_VARIANT`), an op of its
+  the prepared domain (:data:`~quantgraph.backends.python.prepare.DST_VARIANT`), an op of its
   own per dst with an explicit ``output_dtype``. Needing the native backend (each raises
   :class:`BackendError` naming the node): static Quantize whose zps do not fit its dst type
   (e.g. u8 with zps=[300]), per_channel ops without zps whose channel count is symbolic, a
@@ -43,12 +43,12 @@ import onnxruntime as ort
 from onnxruntime_extensions import PyCustomOpDef, get_library_path
 from onnxruntime_extensions import onnx_op as _onnx_op
 
-from .. import reference
-from ..errors import KernelError
-from ..passes.stamp_origin import MODEL_OP, NODE_NAME
-from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, DYNAMIC_QUANTIZE, OPS, SpecError, dtypes
-from . import numpy_kernels
-from .python_prepare import DST_VARIANT, GROUP_SHAPE_TEXT, PREPARED_DOMAIN
+from ... import reference
+from ...errors import KernelError
+from ...passes.stamp_origin import MODEL_OP, NODE_NAME
+from ...spec import DOMAIN, DYNAMIC_DEQUANTIZE, DYNAMIC_QUANTIZE, OPS, SpecError, dtypes
+from . import kernels
+from .prepare import DST_VARIANT, GROUP_SHAPE_TEXT, PREPARED_DOMAIN
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +110,12 @@ def _guarded(op: str, dst: np.dtype) -> Callable[..., Any]:
         try:
             call = reference.checked_call(OPS[op], inputs, attributes, node=node)
             if call.op.is_quantize:
-                return numpy_kernels.quantize(call.src, call.scales, call.zps, call.axis, call.dst)
+                return kernels.quantize(call.src, call.scales, call.zps, call.axis, call.dst)
             if call.group_shape is not None:
                 return reference.dequantize_values(
                     call.src, call.scales, call.zps, None, call.dst, call.group_shape
                 )
-            return numpy_kernels.dequantize(call.src, call.scales, call.zps, call.axis, call.dst)
+            return kernels.dequantize(call.src, call.scales, call.zps, call.axis, call.dst)
         except SpecError as error:
             _record(SpecError(model_op, error.node, error.rule, **error.fields), op)
         except BaseException as error:

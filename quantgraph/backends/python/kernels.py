@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import reference
-from ..spec import DType, dtypes
+from ... import reference
+from ...spec import DType, dtypes
 
 _EXACT_F32 = 2**24  # integers up to this magnitude are exact in float32
 

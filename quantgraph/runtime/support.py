@@ -20,7 +20,8 @@ import onnx
 import onnx_ir as ir
 from onnx import helper
 
-from ..errors import BackendError, QuantgraphError, one_line
+from ..backends import BackendUnavailable
+from ..errors import QuantgraphError, one_line
 from ..ir.shape_inference import negative_dims_unknown
 from ..ir.walk import all_graphs, spec_op
 
@@ -145,7 +146,7 @@ def _run(
 ) -> NodeSupport:
     import onnxruntime as ort
 
-    from ..runtime.session import InferenceSession
+    from .session import InferenceSession
 
     options = ort.SessionOptions()
     options.log_severity_level = 4  # a refusal is the answer here, not a log line
@@ -153,10 +154,8 @@ def _run(
         session = InferenceSession(
             model.SerializeToString(), backend, arithmetic=arithmetic, options=options
         )
-    except BackendError as error:
-        if "backend cannot run" in str(error) or "is not built" in str(error):
-            raise  # the backend itself is missing: not a property of the node
-        return NodeSupport(name, op, REFUSED, one_line(error))
+    except BackendUnavailable:
+        raise  # the backend itself is missing: not a property of the node
     except Exception as error:  # onnxruntime's errors carry the kernel's reason
         return NodeSupport(name, op, REFUSED, one_line(error))
     try:

@@ -1,7 +1,7 @@
 """The form the Python backend's kernels run a model in, made by a pipeline of passes.
 
 onnxruntime-extensions' Python ops read no attribute defaults, no list attributes and no
-optional inputs, and cannot see their node (see :mod:`quantgraph.backends.python`). So, in
+optional inputs, and cannot see their node (see :mod:`quantgraph.backends.python.ops`). So, in
 order: the spec's rules are checked on every node (a broken one is the rule's
 :class:`~quantgraph.spec.SpecError`, as on every backend); each node is stamped with its own op
 and name; static ops become dynamic ones with constant inputs; qtype, axis and zero zps are
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..errors import BackendError
-from ..ir.shape_inference import inferred_values
-from ..ir.values import elem_type, optional_input
-from ..ir.walk import spec_nodes
-from ..passes import (
+from ...errors import BackendError
+from ...ir.shape_inference import inferred_values
+from ...ir.values import elem_type, optional_input
+from ...ir.walk import spec_nodes
+from ...passes import (
     CheckSpecRulesPass,
     ExplicitFormPass,
     MoveDomainPass,
@@ -27,13 +27,13 @@ from ..passes import (
     StaticToDynamicPass,
     pipelines,
 )
-from ..passes.stamp_origin import MODEL_OP
-from ..spec import DOMAIN, DST_FROM_ZPS, dst_type, dtypes
+from ...passes.stamp_origin import MODEL_OP
+from ...spec import DOMAIN, DST_FROM_ZPS, dst_type, dtypes
 
 PREPARED_DOMAIN = f"{DOMAIN}.prepared"
 GROUP_SHAPE_TEXT = "group_shape_text"  # group_shape as "32,1": extensions read no int lists
 DST_VARIANT = "DynamicQuantize_{dst}"  # DynamicQuantize to a dst other than its zps type
-# Types onnxruntime-extensions' Python ops cannot carry (module doc of backends/python.py);
+# Types onnxruntime-extensions' Python ops cannot carry (module doc of backends/python/ops.py);
 # float8 ones are static ops', which StaticToDynamicPass reports.
 UNSUPPORTED = {
     dtypes.S4: "onnxruntime-extensions has no 4-bit tensor type",
