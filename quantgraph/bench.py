@@ -34,9 +34,10 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto
 
-from .spec import DEQUANTIZE, DOMAIN, OPSET_VERSION, PER_TENSOR, QUANTIZE
+from .spec import DEQUANTIZE, DOMAIN, PER_TENSOR, QUANTIZE
+from .testing import one_op_model, quiet_session_options
 
 DEFAULT_SIZES = (1_000, 65_536, 1_048_576, 16_777_216)
 DIRECTIONS = ("quantize", "dequantize")  # timed as static Quantize / Dequantize
@@ -143,15 +144,15 @@ def _spec_model(op: str, shape: tuple[int, ...], axis: int | None) -> onnx.Model
         name, src, dst = QUANTIZE.name, TensorProto.FLOAT, TensorProto.UINT8
     else:
         name, src, dst = DEQUANTIZE.name, TensorProto.UINT8, TensorProto.FLOAT
-    node = helper.make_node(name, ["x"], ["y"], domain=DOMAIN, name=name.lower(), **attrs)
-    graph = helper.make_graph(
-        [node],
-        "bench",
-        [helper.make_tensor_value_info("x", src, list(shape))],
-        [helper.make_tensor_value_info("y", dst, list(shape))],
+    return one_op_model(
+        name,
+        {"x": (src, shape)},
+        {"y": (dst, shape)},
+        domain=DOMAIN,
+        name=name.lower(),
+        graph_name="bench",
+        **attrs,
     )
-    opsets = [helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)]
-    return helper.make_model(graph, opset_imports=opsets)
 
 
 def _qdq_model(op: str, shape: tuple[int, ...], axis: int | None) -> onnx.ModelProto:
@@ -165,15 +166,14 @@ def _qdq_model(op: str, shape: tuple[int, ...], axis: int | None) -> onnx.ModelP
         if op == "quantize"
         else (TensorProto.UINT8, TensorProto.FLOAT)
     )
-    node = helper.make_node(name, ["x", "s", "z"], ["y"], axis=1 if axis is None else axis)
-    graph = helper.make_graph(
-        [node],
-        "bench",
-        [helper.make_tensor_value_info("x", src, list(shape))],
-        [helper.make_tensor_value_info("y", dst, list(shape))],
-        initializer=[numpy_helper.from_array(scales, "s"), numpy_helper.from_array(zps, "z")],
+    return one_op_model(
+        name,
+        {"x": (src, shape), "s": scales, "z": zps},
+        {"y": (dst, shape)},
+        name="",
+        graph_name="bench",
+        axis=1 if axis is None else axis,
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
 def _input(op: str, shape: tuple[int, ...]) -> np.ndarray:
@@ -188,16 +188,10 @@ _spinning = True  # onnxruntime's default: pool threads spin-wait after a run
 
 
 def _options() -> ort.SessionOptions:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = _threads
-    options.log_severity_level = 3
-    if not _spinning:
-        # Each session has its own intra-op pool, whose threads spin after a run by default: on
-        # a machine with few cores they compete with the next session timed. Without spinning,
-        # every parallel run pays for waking its threads instead.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
+    # Each session has its own intra-op pool, whose threads spin after a run by default: on a
+    # machine with few cores they compete with the next session timed. Without spinning, every
+    # parallel run pays for waking its threads instead.
+    return quiet_session_options(threads=_threads, spinning=_spinning)
 
 
 @dataclass(frozen=True)

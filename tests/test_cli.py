@@ -14,7 +14,6 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from bad_models import cyclic_model
 from click.testing import CliRunner, Result
 from onnx import numpy_helper
 
@@ -22,6 +21,7 @@ import quantgraph
 from quantgraph import DOMAIN
 from quantgraph.backends import native_available
 from quantgraph.cli import main
+from tests.bad_models import cyclic_model
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "models"

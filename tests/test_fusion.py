@@ -16,11 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-import producers
 import pytest
-import test_real_models as real
-import test_weight_only as weight_only
-from builders import requires_native
 from click.testing import CliRunner
 
 import quantgraph
@@ -29,6 +25,10 @@ from quantgraph.compare import compare
 from quantgraph.errors import BackendError
 from quantgraph.spec import DOMAIN
 from quantgraph.validation import make_inputs
+from tests import producers
+from tests import test_real_models as real
+from tests import test_weight_only as weight_only
+from tests.builders import requires_native
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = [f"{arch}_{act}" for arch in ("cnn", "transformer", "if_branch") for act in ("u8", "s8")]

@@ -17,7 +17,6 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from builders import requires_native
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -26,6 +25,7 @@ from quantgraph.compare import compare
 from quantgraph.errors import BackendError
 from quantgraph.evaluator import REFERENCE_OPS
 from quantgraph.spec import DOMAIN
+from tests.builders import requires_native
 
 CASES = [(sym, block) for sym in (True, False) for block in (32, 128)]
 IDS = [f"{'int4-sym' if sym else 'uint4-asym'}-block{block}" for sym, block in CASES]

@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 import pytest
-from native_support import requires_native
 
 from quantgraph import bench, bench_weights
+from tests.native.native_support import requires_native
 
 pytestmark = requires_native
 

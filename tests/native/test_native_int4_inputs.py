@@ -16,12 +16,12 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from native_support import from_ort_value, requires_native, to_ort_value
 from onnx import numpy_helper
 from onnx.backend.test.case.node import collect_testcases
 
 import quantgraph
 from quantgraph.spec import DOMAIN
+from tests.native.native_support import from_ort_value, requires_native, to_ort_value
 
 pytestmark = requires_native
 CASES = ("test_dequantizelinear_int4", "test_dequantizelinear_uint4")

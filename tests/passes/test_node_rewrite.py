@@ -9,7 +9,6 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 import onnx_ir as ir
-from builders import initializers, make_model, node_by_name, tensor_info
 from onnx import TensorProto, helper, numpy_helper
 
 from quantgraph._ir import ConstantFactory, GraphLike
@@ -22,6 +21,7 @@ from quantgraph.passes import (
     SkippedNode,
 )
 from quantgraph.passes.node_rewrite import Progress
+from tests.builders import initializers, make_model, node_by_name, tensor_info
 
 F = TensorProto.FLOAT
 

@@ -19,7 +19,16 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from builders import (
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+import quantgraph
+from quantgraph import DOMAIN
+from quantgraph.compare import compare
+from quantgraph.errors import BackendError
+from quantgraph.passes import QdqToSpecPass, RewriteReport, RewriteResult
+from tests.builders import (
     BACKENDS,
     all_nodes,
     assert_identical,
@@ -40,15 +49,6 @@ from builders import (
     serialize_vi,
     tensor_info,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from onnx import TensorProto, helper, numpy_helper
-
-import quantgraph
-from quantgraph import DOMAIN
-from quantgraph.compare import compare
-from quantgraph.errors import BackendError
-from quantgraph.passes import QdqToSpecPass, RewriteReport, RewriteResult
 
 OPSETS = (10, 13, 19, 21, 23, 25)
 SHAPE = (2, 3, 4)
