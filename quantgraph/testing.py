@@ -17,6 +17,7 @@ onnxruntime is imported when a session or an OrtValue is made, not with this mod
 from __future__ import annotations
 
 import ctypes
+import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -224,12 +225,16 @@ def quiet_session_options(
 
 
 def ort_session(
-    model: onnx.ModelProto | bytes, options: ort.SessionOptions | None = None
+    model: onnx.ModelProto | bytes | str | os.PathLike[str],
+    options: ort.SessionOptions | None = None,
 ) -> ort.InferenceSession:
-    """onnxruntime's own CPU kernels on ``model`` (default: :func:`quiet_session_options`)."""
+    """onnxruntime's own CPU kernels on ``model`` (a proto, its bytes or a file), by default
+    unoptimized and quiet (:func:`quiet_session_options`)."""
     import onnxruntime as ort
 
-    data = model if isinstance(model, bytes) else model.SerializeToString()
+    data = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+    if isinstance(data, os.PathLike):
+        data = os.fspath(data)
     return ort.InferenceSession(
         data, options or quiet_session_options(), providers=["CPUExecutionProvider"]
     )
