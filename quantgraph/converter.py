@@ -22,8 +22,6 @@ from .ir.model_files import (
     save_model,
     source_files,
 )
-from .ir.onnx_schemas import register as register_schemas
-from .ir.opsets import check_opset
 from .passes import RewriteReport, pipelines
 from .passes.full_check import checked_proto
 from .passes.node_rewrite import Progress
@@ -102,8 +100,8 @@ def convert(
     report = RewriteReport()
     with collector_paused():
         loaded = _private_copy(model)
-        check_opset(loaded, model)
         external = has_external_data(loaded)
+        # The passes declare what they need (supported opset, schemas registered): requires.
         manager = pipelines.conversion(
             report, static=static, contrib=contrib, check=check and not external, progress=progress
         )
@@ -122,7 +120,6 @@ def lower(model: ModelLike, *, check: bool = True, allow_partial: bool = False) 
     report = RewriteReport()
     with collector_paused():
         loaded = _private_copy(model)
-        check_opset(loaded, model)
         external = has_external_data(loaded)
         _run(pipelines.lowering(report, check=check and not external), loaded, model)
     if report.skipped and not allow_partial:
@@ -138,7 +135,6 @@ def lower(model: ModelLike, *, check: bool = True, allow_partial: bool = False) 
 
 def _private_copy(model: ModelLike) -> ir.Model:
     # Passes rewrite in place: an ir.Model argument is the caller's object.
-    register_schemas()
     return load_model(ir.to_proto(model) if isinstance(model, ir.Model) else model)
 
 

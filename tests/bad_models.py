@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import onnx
-from builders import make_model, tensor_info
 from onnx import TensorProto, helper
+
+from tests.builders import make_model, tensor_info
 
 
 def cyclic_model() -> onnx.ModelProto:

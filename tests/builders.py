@@ -1,6 +1,6 @@
 """Test models and the helpers that read and run them, shared by the test files.
 
-Models are ONNX protos built with onnx.helper: :func:`make_model` for any graph,
+Models are ONNX protos built with :mod:`quantgraph.testing`: :func:`make_model` for any graph,
 :func:`spec_op_model` for one quantgraph op, :func:`quantize_linear_model` and
 :func:`dequantize_linear_model` for one ONNX QuantizeLinear/DequantizeLinear. An op's input is
 an :data:`Operand`: a graph input as ``(element type, shape)``, a constant (an array or a
@@ -23,15 +23,17 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import quantgraph
+from quantgraph import testing
 from quantgraph.backends import native_available
 from quantgraph.backends.onednn import unavailable_reason as onednn_unavailable
 from quantgraph.ir.model_files import ModelLike
-from quantgraph.spec import DOMAIN, OPS, OPSET_VERSION
+from quantgraph.spec import DOMAIN, OPS
+from quantgraph.testing import IR_VERSION as IR_VERSION
+from quantgraph.testing import OPSET as OPSET
+from quantgraph.testing import make_model as make_model
+from quantgraph.testing import tensor_info as tensor_info
 
-OPSET = 21  # the ONNX opset of the builders' models unless told otherwise
-IR_VERSION = 10
-
-Shape = Sequence[int | str | None] | None
+Shape = testing.Shape
 Operand = tuple[int, Shape] | np.ndarray | TensorProto | Literal[""]
 Feeds = Mapping[str, np.ndarray]
 
@@ -47,11 +49,6 @@ EVERY_BACKEND = [*BACKENDS, pytest.param("onednn", marks=requires_onednn)]
 # -- building models ---------------------------------------------------------------------------
 
 
-def tensor_info(name: str, elem: int, shape: Shape) -> onnx.ValueInfoProto:
-    """A tensor's value info; ``shape`` None leaves the rank unknown."""
-    return helper.make_tensor_value_info(name, elem, None if shape is None else list(shape))
-
-
 def elem_type(array: np.ndarray) -> int:
     """The ONNX element type of a numpy array (ml_dtypes' float8 included)."""
     return int(helper.np_dtype_to_tensor_dtype(np.asarray(array).dtype))
@@ -60,72 +57,6 @@ def elem_type(array: np.ndarray) -> int:
 def graph_input(array: np.ndarray) -> tuple[int, Shape]:
     """The operand that feeds ``array`` at run time: a graph input of its type and shape."""
     return elem_type(array), list(np.shape(array))
-
-
-def make_model(
-    nodes: Sequence[onnx.NodeProto],
-    inputs: Sequence[onnx.ValueInfoProto],
-    outputs: Sequence[onnx.ValueInfoProto],
-    initializers: Sequence[TensorProto] = (),
-    *,
-    opset: int = OPSET,
-    domains: Mapping[str, int] | None = None,
-    functions: Sequence[onnx.FunctionProto] = (),
-    value_info: Sequence[onnx.ValueInfoProto] = (),
-    graph_name: str = "g",
-    ir_version: int = IR_VERSION,
-    check: bool = True,
-) -> onnx.ModelProto:
-    """A model of one graph; ``domains`` are opset imports besides ONNX's own.
-
-    ``check``: the model must pass onnx's full check (a builder of valid models); pass False for
-    a model that is broken on purpose.
-    """
-    graph = helper.make_graph(
-        list(nodes),
-        graph_name,
-        list(inputs),
-        list(outputs),
-        initializer=list(initializers),
-        value_info=list(value_info),
-    )
-    imports = [helper.make_opsetid("", opset)]
-    imports += [helper.make_opsetid(domain, version) for domain, version in (domains or {}).items()]
-    model = helper.make_model(
-        graph, opset_imports=imports, functions=list(functions), ir_version=ir_version
-    )
-    if check:
-        onnx.checker.check_model(model, full_check=True)
-    return model
-
-
-class _Graph:
-    """The graph inputs and initializers that a node's operands become."""
-
-    def __init__(self) -> None:
-        self.inputs: list[onnx.ValueInfoProto] = []
-        self.initializers: list[TensorProto] = []
-
-    def add(self, name: str, operand: Operand | None) -> tuple[str | None, Shape]:
-        """The node's input name for ``operand`` (None: absent) and the operand's shape."""
-        if operand is None:
-            return None, None
-        if isinstance(operand, str):
-            if operand:
-                raise ValueError(f"an operand string must be '' (an empty input), not {operand!r}")
-            return "", None
-        if isinstance(operand, TensorProto):
-            tensor = TensorProto()
-            tensor.CopyFrom(operand)
-            tensor.name = name
-            self.initializers.append(tensor)
-            return name, list(tensor.dims)
-        if isinstance(operand, np.ndarray):
-            self.initializers.append(numpy_helper.from_array(operand, name))
-            return name, list(operand.shape)
-        elem, shape = operand
-        self.inputs.append(tensor_info(name, elem, shape))
-        return name, shape
 
 
 def _operand_type(operand: Operand | None) -> int | None:
@@ -142,14 +73,6 @@ def _as_operand(op: str, slot: str, value: object) -> Operand | None:
     if value is None or isinstance(value, (np.ndarray, TensorProto, tuple)) or value == "":
         return cast("Operand | None", value)
     raise TypeError(f"{op}'s {slot} is an input: give an Operand, not {value!r}")
-
-
-def _node_inputs(names: Sequence[str | None]) -> list[str]:
-    """Absent trailing inputs are left out; an absent input before a present one is ""."""
-    kept = list(names)
-    while kept and kept[-1] is None:
-        kept.pop()
-    return ["" if name is None else name for name in kept]
 
 
 def spec_op_model(
@@ -175,40 +98,34 @@ def spec_op_model(
     Not checked: models that break a spec rule on purpose are what many tests need.
     """
     spec = OPS.get(op)
-    graph = _Graph()
-    names: list[str | None] = []
-    src_name, src_shape = graph.add("src", src)
-    names.append(src_name)
+    inputs: dict[str, testing.Input] = {"src": src}
     if spec is not None and spec.is_static:
         # As given: a test of the attribute rules may pass values of the wrong kind.
         attributes.update({k: v for k, v in (("scales", scales), ("zps", zps)) if v is not None})
     else:
         for slot, value in (("scales", scales), ("zps", zps)):
-            names.append(graph.add(slot, _as_operand(op, slot, value))[0])
-    nodes = [
-        helper.make_node(op, _node_inputs(names), ["dst"], domain=DOMAIN, name=name, **attributes)
-    ]
-    value_info: list[onnx.ValueInfoProto] = []
-    if float_output:
-        nodes.append(helper.make_node("Cast", ["dst"], ["out"], to=TensorProto.FLOAT))
-        output = tensor_info("out", TensorProto.FLOAT, src_shape)
-        if dst_type is not None:
-            value_info.append(tensor_info("dst", dst_type, src_shape))
-    elif dst_type is None:
-        output = onnx.ValueInfoProto(name="dst")
-    else:
-        output = tensor_info("dst", dst_type, src_shape)
-    return make_model(
-        nodes,
-        graph.inputs,
-        [output],
-        graph.initializers,
+            inputs[slot] = _as_operand(op, slot, value)
+    return testing.one_op_model(
+        op,
+        inputs,
+        {"dst": None if dst_type is None else (dst_type, _shape(src))},
+        domain=DOMAIN,
+        name=name,
         opset=opset,
-        domains={DOMAIN: OPSET_VERSION},
-        value_info=value_info,
+        float_output="out" if float_output else None,
         graph_name=graph_name,
-        check=False,
+        **attributes,
     )
+
+
+def _shape(operand: Operand) -> Shape:
+    if isinstance(operand, str):
+        return None
+    if isinstance(operand, TensorProto):
+        return list(operand.dims)
+    if isinstance(operand, np.ndarray):
+        return list(operand.shape)
+    return operand[1]
 
 
 def fed_spec_op_model(
@@ -251,29 +168,21 @@ def _qdq_model(
     check: bool,
     attributes: dict[str, Any],
 ) -> onnx.ModelProto:
-    graph = _Graph()
-    x_name, shape = graph.add("x", x)
-    names = [x_name, graph.add("scale", scale)[0], graph.add("zero_point", zero_point)[0]]
-    nodes = [
-        helper.make_node(
-            op_type, _node_inputs(names), ["y"], name=name, domain=domain, **attributes
-        )
-    ]
-    output = tensor_info("y", y_type, shape)
-    if float_output:
-        nodes.append(
-            helper.make_node("Cast", ["y"], ["y_float"], name="cast", to=TensorProto.FLOAT)
-        )
-        output = tensor_info("y_float", TensorProto.FLOAT, shape)
-    return make_model(
-        nodes,
-        graph.inputs,
-        [output],
-        graph.initializers,
+    model = testing.one_op_model(
+        op_type,
+        {"x": x, "scale": scale, "zero_point": zero_point},
+        {"y": (y_type, _shape(x))},
+        domain=domain,
+        name=name,
         opset=opset,
-        domains={domain: 1} if domain else None,
-        check=check,
+        float_output="y_float" if float_output else None,
+        **attributes,
     )
+    if float_output:
+        model.graph.node[1].name = "cast"
+    if check:
+        onnx.checker.check_model(model, full_check=True)
+    return model
 
 
 def quantize_linear_model(
@@ -346,12 +255,9 @@ def ort_session(
     model: onnx.ModelProto, options: ort.SessionOptions | None = None
 ) -> ort.InferenceSession:
     """onnxruntime's own CPU kernels on ``model``, with every graph optimization off."""
-    options = options or ort.SessionOptions()
+    options = options or testing.quiet_session_options()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    return ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    return testing.ort_session(model, options)
 
 
 def run_ort(model: onnx.ModelProto, feeds: Feeds | None = None) -> list[np.ndarray]:
@@ -383,24 +289,9 @@ def run_spec_op(
 def assert_identical(
     expected: Sequence[np.ndarray], actual: Sequence[np.ndarray], what: str
 ) -> None:
-    """Same dtypes, shapes and bits (NaN payloads and -0.0 included)."""
-    assert len(expected) == len(actual)
-    for index, (e, a) in enumerate(zip(expected, actual, strict=True)):
-        e, a = np.asarray(e), np.asarray(a)
-        assert e.dtype == a.dtype, f"{what}: output {index} dtype {e.dtype} vs {a.dtype}"
-        assert e.shape == a.shape, f"{what}: output {index} shape {e.shape} vs {a.shape}"
-        if e.tobytes() != a.tobytes():  # bit-exact, NaN payloads and -0.0 included
-            flat_e, flat_a = e.reshape(-1), a.reshape(-1)
-            bits_e, bits_a = flat_e, flat_a
-            if e.dtype.kind == "f":
-                bits_e, bits_a = flat_e.view(f"u{e.itemsize}"), flat_a.view(f"u{a.itemsize}")
-            diff = np.flatnonzero(bits_e != bits_a)[:8]
-            pytest.fail(
-                f"{what}: output {index} differs in {np.count_nonzero(bits_e != bits_a)} of "
-                f"{e.size} elements, at {diff.tolist()}: expected "
-                f"{flat_e[diff].astype(np.float64).tolist()}, "
-                f"got {flat_a[diff].astype(np.float64).tolist()}"
-            )
+    """Same dtypes, shapes and values by quantgraph.reference.compare's rule (bits; any two
+    NaNs equal)."""
+    testing.assert_bit_identical(expected, actual, what)
 
 
 def differential(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from builders import dequantize_linear_model, graph_input, quantize_linear_model, run_ort
 from onnx import TensorProto
+
+from tests.builders import dequantize_linear_model, graph_input, quantize_linear_model, run_ort
 
 
 def ort_quantize_linear(

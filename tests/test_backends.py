@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from builders import spec_op_model
 from onnx import TensorProto
 
 import quantgraph
@@ -26,6 +25,7 @@ from quantgraph.backends import (
     python,
 )
 from quantgraph.runtime.support import node_support
+from tests.builders import spec_op_model
 
 PACKAGE = Path(quantgraph.__file__).parent
 NOWHERE = "/nonexistent/quantgraph-test/lib.so"

@@ -12,9 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from bad_models import cyclic_model
 from click.testing import CliRunner, Result
 from onnx import numpy_helper
 
@@ -22,6 +20,8 @@ import quantgraph
 from quantgraph import DOMAIN
 from quantgraph.backends import native_available
 from quantgraph.cli import main
+from quantgraph.testing import ort_session
+from tests.bad_models import cyclic_model
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "models"
@@ -310,9 +310,7 @@ def test_run_inputs_and_output_npz(runner: CliRunner, work: Path) -> None:
     with np.load(out) as data:
         assert data.files == ["output"]
         written = data["output"]
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    (expected,) = ort.InferenceSession(str(CNN), options).run(None, feeds)
+    (expected,) = ort_session(CNN).run(None, feeds)
     assert written.dtype == expected.dtype and written.shape == expected.shape
     assert written.tobytes() == expected.tobytes()
     text = invoke(runner, "run", rewritten, "--inputs", npz)

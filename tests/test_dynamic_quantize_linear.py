@@ -19,15 +19,15 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from builders import BACKENDS, ort_session, requires_native, run_ort
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from onnx import TensorProto, helper
-from producers import dynamic_quantized
 
 import quantgraph
 from quantgraph.spec import DOMAIN
+from tests.builders import BACKENDS, ort_session, requires_native, run_ort
+from tests.producers import dynamic_quantized
 
 
 def _single(opset: int = 13) -> onnx.ModelProto:

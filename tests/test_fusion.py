@@ -16,11 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-import producers
 import pytest
-import test_real_models as real
-import test_weight_only as weight_only
-from builders import requires_native
 from click.testing import CliRunner
 
 import quantgraph
@@ -28,7 +24,12 @@ from quantgraph.cli import main
 from quantgraph.errors import BackendError
 from quantgraph.reference.compare import compare
 from quantgraph.spec import DOMAIN
+from quantgraph.testing import ort_session, quiet_session_options
 from quantgraph.validation import make_inputs
+from tests import producers
+from tests import test_real_models as real
+from tests import test_weight_only as weight_only
+from tests.builders import requires_native
 
 ROOT = Path(__file__).resolve().parent.parent
 BUNDLED = [f"{arch}_{act}" for arch in ("cnn", "transformer", "if_branch") for act in ("u8", "s8")]
@@ -39,10 +40,7 @@ pytestmark = requires_native
 def _original(
     model: onnx.ModelProto | Path, level: ort.GraphOptimizationLevel
 ) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = level
-    source = str(model) if isinstance(model, Path) else model.SerializeToString()
-    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    return ort_session(model, _options(level))
 
 
 def _assert_same(expected: list[np.ndarray], actual: list[np.ndarray]) -> None:
@@ -161,7 +159,7 @@ def test_spec_ops_left_alone_still_run_as_spec_ops() -> None:
 
 
 def _options(level: ort.GraphOptimizationLevel) -> ort.SessionOptions:
-    options = ort.SessionOptions()
+    options = quiet_session_options(optimize=True)
     options.graph_optimization_level = level
     return options
 

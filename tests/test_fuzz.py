@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
-from builders import BACKENDS, Operand, requires_native, spec_op_model
 from onnx import TensorProto
 
 import quantgraph
@@ -38,6 +37,7 @@ from quantgraph.reference import onnx_arithmetic
 from quantgraph.reference.compare import compare
 from quantgraph.spec import OPS as SPEC_OPS
 from quantgraph.spec import PER_CHANNEL, PER_TENSOR, dtypes
+from tests.builders import BACKENDS, Operand, requires_native, spec_op_model
 from tools import fuzz
 
 ROOT = Path(__file__).resolve().parent.parent

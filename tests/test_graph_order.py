@@ -8,8 +8,6 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from bad_models import cyclic_model
-from builders import make_model, tensor_info
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
@@ -18,6 +16,8 @@ import quantgraph
 from quantgraph.errors import ModelError
 from quantgraph.ir.model_files import load_model
 from quantgraph.ir.node_order import find_cycle, sort_nodes
+from tests.bad_models import cyclic_model
+from tests.builders import make_model, tensor_info
 
 
 def _dag(edges: list[list[int]], order: list[int], back_edge: tuple[int, int] | None) -> bytes:

@@ -14,7 +14,6 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from browser import dom, screenshot
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -28,6 +27,7 @@ from quantgraph.validation import validate
 from quantgraph.validation.error_stats import ErrorStats, quantization_steps
 from quantgraph.validation.html_page import render
 from quantgraph.validation.report import Divergence, IntermediateReport, ValidationReport
+from tests.browser import dom, screenshot
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "models"

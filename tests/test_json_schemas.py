@@ -11,13 +11,13 @@ import jsonschema
 import numpy as np
 import onnx
 import pytest
-from builders import requires_onednn
 from click.testing import CliRunner, Result
 from onnx import helper
 
 import quantgraph
 from quantgraph.cli import main
 from quantgraph.schemas_json import COMMANDS, DEFS, HERE, render, schema
+from tests.builders import requires_onednn
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from builders import dequantize_linear_model, run_ort, spec_op_model
 from click.testing import CliRunner
 from onnx import TensorProto, numpy_helper
-from producers import static_quantized
 
 import quantgraph
 from quantgraph.cli import main
 from quantgraph.errors import ModelError
+from tests.builders import dequantize_linear_model, run_ort, spec_op_model
+from tests.producers import static_quantized
 
 X = {"x": np.random.default_rng(5).standard_normal((1, 3, 8, 8)).astype(np.float32)}
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from builders import quantize_linear_model
 from click.testing import CliRunner
 from onnx import TensorProto
 
@@ -16,6 +15,7 @@ import quantgraph
 from quantgraph.cli import main
 from quantgraph.errors import ModelError
 from quantgraph.ir.opsets import MAX_OPSET, MIN_OPSET, opset_problem
+from tests.builders import quantize_linear_model
 
 NEWER = (
     "opset {v} is newer than quantgraph supports (10 to 25): convert the model down to opset 25 "

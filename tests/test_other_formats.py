@@ -9,14 +9,14 @@ from pathlib import Path
 
 import onnx
 import pytest
-from builders import make_model, tensor_info
 from click.testing import CliRunner
 from onnx import TensorProto, helper
-from producers import dynamic_quantized, static_quantized, weight_only
 
 import quantgraph
 from quantgraph.cli import main
 from quantgraph.passes.other_formats import ADVICE
+from tests.builders import make_model, tensor_info
+from tests.producers import dynamic_quantized, static_quantized, weight_only
 
 # producer -> (node, op type, code) the report must list, in graph order
 CASES = {

@@ -12,7 +12,6 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from builders import ort_session
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -22,6 +21,7 @@ import quantgraph
 from quantgraph import reference
 from quantgraph.reference.compare import compare
 from quantgraph.reference.evaluator import REFERENCE_OPS
+from tests.builders import ort_session
 
 TYPES = {
     TensorProto.INT4: ml_dtypes.int4,

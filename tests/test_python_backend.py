@@ -11,7 +11,6 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from builders import fed_spec_op_model, run_spec_op, spec_op_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -22,6 +21,7 @@ from quantgraph import reference
 from quantgraph.errors import BackendError, KernelError
 from quantgraph.reference.compare import compare
 from quantgraph.spec import SpecError
+from tests.builders import fed_spec_op_model, run_spec_op, spec_op_model
 
 F32 = np.float32
 CI = settings(

@@ -12,10 +12,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from builders import BACKENDS, spec_op_model
 from onnx import TensorProto
 
 import quantgraph
+from tests.builders import BACKENDS, spec_op_model
 
 HERE = Path(__file__).resolve().parent
 F, U8 = TensorProto.FLOAT, TensorProto.UINT8
@@ -76,7 +76,7 @@ def test_the_python_backend_prints_no_line_of_its_own() -> None:
     unhandled ERROR records on stderr; the kernel error must only be the exception."""
     script = """
 import numpy as np, quantgraph
-from test_quiet_api import GOOD, _model
+from tests.test_quiet_api import GOOD, _model
 session = quantgraph.InferenceSession(_model(), "python")
 try:
     session.run(None, {**GOOD, "scales": np.array([0.5, 0.0, 1.0], np.float32)})
@@ -87,7 +87,7 @@ except quantgraph.errors.KernelError as error:
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
-        cwd=HERE,
+        cwd=HERE.parent,  # the repository: tests is a package there
         timeout=120,
         check=True,
     )

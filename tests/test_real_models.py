@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -35,6 +34,7 @@ import quantgraph
 from quantgraph import DOMAIN
 from quantgraph.backends import native_available
 from quantgraph.converter import RewriteResult
+from quantgraph.testing import ort_session
 from quantgraph.validation import ValidationReport, make_inputs
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
@@ -616,9 +616,7 @@ def test_the_feeds_take_both_if_branches(case: str) -> None:
     model = onnx.ModelProto()
     model.CopyFrom(quantized(case))
     model.graph.output.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options)
+    session = ort_session(model)
     taken = {bool(session.run(["cond"], inputs)[0]) for inputs in feeds(case)}
     assert taken == {True, False}
 

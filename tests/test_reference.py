@@ -14,7 +14,14 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from builders import (
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+from quantgraph import reference
+from quantgraph.spec import dtypes
+from tests.builders import (
     dequantize_linear_model,
     graph_input,
     make_model,
@@ -22,14 +29,7 @@ from builders import (
     run_ort,
     tensor_info,
 )
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
-from ortref import ort_dequantize_linear, ort_quantize_linear
-
-from quantgraph import reference
-from quantgraph.spec import dtypes
+from tests.ortref import ort_dequantize_linear, ort_quantize_linear
 
 F32 = np.float32
 FMAX = float(np.finfo(F32).max)

@@ -14,10 +14,10 @@ import threading
 import numpy as np
 import onnx
 import pytest
-from builders import BACKENDS, requires_native, spec_op_model
 from onnx import TensorProto
 
 import quantgraph
+from tests.builders import BACKENDS, requires_native, spec_op_model
 
 
 def _dynamic_model(op: str, src_type: int, dst_type: int, **attributes: object) -> onnx.ModelProto:

@@ -9,13 +9,13 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
-from builders import EVERY_BACKEND, Operand, graph_input, run_quantgraph, spec_op_model
 from onnx import TensorProto, defs, helper
 from onnx.reference import ReferenceEvaluator
 
 from quantgraph import reference
 from quantgraph.ir import onnx_schemas as schemas
 from quantgraph.spec import DOMAIN, OPS, OPSET_VERSION, dtypes
+from tests.builders import EVERY_BACKEND, Operand, graph_input, run_quantgraph, spec_op_model
 
 F32 = np.float32
 Shape = list[int | str | None] | None

@@ -40,7 +40,13 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 import pytest
-from builders import (
+from onnx import TensorProto, helper
+
+import quantgraph
+from quantgraph import reference
+from quantgraph.errors import BackendError
+from quantgraph.spec import OPS
+from tests.builders import (
     dequantize_linear_model,
     graph_input,
     quantize_linear_model,
@@ -48,12 +54,6 @@ from builders import (
     run_ort,
     spec_op_model,
 )
-from onnx import TensorProto, helper
-
-import quantgraph
-from quantgraph import reference
-from quantgraph.errors import BackendError
-from quantgraph.spec import OPS
 
 S8 = np.dtype(np.int8)
 U8 = np.dtype(np.uint8)

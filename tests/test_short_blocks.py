@@ -11,14 +11,14 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from builders import dequantize_linear_model, requires_native, run_ort
 from onnx import TensorProto, helper, numpy_helper
-from producers import weight_only
 
 import quantgraph
 from quantgraph.errors import BackendError
 from quantgraph.passes.short_blocks import PADDED
 from quantgraph.spec import DOMAIN
+from tests.builders import dequantize_linear_model, requires_native, run_ort
+from tests.producers import weight_only
 
 # (K, block): K = 56 is 3.5 blocks of 16, 120 is 3.75 blocks of 32; the second MatMul's K = 40.
 SHAPES = [(56, 16), (120, 32)]

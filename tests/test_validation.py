@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from builders import BACKENDS, make_model, tensor_info
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
@@ -24,6 +23,7 @@ import quantgraph
 from quantgraph.cli import main
 from quantgraph.errors import ModelError
 from quantgraph.validation import parse_val_range, plan_inputs
+from tests.builders import BACKENDS, make_model, tensor_info
 
 F, U8, I64, I32 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT64, TensorProto.INT32
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from builders import make_model, tensor_info
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,6 +28,7 @@ from quantgraph.errors import ModelError
 from quantgraph.ir.model_files import load_model
 from quantgraph.validation import InputOptionError, parse_dim, parse_val_range, plan_inputs
 from quantgraph.validation.search import MAX_ATTEMPTS
+from tests.builders import make_model, tensor_info
 
 F, I64, I32 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32
 Feeds = dict[str, np.ndarray]
@@ -230,7 +230,7 @@ def embedding_quantized() -> onnx.ModelProto:
 def write_models(folder: str | Path) -> dict[str, Path]:
     """Each situation quantized, as ``folder/<name>.onnx`` with its conversion beside it
     (``<name>_qg.onnx``); docs/robustness.md's commands run on these:
-    ``python -c 'import sys; sys.path.insert(0, "tests"); import test_validation_inputs as t;
+    ``python -c 'from tests import test_validation_inputs as t;
     t.write_models("scratch")'``."""
     made = {
         "gru": gru_quantized(),

@@ -15,9 +15,7 @@ from functools import cache
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from builders import requires_native
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -26,6 +24,8 @@ from quantgraph.errors import BackendError
 from quantgraph.reference.compare import compare
 from quantgraph.reference.evaluator import REFERENCE_OPS
 from quantgraph.spec import DOMAIN
+from quantgraph.testing import ort_session
+from tests.builders import requires_native
 
 CASES = [(sym, block) for sym in (True, False) for block in (32, 128)]
 IDS = [f"{'int4-sym' if sym else 'uint4-asym'}-block{block}" for sym, block in CASES]
@@ -90,10 +90,7 @@ def _x(dtype: int = TensorProto.FLOAT) -> np.ndarray:
 
 
 def _onnxruntime(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options)
-    return np.asarray(session.run(None, {"x": x})[0])
+    return np.asarray(ort_session(model).run(None, {"x": x})[0])
 
 
 @pytest.mark.parametrize(("symmetric", "block"), CASES, ids=IDS)
@@ -146,10 +143,7 @@ def _with_weights_out(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _onnxruntime_all(model: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options)
-    return [np.asarray(v) for v in session.run(None, {"x": x})]
+    return [np.asarray(v) for v in ort_session(model).run(None, {"x": x})]
 
 
 @requires_native

@@ -318,8 +318,9 @@ def test_an_interrupted_write_leaves_nothing(
 
 def test_convert_validate_failing_on_out_says_so_and_keeps_out(work: Path) -> None:
     import numpy as np
-    from builders import quantize_linear_model
     from onnx import TensorProto
+
+    from tests.builders import quantize_linear_model
 
     f8 = quantize_linear_model(
         (TensorProto.FLOAT, [2, 3]),

@@ -50,6 +50,7 @@ from quantgraph.passes import QDQ_OPS
 from quantgraph.reference.compare import compare, type_name
 from quantgraph.runtime.session import InferenceSession
 from quantgraph.spec import dtypes
+from quantgraph.testing import ort_session
 
 MAX_ORT_OPSET = 25  # onnxruntime 1.32 runs QuantizeLinear/DequantizeLinear up to opset 25
 MODES = ("dynamic", "static")
@@ -355,12 +356,7 @@ def _first_line(error: BaseException) -> str:
 
 def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, Any]) -> list[Any]:
     """The unconverted model in onnxruntime's own kernels, unfused (``ORT_DISABLE_ALL``)."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return list(session.run(None, feeds))
+    return list(ort_session(model).run(None, feeds))
 
 
 def _original(case: Case) -> Outcome:

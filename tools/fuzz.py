@@ -49,7 +49,6 @@ fixed; they are ordinary mismatches now.)
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import logging
 import re
@@ -65,7 +64,7 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 try:
     from hypothesis import HealthCheck, Phase, given, settings
@@ -86,7 +85,6 @@ from quantgraph.spec import (
     DOMAIN,
     DYNAMIC_DEQUANTIZE,
     DYNAMIC_QUANTIZE,
-    OPSET_VERSION,
     PER_CHANNEL,
     PER_TENSOR,
     QUANTIZE,
@@ -96,6 +94,16 @@ from quantgraph.spec import (
 )
 from quantgraph.spec import OPS as SPEC_OPS
 from quantgraph.spec.dtypes import DType
+from quantgraph.testing import (
+    Input,
+    Output,
+    from_ort_value,
+    one_op_model,
+    ort_session,
+    quiet_session_options,
+    to_ort_value,
+    typed_list,
+)
 
 OP_NAMES = tuple(SPEC_OPS)
 STATIC_OPS = tuple(name for name, op in SPEC_OPS.items() if op.is_static)
@@ -701,27 +709,20 @@ def _quantized_src(
 # -- models and sessions -------------------------------------------------------------------------
 
 
-def _opset() -> list[onnx.OperatorSetIdProto]:
-    return [helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)]
-
-
 def dynamic_model(sig: Signature) -> onnx.ModelProto:
     """A one-node model of a dynamic op over symbolic dims (one session serves every shape)."""
     dims = [f"d{i}" for i in range(sig.rank)]
-    inputs = ["src", "scales"] + (["zps"] if sig.zps else [])
     grouped = sig.group_shape is not None  # per_group: scales and zps of src's rank
     scale_dims = [f"g{i}" for i in range(sig.rank)] if grouped else ["c"]
-    infos = [
-        helper.make_tensor_value_info("src", dtypes.BY_NAME[sig.src].onnx, dims),
-        helper.make_tensor_value_info("scales", dtypes.BY_NAME[sig.scales].onnx, scale_dims),
-    ]
+    inputs: dict[str, Input] = {
+        "src": (dtypes.BY_NAME[sig.src].onnx, dims),
+        "scales": (dtypes.BY_NAME[sig.scales].onnx, scale_dims),
+    }
     if sig.zps:
-        zps_dims = scale_dims if grouped else ["z"]
-        infos.append(helper.make_tensor_value_info("zps", dtypes.BY_NAME[sig.zps].onnx, zps_dims))
-    node = helper.make_node(sig.op, inputs, ["dst"], domain=DOMAIN, name=NODE, **sig.attributes())
-    out = helper.make_tensor_value_info("dst", dtypes.BY_NAME[sig.dst].onnx, dims)
-    return helper.make_model(
-        helper.make_graph([node], "fuzz", infos, [out]), opset_imports=_opset()
+        inputs["zps"] = (dtypes.BY_NAME[sig.zps].onnx, scale_dims if grouped else ["z"])
+    outputs: dict[str, Output] = {"dst": (dtypes.BY_NAME[sig.dst].onnx, dims)}
+    return one_op_model(
+        sig.op, inputs, outputs, domain=DOMAIN, name=NODE, graph_name="fuzz", **sig.attributes()
     )
 
 
@@ -729,85 +730,33 @@ def static_model(case: Case) -> onnx.ModelProto:
     """A one-node model of a static op: scales and zps are the node's attributes."""
     sig = case.sig
     dims = [f"d{i}" for i in range(sig.rank)]
-    node = helper.make_node(sig.op, ["src"], ["dst"], domain=DOMAIN, name=NODE, **sig.attributes())
-    node.attribute.append(
-        helper.make_attribute(
-            "scales", [float(v) for v in case.scales], attr_type=onnx.AttributeProto.FLOATS
-        )
-    )
+    lists = {"scales": typed_list([float(v) for v in case.scales], floats=True)}
     if case.zps is not None:
-        node.attribute.append(
-            helper.make_attribute(
-                "zps", [int(v) for v in case.zps], attr_type=onnx.AttributeProto.INTS
-            )
-        )
-    infos = [helper.make_tensor_value_info("src", dtypes.BY_NAME[sig.src].onnx, dims)]
-    out = helper.make_tensor_value_info("dst", dtypes.BY_NAME[sig.dst].onnx, dims)
-    return helper.make_model(
-        helper.make_graph([node], "fuzz", infos, [out]), opset_imports=_opset()
+        lists["zps"] = typed_list([int(v) for v in case.zps], floats=False)
+    return one_op_model(
+        sig.op,
+        {"src": (dtypes.BY_NAME[sig.src].onnx, dims)},
+        {"dst": (dtypes.BY_NAME[sig.dst].onnx, dims)},
+        domain=DOMAIN,
+        name=NODE,
+        graph_name="fuzz",
+        **sig.attributes(),
+        **lists,
     )
 
 
 def _options(threads: int) -> ort.SessionOptions:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 4  # rejected calls are asserted on, not logged
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
+    # Rejected calls are asserted on, not logged; many cached sessions must not spin.
+    return quiet_session_options(threads=threads, inter_op_threads=1, spinning=False)
 
 
 _RUN_OPTIONS = ort.RunOptions()
 _RUN_OPTIONS.log_severity_level = 4
 
 
-def _ort_value(array: np.ndarray) -> ort.OrtValue:
-    array = np.array(array, copy=True, order="C")  # keeps 0-d arrays 0-d
-    found = dtypes.from_numpy(array.dtype)
-    if found is not None and found.bits == 4:  # packed two a byte, the first in the low nibble
-        value = ort.OrtValue.ortvalue_from_shape_and_type(list(array.shape), found.onnx)
-        nibbles = array.reshape(-1).view(np.uint8) & 0xF
-        if nibbles.size % 2:
-            nibbles = np.append(nibbles, np.uint8(0))
-        packed = np.ascontiguousarray(nibbles[0::2] | (nibbles[1::2] << 4), np.uint8)
-        if packed.size:
-            ctypes.memmove(value.data_ptr(), packed.ctypes.data, packed.size)
-        return value
-    if found is not None and found.from_ml_dtypes:  # float8, bfloat16: the raw bits
-        width = np.uint8 if found.bits == 8 else np.uint16
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(width), found.onnx)
-    onnx_type = found.onnx if found else int(helper.np_dtype_to_tensor_dtype(array.dtype))
-    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, onnx_type)
-
-
-_NUMPY_OF_DATA_TYPE: dict[str, np.dtype[Any]] = {
-    "tensor(float)": np.dtype(np.float32),
-    "tensor(uint8)": np.dtype(np.uint8),
-    "tensor(int8)": np.dtype(np.int8),
-    "tensor(int32)": np.dtype(np.int32),
-    "tensor(float8e4m3fn)": dtypes.F8_E4M3.numpy,
-    "tensor(float8e5m2)": dtypes.F8_E5M2.numpy,
-    "tensor(float16)": np.dtype(np.float16),
-    "tensor(bfloat16)": dtypes.BF16.numpy,
-}
-
-
-def _from_ort_value(value: ort.OrtValue) -> np.ndarray:
-    """Copy an output out (raw bytes: onnxruntime's Python API has no float8_e5m2 numpy type)."""
-    dtype = _NUMPY_OF_DATA_TYPE[value.data_type()]
-    shape = tuple(value.shape())
-    count = int(np.prod(shape, dtype=np.int64))
-    if count == 0:
-        return np.zeros(shape, dtype)
-    size = count * dtype.itemsize
-    raw = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(value.data_ptr()))
-    return raw.copy().view(dtype).reshape(shape)
-
-
 def _run_raw(session: Any, feeds: dict[str, np.ndarray]) -> np.ndarray:
-    values = {name: _ort_value(array) for name, array in feeds.items()}
-    return _from_ort_value(session.run_with_ort_values(None, values, _RUN_OPTIONS)[0])
+    values = {name: to_ort_value(array) for name, array in feeds.items()}
+    return from_ort_value(session.run_with_ort_values(None, values, _RUN_OPTIONS)[0])
 
 
 Outcome = np.ndarray | BaseException
@@ -1181,27 +1130,25 @@ class Fuzzer:
         quantize = sig.op in QUANTIZE_OPS
         per_axis = axis is not None
         dims = [f"d{i}" for i in range(sig.rank)]
-        inputs = ["x", "scale"] + (["zp"] if zero_point is not None else [])
         scale_shape = ["c"] if per_axis else []
-        infos = [
-            helper.make_tensor_value_info("x", dtypes.BY_NAME[sig.src].onnx, dims),
-            helper.make_tensor_value_info("scale", TensorProto.FLOAT, scale_shape),
-        ]
+        inputs: dict[str, Input] = {
+            "x": (dtypes.BY_NAME[sig.src].onnx, dims),
+            "scale": (TensorProto.FLOAT, scale_shape),
+        }
         if zero_point is not None:
-            zp_type = dtypes.onnx_of_numpy(zero_point.dtype)
-            infos.append(helper.make_tensor_value_info("zp", zp_type, scale_shape))
+            inputs["zp"] = (dtypes.onnx_of_numpy(zero_point.dtype), scale_shape)
         attributes: dict[str, Any] = {"axis": axis if per_axis else 1}
         if quantize and zero_point is None:
             attributes["output_dtype"] = dtypes.BY_NAME[sig.dst].onnx
-        node = helper.make_node(
-            "QuantizeLinear" if quantize else "DequantizeLinear", inputs, ["y"], **attributes
+        model = one_op_model(
+            "QuantizeLinear" if quantize else "DequantizeLinear",
+            inputs,
+            {"y": (dtypes.BY_NAME[sig.dst].onnx, dims)},
+            name="",
+            graph_name="qdq",
+            **attributes,
         )
-        out = helper.make_tensor_value_info("y", dtypes.BY_NAME[sig.dst].onnx, dims)
-        graph = helper.make_graph([node], "qdq", infos, [out])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-        return ort.InferenceSession(
-            model.SerializeToString(), _options(1), providers=["CPUExecutionProvider"]
-        )
+        return ort_session(model, _options(1))
 
     # checking
 

@@ -37,13 +37,13 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 from quantgraph import reference
 from quantgraph.errors import BackendError, one_line
 from quantgraph.reference.compare import compare
-from quantgraph.spec import DOMAIN, OPS, OPSET_VERSION, PER_CHANNEL, PER_GROUP, PER_TENSOR, dtypes
+from quantgraph.spec import DOMAIN, OPS, PER_CHANNEL, PER_GROUP, PER_TENSOR, dtypes
 from quantgraph.spec.ops import OpSpec, TypeRow
+from quantgraph.testing import Input, one_op_model, quiet_session_options
 
 DOC_PATH = Path("docs/onednn.md")
 DATA_SETS = ("random", "ties", "extremes", "specials")
@@ -235,39 +235,29 @@ def _model(
     zps: np.ndarray | None,
     attributes: dict[str, Any],
 ) -> onnx.ModelProto:
-    initializers = [numpy_helper.from_array(src, "src")]
-    inputs = ["src"]
+    inputs: dict[str, Input] = {"src": src}
     if not case.op.is_static:
-        initializers.append(numpy_helper.from_array(scales, "scales"))
-        inputs.append("scales")
+        inputs["scales"] = scales
         if zps is not None:
-            initializers.append(numpy_helper.from_array(zps, "zps"))
-            inputs.append("zps")
-    nodes = [
-        helper.make_node(case.op.name, inputs, ["dst"], domain=DOMAIN, name="node", **attributes)
-    ]
-    output = "dst"
-    if case.row.dst.is_float8 or case.row.dst == dtypes.BF16:
-        nodes.append(helper.make_node("Cast", ["dst"], ["out"], to=TensorProto.FLOAT))
-        output = "out"  # onnxruntime hands no float8/bfloat16 to numpy; the cast is exact
-    graph = helper.make_graph(
-        nodes, "onednn_conformance", [], [onnx.ValueInfoProto(name=output)], initializers
-    )
-    return helper.make_model(
-        graph,
-        ir_version=10,
-        opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)],
+            inputs["zps"] = zps
+    # onnxruntime hands no float8/bfloat16 to numpy: dst is cast to f32 (the cast is exact).
+    cast = case.row.dst.is_float8 or case.row.dst == dtypes.BF16
+    return one_op_model(
+        case.op.name,
+        inputs,
+        {"dst": None},
+        domain=DOMAIN,
+        float_output="out" if cast else None,
+        graph_name="onednn_conformance",
+        **attributes,
     )
 
 
 def _run(model: onnx.ModelProto, backend: str, arithmetic: str | None) -> np.ndarray | str:
-    import onnxruntime as ort
-
     from quantgraph.runtime.session import InferenceSession
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 4  # refusals are results here, not log lines
-    try:
+    try:  # refusals are results here, not log lines
+        options = quiet_session_options(optimize=True)  # InferenceSession sets what it needs
         session = InferenceSession(model, backend, arithmetic=arithmetic, options=options)
         return np.asarray(session.run(None, {})[0])
     except BackendError as error:

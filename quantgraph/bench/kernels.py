@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto
 
-from ..spec import DEQUANTIZE, DOMAIN, OPSET_VERSION, PER_TENSOR, QUANTIZE
+from ..spec import DEQUANTIZE, DOMAIN, PER_TENSOR, QUANTIZE
+from ..testing import one_op_model
 from . import weights as bench_weights
 from .timing import (
     ON_BACKEND,
@@ -96,15 +97,15 @@ def _spec_model(op: str, shape: tuple[int, ...], axis: int | None) -> onnx.Model
         name, src, dst = QUANTIZE.name, TensorProto.FLOAT, TensorProto.UINT8
     else:
         name, src, dst = DEQUANTIZE.name, TensorProto.UINT8, TensorProto.FLOAT
-    node = helper.make_node(name, ["x"], ["y"], domain=DOMAIN, name=name.lower(), **attrs)
-    graph = helper.make_graph(
-        [node],
-        "bench",
-        [helper.make_tensor_value_info("x", src, list(shape))],
-        [helper.make_tensor_value_info("y", dst, list(shape))],
+    return one_op_model(
+        name,
+        {"x": (src, shape)},
+        {"y": (dst, shape)},
+        domain=DOMAIN,
+        name=name.lower(),
+        graph_name="bench",
+        **attrs,
     )
-    opsets = [helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)]
-    return helper.make_model(graph, opset_imports=opsets)
 
 
 def _qdq_model(op: str, shape: tuple[int, ...], axis: int | None) -> onnx.ModelProto:
@@ -118,15 +119,14 @@ def _qdq_model(op: str, shape: tuple[int, ...], axis: int | None) -> onnx.ModelP
         if op == "quantize"
         else (TensorProto.UINT8, TensorProto.FLOAT)
     )
-    node = helper.make_node(name, ["x", "s", "z"], ["y"], axis=1 if axis is None else axis)
-    graph = helper.make_graph(
-        [node],
-        "bench",
-        [helper.make_tensor_value_info("x", src, list(shape))],
-        [helper.make_tensor_value_info("y", dst, list(shape))],
-        initializer=[numpy_helper.from_array(scales, "s"), numpy_helper.from_array(zps, "z")],
+    return one_op_model(
+        name,
+        {"x": (src, shape), "s": scales, "z": zps},
+        {"y": (dst, shape)},
+        name="",
+        graph_name="bench",
+        axis=1 if axis is None else axis,
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
 def _input(op: str, shape: tuple[int, ...]) -> np.ndarray:

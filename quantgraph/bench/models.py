@@ -151,16 +151,14 @@ def _worker(argv: list[str]) -> int:
     import onnxruntime as ort
 
     from ..errors import one_line
+    from ..testing import quiet_session_options
 
     spec, feeds_path, runs, warmup, threads = argv
     variant = Variant(**json.loads(spec))
     with np.load(feeds_path, allow_pickle=False) as data:
         feeds = {name: data[name] for name in data.files}
-    options = ort.SessionOptions()
+    options = quiet_session_options(threads=int(threads), optimize=True)
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, variant.level)
-    options.log_severity_level = 4
-    if int(threads):
-        options.intra_op_num_threads = int(threads)
     try:
         if variant.backend is None:
             session = ort.InferenceSession(variant.model, options, ["CPUExecutionProvider"])

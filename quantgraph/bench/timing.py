@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from ..testing import quiet_session_options
+
 # Timing: blocks of calls lasting about _BLOCK_SECONDS, at most _BUDGET_SECONDS per
 # implementation and case (see measure).
 _BLOCK_SECONDS = 0.002
@@ -95,16 +97,10 @@ SETTINGS = Settings()
 
 def timed_options() -> ort.SessionOptions:
     """ORT_DISABLE_ALL, quiet, with :data:`SETTINGS`' threads and spinning."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = SETTINGS.threads
-    options.log_severity_level = 3
-    if not SETTINGS.spinning:
-        # Each session has its own intra-op pool, whose threads spin after a run by default: on
-        # a machine with few cores they compete with the next session timed. Without spinning,
-        # every parallel run pays for waking its threads instead.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
+    # Each session has its own intra-op pool, whose threads spin after a run by default: on a
+    # machine with few cores they compete with the next session timed. Without spinning, every
+    # parallel run pays for waking its threads instead.
+    return quiet_session_options(threads=SETTINGS.threads, spinning=SETTINGS.spinning)
 
 
 def measure(calls: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:

@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
-from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION
+from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE
+from ..testing import Input, Output, one_op_model
 from .timing import (
     ON_BACKEND,
     BenchRow,
@@ -38,15 +39,6 @@ DEFAULT_WEIGHTS = ((4096, 4096),)
 WEIGHT_IMPLEMENTATIONS = ("native", "onnxruntime", "copyto")
 
 
-def _pack4(values: np.ndarray) -> np.ndarray:
-    """int4/uint4 values (one a byte) packed two a byte, the first in the low nibble."""
-    nibbles = values.reshape(-1).astype(np.uint8) & 0xF
-    if nibbles.size % 2:
-        nibbles = np.append(nibbles, np.uint8(0))
-    packed: np.ndarray = (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
-    return packed
-
-
 def _weight_parameters(
     layout: str, shape: tuple[int, int]
 ) -> tuple[int, np.ndarray, np.ndarray | None, tuple[int, int] | None]:
@@ -62,36 +54,31 @@ def _weight_parameters(
 def _weight_models(layout: str, shape: tuple[int, int]) -> tuple[onnx.ModelProto, onnx.ModelProto]:
     """The native DynamicDequantize model and onnxruntime's DequantizeLinear one."""
     src, scales, zps, group = _weight_parameters(layout, shape)
-    initializers = [numpy_helper.from_array(scales, "s")]
-    inputs = ["x", "s"]
+    inputs: dict[str, Input] = {"x": (src, shape), "s": scales}
     if zps is not None:
-        zp = onnx.helper.make_tensor("z", src, list(zps.shape), _pack4(zps).tobytes(), raw=True)
-        initializers.append(zp)
-        inputs.append("z")
-    x = helper.make_tensor_value_info("x", src, list(shape))
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, list(shape))
+        inputs["z"] = zps.astype(helper.tensor_dtype_to_np_dtype(src))  # packed as an initializer
+    outputs: dict[str, Output] = {"y": (TensorProto.FLOAT, shape)}
     attrs: dict[str, Any] = (
         {"qtype": "per_group", "group_shape": list(group)}
         if group
         else {"qtype": "per_channel", "axis": 1}
     )
-    node = helper.make_node(
-        DYNAMIC_DEQUANTIZE.name, inputs, ["y"], domain=DOMAIN, name="weights", **attrs
-    )
-    opsets = [helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)]
-    spec = helper.make_model(
-        helper.make_graph([node], "bench", [x], [y], initializer=initializers),
-        opset_imports=opsets,
+    spec = one_op_model(
+        DYNAMIC_DEQUANTIZE.name,
+        inputs,
+        outputs,
+        domain=DOMAIN,
+        name="weights",
+        graph_name="bench",
+        **attrs,
     )
     if group is None:
         qdq_attrs: dict[str, Any] = {"axis": 1}
     else:
         axis = 0 if group[0] > 1 else 1
         qdq_attrs = {"axis": axis, "block_size": group[axis]}
-    qdq_node = helper.make_node("DequantizeLinear", inputs, ["y"], **qdq_attrs)
-    qdq = helper.make_model(
-        helper.make_graph([qdq_node], "bench", [x], [y], initializer=initializers),
-        opset_imports=[helper.make_opsetid("", 21)],
+    qdq = one_op_model(
+        "DequantizeLinear", inputs, outputs, name="", graph_name="bench", **qdq_attrs
     )
     return spec, qdq
 

@@ -11,6 +11,7 @@ from .node_rewrite import NodeRewritePass
 from .other_formats import OtherFormatsPass
 from .qdq_to_spec import QDQ_OPS, QdqToSpecPass
 from .report import (
+    SKIP_CODES,
     ConvertedNode,
     OtherQuantizedNode,
     RewriteReport,
@@ -26,6 +27,7 @@ from .unknown_dims import UnknownDimsPass
 
 __all__ = [
     "QDQ_OPS",
+    "SKIP_CODES",
     "CheckSpecRulesPass",
     "ConvertedNode",
     "DeclaredDstPass",

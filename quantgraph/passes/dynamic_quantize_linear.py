@@ -49,12 +49,14 @@ class DynamicQuantizeLinearPass(NodeRewritePass):
         self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory
     ) -> tuple[str, str]:
         if (opset_version(model, graph) or 0) < 11:
-            raise Skip("DynamicQuantizeLinear needs opset >= 11")
+            raise Skip("opset", "DynamicQuantizeLinear needs opset >= 11")
         if len(node.inputs) != 1 or node.inputs[0] is None or len(node.outputs) != 3:
-            raise Skip("DynamicQuantizeLinear takes one input and gives three outputs")
+            raise Skip(
+                "node-arity", "DynamicQuantizeLinear takes one input and gives three outputs"
+            )
         x = node.inputs[0]
         if x.dtype not in (ir.DataType.FLOAT, None):
-            raise Skip(f"input type {x.dtype} is not float32")
+            raise Skip("input-type", f"input type {x.dtype} is not float32")
         build = _Builder(graph, node, factory, factory.unique_name(node.name or OP))
         zero = build.constant("quantgraph_f32_0", 0.0)
         qmax = build.constant("quantgraph_f32_255", QMAX)

@@ -14,6 +14,8 @@ from typing import Literal
 import onnx
 import onnx_ir as ir
 
+from .requirements import schemas_registered
+
 CHECKED_PROTO = "quantgraph.checked_proto"
 
 
@@ -27,6 +29,9 @@ class FullCheckPass(ir.passes.PassBase):
     @property
     def changes_input(self) -> Literal[False]:
         return False
+
+    def requires(self, model: ir.Model) -> None:
+        schemas_registered()  # the checker validates spec ops against their schemas
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         proto = ir.to_proto(model)

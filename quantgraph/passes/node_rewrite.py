@@ -10,6 +10,7 @@ import onnx_ir as ir
 from ..ir.rewrite import ConstantFactory, remove_if_unused
 from ..ir.walk import GraphLike, all_graphs, used_names
 from .report import ConvertedNode, RewriteReport, RewriteResult, Skip, SkippedNode
+from .requirements import schemas_registered, supported_opset
 
 Progress = Callable[[int, int], None]  # (nodes done, nodes in all)
 
@@ -29,6 +30,12 @@ class NodeRewritePass(ir.passes.InPlacePass):
         super().__init__()
         self.report = report
         self.progress = progress
+
+    def requires(self, model: ir.Model) -> None:
+        """A rewrite reads Q/DQ by the opsets quantgraph knows, and asks onnx's shape inference
+        about graphs that already hold spec ops (their schemas must be registered)."""
+        supported_opset(model)
+        schemas_registered()
 
     def matches(self, node: ir.Node) -> bool:
         raise NotImplementedError
@@ -63,8 +70,17 @@ class NodeRewritePass(ir.passes.InPlacePass):
                 op_type = node.op_type  # the rewrite changes the node in place
                 try:
                     outcome = self.rewrite(model, graph, node, factory)
-                except Skip as reason:
-                    report.skipped.append(SkippedNode(node.name or "", op_type, str(reason), where))
+                except Skip as skip:
+                    report.skipped.append(
+                        SkippedNode(
+                            node.name or "",
+                            op_type,
+                            str(skip),
+                            where,
+                            skip.code,
+                            skip.node if skip.node is not None else node,
+                        )
+                    )
                     continue
                 if outcome is None:
                     continue

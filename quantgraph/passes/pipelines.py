@@ -60,11 +60,13 @@ def _with_check(passes: list[ir.passes.PassBase], check: bool) -> ir.passes.Pass
 
 def run(manager: ir.passes.PassManager, model: ir.Model) -> ir.passes.PassResult:
     """Run ``manager`` on ``model``; a failing pass raises its own error, not onnx-ir's
-    PassError wrappers (which name the pipeline, not the node or rule at fault)."""
+    PassError wrappers (which name the pipeline, not the node or rule at fault), nor the
+    Pre/PostconditionError around a requirement's (see :mod:`.requirements`)."""
+    wrappers = (ir.passes.PassError, ir.passes.InvariantError)
     try:
         return manager(model)
-    except ir.passes.PassError as error:
+    except wrappers as error:
         cause: BaseException = error
-        while isinstance(cause, ir.passes.PassError) and cause.__cause__ is not None:
+        while isinstance(cause, wrappers) and cause.__cause__ is not None:
             cause = cause.__cause__
         raise cause from None

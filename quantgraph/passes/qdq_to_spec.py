@@ -41,6 +41,7 @@ from ..spec import (
 )
 from .node_rewrite import NodeRewritePass, Progress
 from .report import RewriteReport, RewriteResult, Skip
+from .requirements import spec_domain_imported
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 CONTRIB_DOMAIN = "com.microsoft"
@@ -129,9 +130,12 @@ class QdqToSpecPass(NodeRewritePass):
         self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory
     ) -> tuple[str, str]:
         if not is_standard(node) and not self.contrib:
-            raise Skip(f"{node.domain} op left as is (contrib conversion is off)")
+            raise Skip("contrib-off", f"{node.domain} op left as is (contrib conversion is off)")
         plan = self._plan(model, graph, node)
         return self._rewrite(node, plan, factory), plan.detail
+
+    def ensures(self, model: ir.Model) -> None:
+        spec_domain_imported(model)
 
     def finish(self, model: ir.Model, report: RewriteReport) -> None:
         if report.converted_nodes:
@@ -147,23 +151,29 @@ class QdqToSpecPass(NodeRewritePass):
         if is_standard(node):
             opset = opset_version(model, graph)
             if opset is None or not MIN_OPSET <= opset <= MAX_OPSET:
-                raise Skip(f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
+                raise Skip(
+                    "opset",
+                    f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}",
+                )
             _refuse_unknown_to_opset(node, opset)
         # com.microsoft Q/DQ compute the same as ONNX's; their extra types are refused below.
         unknown = set(node.attributes) - _KNOWN_ATTRIBUTES
         if unknown:
-            raise Skip(f"unknown attributes {sorted(unknown)}")
+            raise Skip("unknown-attribute", f"unknown attributes {sorted(unknown)}")
         block_size = node.attributes.get_int("block_size", 0)
         if block_size and quantize:
             raise Skip(
+                "blocked-quantize",
                 "blocked QuantizeLinear (block_size) has no spec equivalent: per_group is "
-                "DynamicDequantize's only"
+                "DynamicDequantize's only",
             )
         precision = node.attributes.get_int("precision", 0)
         if quantize and precision not in (0, ir.DataType.FLOAT):
-            raise Skip(f"precision={_name(ir.DataType(precision))}: the spec divides in f32")
+            raise Skip(
+                "precision", f"precision={_name(ir.DataType(precision))}: the spec divides in f32"
+            )
         if len(node.inputs) < 2 or node.inputs[0] is None or node.inputs[1] is None:
-            raise Skip("x and scale inputs are required")
+            raise Skip("missing-input", "x and scale inputs are required")
         source, scale = node.inputs[0], node.inputs[1]
         zero_point = node.inputs[2] if len(node.inputs) > 2 else None
 
@@ -172,49 +182,66 @@ class QdqToSpecPass(NodeRewritePass):
         allowed_scales = (DYNAMIC_QUANTIZE if quantize else DYNAMIC_DEQUANTIZE).scales_types
         if scale_type is None or scale_type not in allowed_scales:
             names = ", ".join(t.name for t in allowed_scales)
-            raise Skip(f"scale type {_name(raw_scale_type)} is not one of the spec's ({names})")
+            raise Skip(
+                "scale-type",
+                f"scale type {_name(raw_scale_type)} is not one of the spec's ({names})",
+            )
         wanted = node.attributes.get_int("output_dtype", 0)
         if not quantize and wanted not in (0, scale_type.onnx):
             raise Skip(
+                "output-dtype",
                 f"output_dtype={_name(ir.DataType(wanted))}: the spec's dst is the scales' type "
-                f"({scale_type.name})"
+                f"({scale_type.name})",
             )
         source_type = self._type_of(model, source)
         if quantize and source_type not in (ir.DataType.FLOAT, None):
-            raise Skip(f"input type {_name(source_type)} is not f32")
+            raise Skip("input-type", f"input type {_name(source_type)} is not f32")
         quant_type = self._quantized_type(node, quantize, source_type, zero_point)
 
         if quant_type.is_float8:
             if scale_type != dtypes.F32:
-                raise Skip(f"float8 with {scale_type.name} scales: the spec's f8 ops take f32")
+                raise Skip(
+                    "scale-type",
+                    f"float8 with {scale_type.name} scales: the spec's f8 ops take f32",
+                )
             if node.attributes.get_int("saturate", 1) == 0:
-                raise Skip("saturate=0 keeps float8 overflow as inf/NaN; the spec saturates")
+                raise Skip(
+                    "float8-saturate",
+                    "saturate=0 keeps float8 overflow as inf/NaN; the spec saturates",
+                )
             zp_values = constant_array(zero_point)
             if zero_point is not None and (
                 zp_values is None or np.any(zp_values.astype(np.float32))
             ):
-                raise Skip("a float8 zero point must be a constant zero (the spec has no f8 zps)")
+                raise Skip(
+                    "float8-zero-point",
+                    "a float8 zero point must be a constant zero (the spec has no f8 zps)",
+                )
             zero_point = None
 
         shape = self._shape_of(model, scale)
         if shape is None:
-            raise Skip("scale has an unknown shape (run shape inference first)")
+            raise Skip("unknown-shape", "scale has an unknown shape (run shape inference first)")
         axis = node.attributes.get_int("axis", ONNX_DEFAULT_AXIS)
         groups = None
         if block_size:
             groups = self._groups(model, source, shape, axis, block_size)
         elif len(shape) > 1:
-            raise Skip(f"scale of rank {len(shape)} without block_size is not valid ONNX")
+            raise Skip(
+                "scale-rank", f"scale of rank {len(shape)} without block_size is not valid ONNX"
+            )
         if zero_point is not None:
             zp_shape = self._shape_of(model, zero_point)
             if zp_shape is not None and zp_shape != shape and not _single(zp_shape, shape):
                 raise Skip(
-                    f"zero point shape {list(zp_shape)} differs from scale shape {list(shape)}"
+                    "zero-point-shape",
+                    f"zero point shape {list(zp_shape)} differs from scale shape {list(shape)}",
                 )
         if quantize and self._is_bad_scale(scale):
             raise Skip(
+                "scale-value",
                 "a zero or non-finite constant scale: the spec's quantize divides by it "
-                "(rule scale-value)"
+                "(rule scale-value)",
             )
         count = 1 if not shape else shape[0]
         qtype = PER_GROUP if groups else PER_TENSOR if count == 1 else PER_CHANNEL
@@ -240,22 +267,26 @@ class QdqToSpecPass(NodeRewritePass):
         exactly (ONNX lets the last block be short; oneDNN's per_group does not)."""
         src_shape = self._shape_of(model, source)
         if src_shape is None or len(src_shape) != len(scale_shape):
-            raise Skip("blocked dequantization needs src and scale of one known rank")
+            raise Skip(
+                "unknown-shape", "blocked dequantization needs src and scale of one known rank"
+            )
         resolved = resolve_axis(axis, len(src_shape))
         if resolved is None:
-            raise Skip(f"axis {axis} is out of range for src of rank {len(src_shape)}")
+            raise Skip("blocks", f"axis {axis} is out of range for src of rank {len(src_shape)}")
         extent, blocks = src_shape[resolved], scale_shape[resolved]
         if extent is None or blocks is None:
             raise Skip(
+                "unknown-shape",
                 f"block_size {block} along axis {axis}: a symbolic dim cannot be checked to be "
-                "tiled exactly by the groups"
+                "tiled exactly by the groups",
             )
         if extent != blocks * block:
             short = -(-extent // block) == blocks
             raise Skip(
+                "blocks",
                 f"block_size {block} along axis {axis}: src dim {extent} is not {blocks} whole "
                 "blocks (the spec's groups tile src exactly"
-                + ("; a short last block is padded only in a constant src)" if short else ")")
+                + ("; a short last block is padded only in a constant src)" if short else ")"),
             )
         return tuple(block if d == resolved else 1 for d in range(len(src_shape)))
 
@@ -298,14 +329,23 @@ class QdqToSpecPass(NodeRewritePass):
         if raw is None and not quantize:
             raw = source
         if raw is None:
-            raise Skip("the quantized type is unknown (no zero point and no type information)")
+            raise Skip(
+                "quantized-type",
+                "the quantized type is unknown (no zero point and no type information)",
+            )
         if raw == ir.DataType.INT32 and not quantize:
-            raise Skip("int32 input (a bias): the spec dequantizes 8-bit, 4-bit and f8 only")
+            raise Skip(
+                "quantized-type",
+                "int32 input (a bias): the spec dequantizes 8-bit, 4-bit and f8 only",
+            )
         found = dtypes.from_onnx(int(raw))
         spec_types = _QUANTIZED if quantize else _DEQUANTIZABLE
         if found is None or found not in spec_types:
             names = ", ".join(t.name for t in spec_types)
-            raise Skip(f"quantized type {_name(raw)} has no spec equivalent (the spec has {names})")
+            raise Skip(
+                "quantized-type",
+                f"quantized type {_name(raw)} has no spec equivalent (the spec has {names})",
+            )
         return found
 
     # -- the replacement --------------------------------------------------------------------
@@ -316,7 +356,10 @@ class QdqToSpecPass(NodeRewritePass):
         zps = constant_array(plan.zero_point)
         if static and (scales is None or (plan.zero_point is not None and zps is None)):
             if plan.quant_type.is_float8:
-                raise Skip("float8 needs the static ops, and the scale is not a constant")
+                raise Skip(
+                    "float8-runtime-scale",
+                    "float8 needs the static ops, and the scale is not a constant",
+                )
             static = False
         source = node.inputs[0]
         if static and not plan.quantize and source is not None and elem_type(source) is None:

@@ -11,25 +11,69 @@ from dataclasses import dataclass, field
 
 import onnx_ir as ir
 
+# Why a rewrite leaves a node alone: stable codes (the JSON's ``code``; docs/json.md lists
+# them), each with what it means. The reason beside it is the sentence users read.
+SKIP_CODES: dict[str, str] = {
+    "contrib-off": "a com.microsoft Q/DQ kept as asked (contrib conversion off)",
+    "opset": "the node's opset cannot express the node or its replacement",
+    "unknown-attribute": "an attribute the rewrite does not know",
+    "blocked-quantize": "a blocked QuantizeLinear: per_group is DynamicDequantize's only",
+    "precision": "QuantizeLinear precision other than f32: the spec divides in f32",
+    "missing-input": "a required input or attribute is absent",
+    "input-type": "the float input's type is not the one the op takes",
+    "scale-type": "the scale type is not one the spec takes for this op",
+    "output-dtype": "DequantizeLinear output_dtype other than the scale's type",
+    "quantized-type": "the quantized type is unknown or has no equivalent on the other side",
+    "float8-saturate": "float8 saturate=0: the spec saturates",
+    "float8-zero-point": "a float8 zero point that is not a constant zero",
+    "float8-runtime-scale": "float8 needs the static ops, and the scale is not a constant",
+    "unknown-shape": "a shape or dim the rewrite needs is unknown",
+    "scale-rank": "a scale of rank above 1 without block_size",
+    "zero-point-shape": "the zero point's shape differs from the scale's",
+    "blocks": "blocks or groups that do not tile src along one axis",
+    "scale-value": "a zero or non-finite constant scale of a quantize",
+    "zero-point-range": "zero points outside the range of ONNX's zero point type",
+    "runtime-zero-point": "zero points computed at run time of another type than ONNX's",
+    "node-arity": "the node's inputs or outputs are not the op's",
+    "unknown-op": "a com.quantgraph op the rewrite does not know",
+}
+
 
 class Skip(Exception):
-    """A node a rewrite leaves as it is; the message is the reason shown to the user."""
+    """A node a rewrite leaves as it is (as onnxscript's MatchResult records a failed match):
+    ``code`` (one of :data:`SKIP_CODES`) says which rule, the message is the reason shown to
+    the user; ``node`` the node at fault when it is not the one rewritten."""
+
+    def __init__(self, code: str, reason: str, node: ir.Node | None = None) -> None:
+        if code not in SKIP_CODES:
+            raise ValueError(f"unknown skip code {code!r} (known: {sorted(SKIP_CODES)})")
+        super().__init__(reason)
+        self.code = code
+        self.node = node
 
 
 @dataclass(frozen=True)
 class SkippedNode:
+    """A node a rewrite left alone: ``code`` the stable reason code ("" where none applies:
+    fusion plans), ``source`` the ir.Node itself (not serialized; it may change after)."""
+
     node: str
     op_type: str
     reason: str
     graph: str = ""
+    code: str = ""
+    source: ir.Node | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, str]:
-        return {
+        found = {
             "node": self.node,
             "op_type": self.op_type,
             "reason": self.reason,
             "graph": self.graph,
         }
+        if self.code:
+            found["code"] = self.code
+        return found
 
 
 @dataclass(frozen=True)

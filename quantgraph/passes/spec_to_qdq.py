@@ -51,7 +51,7 @@ class SpecToQdqPass(NodeRewritePass):
     ) -> tuple[str, str]:
         op = spec_op(node)
         if op is None:
-            raise Skip(f"unknown quantgraph op {node.op_type}")
+            raise Skip("unknown-op", f"unknown quantgraph op {node.op_type}")
         attributes = op.with_defaults({name: a.value for name, a in node.attributes.items()})
         qtype, axis = str(attributes["qtype"]), int(attributes["axis"])  # type: ignore[call-overload]
         block: int | None = None
@@ -59,7 +59,7 @@ class SpecToQdqPass(NodeRewritePass):
             axis, block = _blocks(attributes.get("group_shape"))
         source = node.inputs[0]
         if source is None:
-            raise Skip("src is missing")
+            raise Skip("missing-input", "src is missing")
         source_type = elem_type(source)
 
         # Everything that can skip the node is decided before a constant or Reshape is made:
@@ -68,7 +68,7 @@ class SpecToQdqPass(NodeRewritePass):
             scale = optional_input(node, 1)
             zero_point = optional_input(node, 2)
             if scale is None:
-                raise Skip("scales input is missing")
+                raise Skip("missing-input", "scales input is missing")
             zp_raw = elem_type(zero_point)
             zp_type = int(zp_raw) if zp_raw is not None else None
             if op.is_quantize:
@@ -86,7 +86,7 @@ class SpecToQdqPass(NodeRewritePass):
         else:
             scales = node.attributes.get_floats("scales")
             if scales is None:
-                raise Skip("attribute scales is missing")
+                raise Skip("missing-input", "attribute scales is missing")
             zps = node.attributes.get_ints("zps")
             if op.is_quantize:
                 output_dtype = int(attributes.get("output_dtype", 0))  # type: ignore[call-overload]
@@ -141,7 +141,7 @@ class SpecToQdqPass(NodeRewritePass):
         com.microsoft's (per-axis and f16 scales below their ONNX opsets; what models quantized
         with UseQDQContribOps have); a node converted from com.microsoft goes back there."""
         if quant is None:
-            raise Skip("the quantized type is unknown")
+            raise Skip("quantized-type", "the quantized type is unknown")
         opset = opset_version(model, graph) or 0
         needs = [
             (quant.bits == 4, INT4_OPSET, "4-bit Q/DQ"),
@@ -164,8 +164,9 @@ class SpecToQdqPass(NodeRewritePass):
             return CONTRIB_DOMAIN
         version, what = missing[0]
         raise Skip(
+            "opset",
             f"{what} needs opset >= {version}; the model has {opset} (and com.microsoft Q/DQ "
-            "has no such form)"
+            "has no such form)",
         )
 
     @staticmethod
@@ -175,11 +176,14 @@ class SpecToQdqPass(NodeRewritePass):
         )
         if quant.is_float8:
             if np.any(values):
-                raise Skip("float8 zero points must be zero")
+                raise Skip("float8-zero-point", "float8 zero points must be zero")
             return np.zeros(shape, quant.numpy)
         low, high = quant.int_range
         if np.any(values < low) or np.any(values > high):
-            raise Skip(f"zero points {values.tolist()} do not fit {quant.name}, ONNX's zp type")
+            raise Skip(
+                "zero-point-range",
+                f"zero points {values.tolist()} do not fit {quant.name}, ONNX's zp type",
+            )
         return values.reshape(shape).astype(quant.numpy)
 
     def _zero_point(
@@ -199,7 +203,7 @@ class SpecToQdqPass(NodeRewritePass):
             if qtype == PER_CHANNEL:
                 shape = scale.shape
                 if shape is None or len(shape) != 1 or not isinstance(shape[0], int):
-                    raise Skip("no zps and the channel count is unknown")
+                    raise Skip("unknown-shape", "no zps and the channel count is unknown")
                 count = shape[0]
             return factory.constant(
                 f"{base}_zero_point", self._fit(np.zeros(count, np.int64), quant, qtype), node
@@ -211,8 +215,9 @@ class SpecToQdqPass(NodeRewritePass):
         values = constant_array(zero_point)
         if values is None:
             raise Skip(
+                "runtime-zero-point",
                 f"zps of type {dtypes.onnx_name(int(elem_type(zero_point) or 0))} computed at "
-                f"run time cannot become an ONNX zero point of type {quant.name}"
+                f"run time cannot become an ONNX zero point of type {quant.name}",
             )
         return factory.constant(
             f"{base}_zero_point", self._fit(values.astype(np.int64), quant, qtype), node
@@ -233,9 +238,11 @@ def _blocks(group_shape: object) -> tuple[int, int]:
     """(axis, block_size) of a group_shape that groups along one axis, as ONNX's blocks do."""
     groups = [int(g) for g in group_shape] if isinstance(group_shape, (list, tuple)) else []
     if not groups:
-        raise Skip("per_group without group_shape")
+        raise Skip("blocks", "per_group without group_shape")
     grouped = [axis for axis, size in enumerate(groups) if size != 1]
     if len(grouped) > 1:
-        raise Skip(f"group_shape {groups} groups along several axes; ONNX blocks along one")
+        raise Skip(
+            "blocks", f"group_shape {groups} groups along several axes; ONNX blocks along one"
+        )
     axis = grouped[0] if grouped else 0
     return axis, groups[axis]

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..passes.report import SKIP_CODES
+
 COMMANDS = ("convert", "lower", "validate", "run", "inspect", "bench", "error")
 HERE = Path(__file__).resolve().parent
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -66,7 +68,15 @@ DEFS: dict[str, Schema] = {
             "graph": STRING,
         }
     ),
-    "skipped_node": _object({"node": STRING, "op_type": STRING, "reason": STRING, "graph": STRING}),
+    "skipped_node": _object(
+        {
+            "node": STRING,
+            "op_type": STRING,
+            "reason": STRING,
+            "graph": STRING,
+            "code": {"enum": sorted(SKIP_CODES)},
+        }
+    ),
     "tensor_comparison": _object(
         {
             "name": STRING,

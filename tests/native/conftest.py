@@ -4,13 +4,9 @@ library is not built."""
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 ISAS = ("scalar", "avx2", "avx512")
 

@@ -5,7 +5,6 @@ Python API has no numpy type for float8_e5m2, so outputs are read through OrtVal
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -14,12 +13,24 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from quantgraph import reference
 from quantgraph.backends import native
-from quantgraph.spec import DOMAIN, OPSET_VERSION, dtypes
+from quantgraph.reference.compare import compare
+from quantgraph.spec import DOMAIN, dtypes
+from quantgraph.testing import (
+    Input,
+    from_ort_value,
+    one_op_model,
+    ort_session,
+    quiet_session_options,
+    to_ort_value,
+    typed_list,
+)
 from tools import fuzz
+
+F32_TYPE = TensorProto.FLOAT
 
 NATIVE_BUILT = native.is_available()
 requires_native = pytest.mark.skipif(
@@ -28,63 +39,10 @@ requires_native = pytest.mark.skipif(
 )
 
 NUMPY_OF_ONNX: dict[int, np.dtype] = {d.onnx: d.numpy for d in dtypes.ALL}
-_NUMPY_OF_DATA_TYPE = {
-    "tensor(float)": np.dtype(np.float32),
-    "tensor(uint8)": np.dtype(np.uint8),
-    "tensor(int8)": np.dtype(np.int8),
-    "tensor(int32)": np.dtype(np.int32),
-    "tensor(float8e4m3fn)": dtypes.F8_E4M3.numpy,
-    "tensor(float8e5m2)": dtypes.F8_E5M2.numpy,
-    "tensor(float16)": np.dtype(np.float16),
-    "tensor(bfloat16)": dtypes.BF16.numpy,
-}
-OPSET_IMPORTS = [helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, OPSET_VERSION)]
 
 
 def onnx_type(array: np.ndarray) -> int:
-    found = dtypes.from_numpy(array.dtype)
-    if found is not None:
-        return found.onnx
-    return int(helper.np_dtype_to_tensor_dtype(array.dtype))
-
-
-def pack4(array: np.ndarray) -> np.ndarray:
-    """A 4-bit tensor's bytes as ONNX and onnxruntime store them: two elements a byte, the
-    first in the low nibble; an odd count leaves the last high nibble zero."""
-    nibbles = np.ascontiguousarray(array).reshape(-1).view(np.uint8) & 0xF
-    if nibbles.size % 2:
-        nibbles = np.append(nibbles, np.uint8(0))
-    packed: np.ndarray = (nibbles[0::2] | (nibbles[1::2] << 4)).astype(np.uint8)
-    return packed
-
-
-def to_ort_value(array: np.ndarray) -> ort.OrtValue:
-    # ortvalue_from_numpy turns a 0-d array into shape [1]; the _with_onnx_type one keeps it.
-    array = np.array(array, copy=True, order="C")  # (ascontiguousarray makes 0-d 1-d)
-    found = dtypes.from_numpy(array.dtype)
-    if found is not None and found.bits == 4:
-        # numpy holds one element a byte; onnxruntime's tensor is packed: allocate it with the
-        # logical shape and copy the packed bytes in.
-        value = ort.OrtValue.ortvalue_from_shape_and_type(list(array.shape), found.onnx)
-        packed = pack4(array)
-        if packed.size:
-            ctypes.memmove(value.data_ptr(), packed.ctypes.data, packed.size)
-        return value
-    if found is not None and found.from_ml_dtypes:  # float8, bfloat16: the raw bits
-        width = np.uint8 if found.bits == 8 else np.uint16
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array.view(width), found.onnx)
-    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, onnx_type(array))
-
-
-def from_ort_value(value: ort.OrtValue) -> np.ndarray:
-    dtype = _NUMPY_OF_DATA_TYPE[value.data_type()]
-    shape = tuple(value.shape())
-    count = int(np.prod(shape, dtype=np.int64))
-    if count == 0:
-        return np.zeros(shape, dtype)
-    size = count * dtype.itemsize
-    raw = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(value.data_ptr()))
-    return raw.copy().view(dtype).reshape(shape)
+    return dtypes.onnx_of_numpy(array.dtype)
 
 
 def symbolic_shape(rank: int, prefix: str = "d") -> list[str]:
@@ -101,7 +59,6 @@ def spec_model(
     out_type: int | None = None,
     out_shape: Sequence[int | str] | None = None,
     node_name: str = "node",
-    extra_inputs: Sequence[str] = (),
     params_rank: int = 1,
     **attributes: Any,
 ) -> onnx.ModelProto:
@@ -110,42 +67,28 @@ def spec_model(
 
     ``out_type`` None leaves dst untyped: the library's shape inference decides its type.
     """
-    inputs = ["src"]
-    value_infos = [helper.make_tensor_value_info("src", src_type, symbolic_shape(rank))]
     params = ["c"] if params_rank == 1 else symbolic_shape(params_rank, "c")
+    inputs: dict[str, Input] = {"src": (src_type, symbolic_shape(rank))}
     if scales_type is not None:
-        inputs.append("scales")
-        value_infos.append(helper.make_tensor_value_info("scales", scales_type, params))
+        inputs["scales"] = (scales_type, params)
     if zps_type is not None:
-        if scales_type is None:
-            inputs.append("")
-        inputs.append("zps")
-        value_infos.append(helper.make_tensor_value_info("zps", zps_type, params))
-    inputs.extend(extra_inputs)
-    typed = {"scales": onnx.AttributeProto.FLOATS, "zps": onnx.AttributeProto.INTS}
-    lists = {k: attributes.pop(k) for k in typed if isinstance(attributes.get(k), list)}
+        inputs["scales"] = inputs.get("scales", "")
+        inputs["zps"] = (zps_type, params)
+    floats = {"scales": True, "zps": False}  # typed: an empty list has no inferable type
+    for key, is_float in floats.items():
+        if isinstance(attributes.get(key), list):
+            attributes[key] = typed_list(attributes[key], floats=is_float)
     if attributes.get("group_shape") == []:  # per_group on a 0-d src
-        lists["group_shape"] = attributes.pop("group_shape")
-        typed["group_shape"] = onnx.AttributeProto.INTS
-    node = helper.make_node(op, inputs, ["dst"], domain=DOMAIN, name=node_name, **attributes)
-    for key, value in lists.items():  # typed explicitly: an empty list has no inferable type
-        node.attribute.append(helper.make_attribute(key, value, attr_type=typed[key]))
-    if out_type is None:
-        output = onnx.ValueInfoProto(name="dst")
-    else:
-        output = helper.make_tensor_value_info("dst", out_type, out_shape)
-    graph = helper.make_graph([node], "spec", value_infos, [output])
-    return helper.make_model(graph, opset_imports=OPSET_IMPORTS)
+        attributes["group_shape"] = typed_list([], floats=False)
+    output = None if out_type is None else (out_type, out_shape)
+    return one_op_model(
+        op, inputs, {"dst": output}, domain=DOMAIN, name=node_name, graph_name="spec", **attributes
+    )
 
 
 def options(threads: int = 0) -> ort.SessionOptions:
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    opts.intra_op_num_threads = threads
-    opts.log_severity_level = 4  # errors are asserted on, not logged
     # Many cached sessions each own a pool: idle workers must not spin and starve the rest.
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return opts
+    return quiet_session_options(threads=threads, spinning=False)
 
 
 def native_session(model: onnx.ModelProto, threads: int = 0) -> ort.InferenceSession:
@@ -232,24 +175,17 @@ def run_reference(
 def _ort_qdq_session(
     op: str, src_type: int, rank: int, per_axis: bool, zp_type: int, out_type: int, axis: int
 ) -> ort.InferenceSession:
-    inputs = ["x", "scale"] + (["zp"] if zp_type else [])
-    value_infos = [
-        helper.make_tensor_value_info("x", src_type, symbolic_shape(rank)),
-        helper.make_tensor_value_info("scale", TensorProto.FLOAT, ["c"] if per_axis else []),
-    ]
+    params = ["c"] if per_axis else []
+    inputs: dict[str, Input] = {"x": (src_type, symbolic_shape(rank)), "scale": (F32_TYPE, params)}
     if zp_type:
-        value_infos.append(helper.make_tensor_value_info("zp", zp_type, ["c"] if per_axis else []))
+        inputs["zp"] = (zp_type, params)
     attributes: dict[str, Any] = {"axis": axis}
     if op == "QuantizeLinear" and not zp_type:
         attributes["output_dtype"] = out_type
-    node = helper.make_node(op, inputs, ["y"], **attributes)
-    graph = helper.make_graph(
-        [node], "qdq", value_infos, [helper.make_tensor_value_info("y", out_type, None)]
+    model = one_op_model(
+        op, inputs, {"y": (out_type, None)}, name="", graph_name="qdq", **attributes
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    return ort.InferenceSession(
-        model.SerializeToString(), options(), providers=["CPUExecutionProvider"]
-    )
+    return ort_session(model, options())
 
 
 def run_ort_qdq(
@@ -286,22 +222,22 @@ def _ort_dequantize_session(
     zp_type: int,
     attrs: tuple[tuple[str, int], ...],
 ) -> ort.InferenceSession:
-    inputs = ["x", "scale"] + (["zp"] if zp_type else [])
     params = symbolic_shape(scale_rank, "c")
-    value_infos = [
-        helper.make_tensor_value_info("x", src_type, symbolic_shape(rank)),
-        helper.make_tensor_value_info("scale", scale_type, params),
-    ]
+    inputs: dict[str, Input] = {
+        "x": (src_type, symbolic_shape(rank)),
+        "scale": (scale_type, params),
+    }
     if zp_type:
-        value_infos.append(helper.make_tensor_value_info("zp", zp_type, params))
-    node = helper.make_node("DequantizeLinear", inputs, ["y"], **dict(attrs))
-    graph = helper.make_graph(
-        [node], "dq", value_infos, [helper.make_tensor_value_info("y", scale_type, None)]
+        inputs["zp"] = (zp_type, params)
+    model = one_op_model(
+        "DequantizeLinear",
+        inputs,
+        {"y": (scale_type, None)},
+        name="",
+        graph_name="dq",
+        **dict(attrs),
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    return ort.InferenceSession(
-        model.SerializeToString(), options(), providers=["CPUExecutionProvider"]
-    )
+    return ort_session(model, options())
 
 
 def run_ort_dequantize(
@@ -350,11 +286,8 @@ def mismatches(got: np.ndarray, want: np.ndarray) -> int:
 
 def mismatches_nan_equal(got: np.ndarray, want: np.ndarray) -> int:
     """As :func:`mismatches`, but any two NaNs are equal (onnxruntime's float8_e5m2 NaN code
-    is 0x7F, ml_dtypes' 0x7E)."""
-    g = got.astype(np.float32)
-    w = want.astype(np.float32)
-    both_nan = np.isnan(g) & np.isnan(w)
-    return int(np.count_nonzero((g.view(np.uint32) != w.view(np.uint32)) & ~both_nan))
+    is 0x7F, ml_dtypes' 0x7E): quantgraph.reference.compare's rule."""
+    return compare("", want, got).mismatches
 
 
 def describe_mismatch(src: np.ndarray, got: np.ndarray, want: np.ndarray, limit: int = 5) -> str:

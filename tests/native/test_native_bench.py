@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
-from native_support import requires_native
 
 from quantgraph.bench import kernels as bench
 from quantgraph.bench import weights as bench_weights
+from tests.native.native_support import requires_native
 
 pytestmark = requires_native
 

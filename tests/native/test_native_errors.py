@@ -11,7 +11,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from native_support import (
+from onnx import TensorProto
+
+from quantgraph import reference
+from quantgraph.spec import OPS, RULES, SpecError, dtypes
+from tests.native.native_support import (
     native_session,
     onnx_type,
     requires_native,
@@ -19,10 +23,6 @@ from native_support import (
     run_session,
     spec_model,
 )
-from onnx import TensorProto
-
-from quantgraph import reference
-from quantgraph.spec import OPS, RULES, SpecError, dtypes
 
 pytestmark = requires_native
 

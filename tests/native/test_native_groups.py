@@ -14,16 +14,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from native_support import (
+
+from quantgraph.reference.compare import compare
+from quantgraph.spec import DYNAMIC_DEQUANTIZE, dtypes
+from quantgraph.spec.dtypes import DType
+from tests.native.native_support import (
     requires_native,
     run_native,
     run_ort_dequantize,
     run_reference,
 )
-
-from quantgraph.reference.compare import compare
-from quantgraph.spec import DYNAMIC_DEQUANTIZE, dtypes
-from quantgraph.spec.dtypes import DType
 
 pytestmark = requires_native
 

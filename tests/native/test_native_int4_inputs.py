@@ -16,12 +16,13 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 import pytest
-from native_support import from_ort_value, requires_native, to_ort_value
 from onnx import numpy_helper
 from onnx.backend.test.case.node import collect_testcases
 
 import quantgraph
 from quantgraph.spec import DOMAIN
+from quantgraph.testing import ort_session
+from tests.native.native_support import from_ort_value, requires_native, to_ort_value
 
 pytestmark = requires_native
 CASES = ("test_dequantizelinear_int4", "test_dequantizelinear_uint4")
@@ -72,12 +73,10 @@ def test_a_4_bit_zero_point_input_converts_runs_and_lowers(name: str) -> None:
     got = _run(quantgraph.InferenceSession(converted, "native"), feeds)
     np.testing.assert_array_equal(got, expected, strict=True)
 
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    original = ort.InferenceSession(model.SerializeToString(), options)
+    original = ort_session(model)
     np.testing.assert_array_equal(got, _run(original, feeds), strict=True)
 
     lowered = quantgraph.lower(converted).model
     assert not any(n.domain == DOMAIN for n in lowered.graph)
-    again = ort.InferenceSession(ir.to_proto(lowered).SerializeToString(), options)
+    again = ort_session(ir.to_proto(lowered))
     np.testing.assert_array_equal(_run(again, feeds), expected, strict=True)

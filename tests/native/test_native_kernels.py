@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from native_support import (
+from onnx import TensorProto
+
+from quantgraph.spec import dtypes
+from tests.native.native_support import (
     describe_mismatch,
     float_data,
     mismatches,
@@ -23,9 +26,6 @@ from native_support import (
     scale_values,
     zp_values,
 )
-from onnx import TensorProto
-
-from quantgraph.spec import dtypes
 
 pytestmark = requires_native
 

@@ -10,7 +10,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from native_support import (
+
+from quantgraph.reference.compare import compare
+from quantgraph.spec import dtypes
+from tests.native.native_support import (
     describe_mismatch,
     float_data,
     mismatches,
@@ -21,9 +24,6 @@ from native_support import (
     scale_values,
     zp_values,
 )
-
-from quantgraph.reference.compare import compare
-from quantgraph.spec import dtypes
 
 pytestmark = requires_native
 

@@ -12,13 +12,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from native_support import native_session, requires_native, run_native, run_session, spec_model
 from onnx import TensorProto, helper
 
 from quantgraph import reference
 from quantgraph.backends import native
 from quantgraph.errors import BackendError
 from quantgraph.spec import SpecError, dtypes
+from tests.native.native_support import (
+    native_session,
+    requires_native,
+    run_native,
+    run_session,
+    spec_model,
+)
 
 pytestmark = requires_native
 

@@ -17,7 +17,12 @@ import onnxruntime as ort
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from native_support import (
+
+from quantgraph import reference
+from quantgraph.backends import native, onednn
+from quantgraph.reference import onednn_arithmetic as reference_onednn
+from quantgraph.spec import dtypes
+from tests.native.native_support import (
     describe_mismatch,
     float_data,
     mismatches,
@@ -30,12 +35,7 @@ from native_support import (
     spec_model,
     zp_values,
 )
-from test_native_kernels import layouts
-
-from quantgraph import reference
-from quantgraph.backends import native, onednn
-from quantgraph.reference import onednn_arithmetic as reference_onednn
-from quantgraph.spec import dtypes
+from tests.native.test_native_kernels import layouts
 
 STATIC_OPS = ("Quantize", "Dequantize")
 ZP_DTYPES = {"s8": np.dtype(np.int8), "u8": np.dtype(np.uint8), "s32": np.dtype(np.int32)}

@@ -5,8 +5,3 @@ They skip, with the reason, when oneDNN or the kernel library is missing, except
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/builders.py

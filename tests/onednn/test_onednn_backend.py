@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from builders import requires_onednn, run_quantgraph, spec_op_model
 from onnx import TensorProto
 
 import quantgraph
 from quantgraph.backends import onednn
 from quantgraph.errors import BackendError
+from tests.builders import requires_onednn, run_quantgraph, spec_op_model
 
 F, S8, U8 = TensorProto.FLOAT, TensorProto.INT8, TensorProto.UINT8
 ROOT = Path(__file__).resolve().parents[2]

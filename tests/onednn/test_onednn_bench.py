@@ -3,9 +3,8 @@ the rest of each row."""
 
 from __future__ import annotations
 
-from builders import requires_native, requires_onednn
-
 from quantgraph.bench import kernels as bench
+from tests.builders import requires_native, requires_onednn
 
 pytestmark = [requires_native, requires_onednn]
 

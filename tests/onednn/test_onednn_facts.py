@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from builders import requires_onednn, run_quantgraph, spec_op_model
 from onnx import TensorProto
 
 import quantgraph
 from quantgraph import reference
 from quantgraph.backends import onednn
 from quantgraph.reference.compare import compare
+from tests.builders import requires_onednn, run_quantgraph, spec_op_model
 
 pytestmark = requires_onednn
 

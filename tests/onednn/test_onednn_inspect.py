@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import onnx
-from builders import requires_native, requires_onednn
-from test_weight_only import quantized
 
 import quantgraph
 from quantgraph.backends import onednn
 from quantgraph.runtime.support import REFUSED, RUNS, node_support
+from tests.builders import requires_native, requires_onednn
+from tests.test_weight_only import quantized
 
 ROOT = Path(__file__).resolve().parents[2]
 

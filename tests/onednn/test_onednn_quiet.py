@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from builders import requires_onednn, spec_op_model
 from onnx import TensorProto
 
 import quantgraph
+from tests.builders import requires_onednn, spec_op_model
 
 pytestmark = requires_onednn
 F, U8 = TensorProto.FLOAT, TensorProto.UINT8

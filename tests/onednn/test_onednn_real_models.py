@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from builders import requires_native, requires_onednn
-from test_real_models import CASES, converted, feeds
 
 import quantgraph
 from quantgraph.runtime.support import REFUSED, RUNS, node_support
+from tests.builders import requires_native, requires_onednn
+from tests.test_real_models import CASES, converted, feeds
 
 pytestmark = [requires_native, requires_onednn]
 

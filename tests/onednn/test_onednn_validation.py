@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from builders import requires_onednn
 
 import quantgraph
 from quantgraph.validation import validate
+from tests.builders import requires_onednn
 
 pytestmark = requires_onednn
 ROOT = Path(__file__).resolve().parents[2]

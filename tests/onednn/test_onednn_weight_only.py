@@ -5,13 +5,13 @@ identical to the ONNX original); older ones refuse per_group, naming the node.""
 from __future__ import annotations
 
 import pytest
-from builders import requires_onednn
 from onnx import TensorProto
-from test_weight_only import quantized
 
 import quantgraph
 from quantgraph.backends import onednn
 from quantgraph.validation import validate
+from tests.builders import requires_onednn
+from tests.test_weight_only import quantized
 
 pytestmark = requires_onednn
 

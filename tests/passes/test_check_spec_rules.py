@@ -10,12 +10,12 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from builders import make_model, serialize, spec_op_model, tensor_info
 from onnx import TensorProto, helper
 
 from quantgraph.passes import CheckSpecRulesPass
 from quantgraph.passes.check_spec_rules import node_facts
 from quantgraph.spec import DOMAIN, OPS, OPSET_VERSION, SpecError
+from tests.builders import make_model, serialize, spec_op_model, tensor_info
 
 F = TensorProto.FLOAT
 U8 = TensorProto.UINT8

@@ -7,11 +7,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from builders import EVERY_BACKEND, attributes, run_quantgraph, spec_op_model
 from onnx import TensorProto
 
 from quantgraph.passes import DeclaredDstPass
 from quantgraph.spec import SpecError
+from tests.builders import EVERY_BACKEND, attributes, run_quantgraph, spec_op_model
 
 F, S8, U8 = TensorProto.FLOAT, TensorProto.INT8, TensorProto.UINT8
 X = np.array([-1, 0, 1, 2], np.float32).reshape(1, 2, 2)

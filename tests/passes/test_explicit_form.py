@@ -9,7 +9,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from builders import (
+from onnx import TensorProto, helper
+
+from quantgraph.passes import ConvertedNode, ExplicitFormPass, NoExplicitForm, RewriteResult
+from quantgraph.spec import DOMAIN, OPSET_VERSION
+from tests.builders import (
     BACKENDS,
     assert_runs_alike,
     attributes,
@@ -19,10 +23,6 @@ from builders import (
     spec_op_model,
     tensor_info,
 )
-from onnx import TensorProto, helper
-
-from quantgraph.passes import ConvertedNode, ExplicitFormPass, NoExplicitForm, RewriteResult
-from quantgraph.spec import DOMAIN, OPSET_VERSION
 
 F = TensorProto.FLOAT
 S1 = np.array([0.5], np.float32)

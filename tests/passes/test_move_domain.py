@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import onnx
 import onnx_ir as ir
-from builders import all_nodes, make_model, opsets, serialize, tensor_info
 from onnx import TensorProto, helper
 
 from quantgraph.passes import MoveDomainPass
+from tests.builders import all_nodes, make_model, opsets, serialize, tensor_info
 
 F = TensorProto.FLOAT
 SOURCE, TARGET = "org.source", "org.target"

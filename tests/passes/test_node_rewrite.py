@@ -9,7 +9,6 @@ from collections.abc import Sequence
 import numpy as np
 import onnx
 import onnx_ir as ir
-from builders import initializers, make_model, node_by_name, tensor_info
 from onnx import TensorProto, helper, numpy_helper
 
 from quantgraph.ir.rewrite import ConstantFactory
@@ -23,6 +22,7 @@ from quantgraph.passes import (
     SkippedNode,
 )
 from quantgraph.passes.node_rewrite import Progress
+from tests.builders import initializers, make_model, node_by_name, tensor_info
 
 F = TensorProto.FLOAT
 
@@ -47,14 +47,14 @@ class DoubleMulConstant(NodeRewritePass):
         self.visited += 1
         name = node.name or ""
         if name.startswith("skip"):
-            raise Skip(f"{name} is to be skipped")
+            raise Skip("unknown-op", f"{name} is to be skipped")
         if name.startswith("keep"):
             return None
         former = node.inputs[1]
         assert former is not None
         tensor = ir.convenience.get_const_tensor(former)
         if tensor is None:
-            raise Skip("not a constant")
+            raise Skip("missing-input", "not a constant")
         doubled = factory.constant(f"{former.name}_doubled", tensor.numpy() * 2, node)
         node.replace_input_with(1, doubled)
         self.stale.append(former)
@@ -97,7 +97,9 @@ def test_rewrites_skips_and_unchanged_nodes_are_reported() -> None:
     out, result, rewrite = _run(model)
     assert result.modified
     assert result.report.converted_nodes == [ConvertedNode("m1", "Mul", "Mul", "doubled", "")]
-    assert result.report.skipped == [SkippedNode("skip_me", "Mul", "skip_me is to be skipped", "")]
+    (skipped,) = result.report.skipped
+    assert skipped == SkippedNode("skip_me", "Mul", "skip_me is to be skipped", "", "unknown-op")
+    assert isinstance(skipped.source, ir.Node) and skipped.source.name == "skip_me"  # the node
     assert list(node_by_name(out.graph, "m1").input) == ["x", "w1_doubled"]
     assert list(node_by_name(out.graph, "skip_me").input) == ["v0", "w2"]
     assert list(node_by_name(out.graph, "keep_me").input) == ["v1", "w3"]
@@ -262,14 +264,22 @@ def test_the_report_counts_by_op_type() -> None:
             ConvertedNode("b", "DequantizeLinear", "Dequantize", "s8, axis 1", "then"),
             ConvertedNode("c", "QuantizeLinear", "Quantize", "s8, per_tensor"),
         ],
-        skipped=[SkippedNode("d", "DequantizeLinear", "int32 input (a bias)")],
+        skipped=[
+            SkippedNode("d", "DequantizeLinear", "int32 input (a bias)", "", "quantized-type")
+        ],
     )
     assert report.converted == {"DequantizeLinear": 1, "QuantizeLinear": 2}
     assert report.emitted == {"Dequantize": 1, "DynamicQuantize": 1, "Quantize": 1}
     as_dict = report.to_dict()
     assert as_dict["converted"] == report.converted and as_dict["emitted"] == report.emitted
     assert as_dict["skipped"] == [
-        {"node": "d", "op_type": "DequantizeLinear", "reason": "int32 input (a bias)", "graph": ""}
+        {
+            "node": "d",
+            "op_type": "DequantizeLinear",
+            "reason": "int32 input (a bias)",
+            "graph": "",
+            "code": "quantized-type",
+        }
     ]
     nodes = as_dict["nodes"]
     assert isinstance(nodes, list) and len(nodes) == 3

@@ -8,15 +8,6 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from builders import (
-    BACKENDS,
-    attributes,
-    differential,
-    make_model,
-    opsets,
-    spec_op_model,
-    tensor_info,
-)
 from onnx import TensorProto, helper, numpy_helper
 
 from quantgraph.backends.python.prepare import PREPARED_DOMAIN, PythonLimitsPass, prepare_model
@@ -40,6 +31,15 @@ from quantgraph.passes.other_formats import OtherFormatsPass
 from quantgraph.passes.short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from quantgraph.passes.stamp_origin import MODEL_OP, NODE_NAME
 from quantgraph.spec import DOMAIN, SpecError
+from tests.builders import (
+    BACKENDS,
+    attributes,
+    differential,
+    make_model,
+    opsets,
+    spec_op_model,
+    tensor_info,
+)
 
 F = TensorProto.FLOAT
 U8 = TensorProto.UINT8

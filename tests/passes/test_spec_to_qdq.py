@@ -12,7 +12,12 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from builders import (
+from onnx import TensorProto, helper
+
+import quantgraph
+from quantgraph.passes import ConvertedNode, RewriteResult, SpecToQdqPass
+from quantgraph.spec import DOMAIN, OPSET_VERSION
+from tests.builders import (
     BACKENDS,
     attributes,
     differential,
@@ -24,11 +29,6 @@ from builders import (
     spec_op_model,
     tensor_info,
 )
-from onnx import TensorProto, helper
-
-import quantgraph
-from quantgraph.passes import ConvertedNode, RewriteResult, SpecToQdqPass
-from quantgraph.spec import DOMAIN, OPSET_VERSION
 
 F = TensorProto.FLOAT
 U8 = TensorProto.UINT8

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx_ir as ir
-from builders import all_nodes, attributes, make_model, serialize, spec_op_model, tensor_info
 from onnx import TensorProto, helper
 
 from quantgraph.passes import StampOriginPass, StaticToDynamicPass
 from quantgraph.passes.stamp_origin import MODEL_OP, NODE_NAME
 from quantgraph.spec import DOMAIN, OPSET_VERSION
+from tests.builders import all_nodes, attributes, make_model, serialize, spec_op_model, tensor_info
 
 F = TensorProto.FLOAT
 U8 = TensorProto.UINT8

@@ -9,7 +9,11 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
-from builders import (
+from onnx import TensorProto, helper
+
+from quantgraph.passes import ConvertedNode, NoDynamicForm, RewriteResult, StaticToDynamicPass
+from quantgraph.spec import DOMAIN, OPSET_VERSION, SpecError
+from tests.builders import (
     BACKENDS,
     assert_runs_alike,
     attributes,
@@ -20,10 +24,6 @@ from builders import (
     spec_op_model,
     tensor_info,
 )
-from onnx import TensorProto, helper
-
-from quantgraph.passes import ConvertedNode, NoDynamicForm, RewriteResult, StaticToDynamicPass
-from quantgraph.spec import DOMAIN, OPSET_VERSION, SpecError
 
 F = TensorProto.FLOAT
 SRC = np.array([-300.0, -2.5, -0.5, 0.0, 0.25, 0.5, 1.5, 2.5, 7.0, 63.5, 1e6, -np.inf], np.float32)
