@@ -1,5 +1,5 @@
 """What every quantgraph command shares: exit codes, the one-line error wrapper, JSON
-printing, and the quiet onnxruntime logger. Only the command line (cli*.py) uses it."""
+printing, and the quiet onnxruntime logger. Only the command line (quantgraph.cli) uses it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from .cli_json import echo_error, json_safe
-from .cli_process import exit_interrupted, interrupted
-from .errors import one_line
-from .progress import erase
+from ..errors import one_line
+from ..progress import erase
+from .process import exit_interrupted, interrupted
+from .render_json import echo_error, json_safe
 
 EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 F = TypeVar("F", bound=Callable[..., Any])

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from .errors import ModelError, one_line
-from .interrupt import (
+from ..errors import ModelError, one_line
+from ..interrupt import (
     EXIT_INTERRUPTED,
     Interrupted,
     exit_interrupted,

@@ -1,6 +1,6 @@
 """What the command line prints for people: conversions, validations, output summaries.
 
-Part of the command line (cli.py holds the commands); ``--json`` prints the reports' own
+Part of the command line (a module per command); ``--json`` prints the reports' own
 ``to_dict()`` instead.
 """
 
@@ -78,7 +78,7 @@ def _print_other_quantized(nodes: list[Any], limit: int) -> None:
 
 
 def print_validation(report: Any) -> None:
-    from .validation.inputs import describe_shape
+    from ..validation.inputs import describe_shape
 
     click.echo(f"comparison: {report.comparison}")
     if report.comparison_note:
@@ -116,7 +116,7 @@ def print_validation(report: Any) -> None:
             f"max_ulp_diff={output.max_ulp_diff}"
         )
     if report.optimized:
-        from .validation.report import OPTIMIZED_NOTE  # validation loads onnxruntime
+        from ..validation.report import OPTIMIZED_NOTE  # validation loads onnxruntime
 
         atol, rtol = report.tolerance
         click.echo(

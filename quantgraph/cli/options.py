@@ -1,4 +1,4 @@
-"""The click options several quantgraph commands share (cli.py applies them)."""
+"""The click options several quantgraph commands share (the command modules apply them)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 import click
 
-from .backends import ARITHMETICS, BACKENDS
-from .fusion.plan import MODES as FUSION_MODES
+from ..backends import ARITHMETICS, BACKENDS
+from ..fusion.plan import MODES as FUSION_MODES
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,7 +24,7 @@ class DimType(click.ParamType[tuple[str, int]]):
     ) -> tuple[str, int]:
         if isinstance(value, tuple):
             return value
-        from .validation.options import parse_dim  # imported when used: numpy, onnxruntime
+        from ..validation.options import parse_dim  # imported when used: numpy, onnxruntime
 
         try:
             return parse_dim(str(value))
@@ -42,7 +42,7 @@ class ValRangeType(click.ParamType[tuple[str, tuple[float, float]]]):
     ) -> tuple[str, tuple[float, float]]:
         if isinstance(value, tuple):
             return value
-        from .validation.options import parse_val_range
+        from ..validation.options import parse_val_range
 
         try:
             return parse_val_range(str(value))

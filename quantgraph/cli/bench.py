@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from .cli_common import errors_are_one_line, print_json
-from .cli_options import JSON_OPTION, bench_options
-from .progress import shown
+from ..progress import shown
+from .common import errors_are_one_line, print_json
+from .options import JSON_OPTION, bench_options
 
 
 @click.command()
@@ -74,7 +74,7 @@ def bench(
     if models:
         _bench_models(models, backends, fusions, rounds, repeat, threads, inputs, as_json)
         return
-    from . import bench as benchmarks
+    from .. import bench as benchmarks
 
     if sizes and columns and max(columns) > min(sizes):
         raise click.BadParameter(
@@ -109,10 +109,10 @@ def _bench_models(
     inputs: Path | None,
     as_json: bool,
 ) -> None:
-    from .backends import BACKENDS
-    from .bench_models import bench_models
-    from .fusion.plan import MODES
-    from .validation import load_inputs
+    from ..backends import BACKENDS
+    from ..bench_models import bench_models
+    from ..fusion.plan import MODES
+    from ..validation import load_inputs
 
     chosen = [b.strip() for b in backends.split(",") if b.strip()]
     modes = [f.strip() for f in fusions.split(",") if f.strip()]
