@@ -8,33 +8,24 @@ from typing import Any
 
 import click
 
-from .common import errors_are_one_line, print_json, quiet_onnxruntime
-from .options import ARITHMETIC_OPTION, BACKEND_OPTION, FUSION_OPTION, JSON_OPTION
+from .args import BackendArgs, ConversionArgs, parsed
+from .args.backend import BACKEND_OPTIONS, FUSION_OPTION
+from .args.conversion import KEEP_CONTRIB_OPTION, static_option
+from .process import errors_are_one_line, quiet_onnxruntime
+from .render_json import JSON_OPTION, print_json
 from .render_text import print_conversion, print_plan, print_support
 
 
 @click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option("--static", is_flag=True, help="Plan as `convert --static` would.")
-@BACKEND_OPTION
-@ARITHMETIC_OPTION
-@click.option(
-    "--keep-contrib",
-    is_flag=True,
-    help="Leave com.microsoft QuantizeLinear/DequantizeLinear unchanged (listed).",
-)
+@static_option(planning=True)
+@BACKEND_OPTIONS
+@KEEP_CONTRIB_OPTION
 @FUSION_OPTION
 @JSON_OPTION
 @errors_are_one_line
-def inspect(
-    model: Path,
-    static: bool,
-    keep_contrib: bool,
-    backend: str | None,
-    arithmetic: str | None,
-    fusion: str,
-    as_json: bool,
-) -> None:
+@parsed(conversion=ConversionArgs, engine=BackendArgs)
+def inspect(model: Path, as_json: bool, conversion: ConversionArgs, engine: BackendArgs) -> None:
     """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why;
     name quantized nodes of other formats (QOperator, MatMulNBits, ...) and what to do.
 
@@ -45,39 +36,33 @@ def inspect(
     """
     from ..converter import convert as run_convert
 
-    result = run_convert(model, static=static, contrib=not keep_contrib, check=False)
+    result = run_convert(model, static=conversion.static, contrib=conversion.contrib, check=False)
     payload: dict[str, Any] = result.report.to_dict()
     support = None
-    if backend is not None:
+    if engine.backend is not None:
         from ..backends.support import node_support
 
         quiet_onnxruntime()
-        support = node_support(result.model, backend, arithmetic)
+        support = node_support(result.model, engine.backend, engine.arithmetic)
         payload["backend_support"] = {
-            "backend": backend,
-            "onednn": _engine(backend),
+            "backend": engine.backend,
+            "onednn": engine.engine_version(),
             "nodes": [s.to_dict() for s in support],
         }
     plan = None
-    if fusion != "none":
+    if engine.fusion != "none":
         from ..session import InferenceSession
 
         quiet_onnxruntime()
-        plan = InferenceSession(result.model, backend, arithmetic=arithmetic, fusion=fusion)
+        plan = InferenceSession(
+            result.model, engine.backend, arithmetic=engine.arithmetic, fusion=engine.fusion
+        )
         payload["fusion_plan"] = plan.fusion_plan.to_dict()
     if as_json:
         print_json(payload)
         return
     print_conversion(result.report, True, None)
     if support is not None:
-        print_support(backend or "", _engine(backend), support)
+        print_support(engine.backend or "", engine.engine_version(), support)
     if plan is not None:
         print_plan(plan.fusion_plan)
-
-
-def _engine(backend: str | None) -> str | None:
-    if backend != "onednn":
-        return None
-    from ..backends import onednn
-
-    return onednn.version()

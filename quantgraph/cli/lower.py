@@ -7,24 +7,18 @@ from typing import Any
 
 import click
 
-from ..writing import check_output
-from .common import errors_are_one_line, print_json
-from .options import JSON_OPTION
+from .args import OutputArgs, parsed
+from .args.output import EXTERNAL_DATA_OPTION, force_option
+from .process import errors_are_one_line
+from .render_json import JSON_OPTION, print_json
 from .render_text import print_conversion
 
 
 @click.command()
 @click.argument("model_in", metavar="IN", type=click.Path(path_type=Path))
 @click.argument("model_out", metavar="OUT", type=click.Path(path_type=Path))
-@click.option(
-    "--external-data",
-    default="auto",
-    show_default=True,
-    metavar="auto|none|FILE",
-    help="Where OUT's weights go: auto keeps IN's layout (external weights go to OUT.data), "
-    "none writes them into OUT, FILE names the external-data file beside OUT.",
-)
-@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@EXTERNAL_DATA_OPTION
+@force_option("OUT")
 @click.option(
     "--allow-partial",
     is_flag=True,
@@ -33,10 +27,10 @@ from .render_text import print_conversion
 )
 @JSON_OPTION
 @errors_are_one_line
+@parsed(out=OutputArgs)
 def lower(
-    model_in: Path, model_out: Path, external_data: str, force: bool, allow_partial: bool,
-    as_json: bool,
-) -> None:  # fmt: skip
+    model_in: Path, model_out: Path, allow_partial: bool, as_json: bool, out: OutputArgs
+) -> None:
     """Rewrite quantgraph ops in IN back into QuantizeLinear/DequantizeLinear (com.microsoft's
     where IN's opset has no ONNX form, e.g. per-axis below opset 13).
 
@@ -44,9 +38,9 @@ def lower(
     """
     from ..converter import lower as run_lower
 
-    check_output(model_out, force=force, protect=(model_in,), external_data=external_data)
+    out.check(model_out, protect=(model_in,))
     result = run_lower(model_in, allow_partial=allow_partial)
-    result.save(model_out, external_data=external_data, force=force)
+    result.save(model_out, external_data=out.external_data, force=out.force)
     payload: dict[str, Any] = {**result.report.to_dict(), "output": str(model_out)}
     if as_json:
         print_json(payload)

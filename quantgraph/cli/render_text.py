@@ -29,6 +29,14 @@ def describe(name: str, value: Any) -> dict[str, Any]:
     }
 
 
+def print_outputs(summary: list[dict[str, Any]]) -> None:
+    """``run``'s outputs, each as :func:`describe` summarized it."""
+    for item in summary:
+        click.echo(
+            f"  {item['name']}: {item['dtype']}{item['shape']} min {item['min']} max {item['max']}"
+        )
+
+
 def print_conversion(report: Any, dry_run: bool, out: Path | None, limit: int = 40) -> None:
     verb = "would convert" if dry_run else "converted"
     total = sum(report.converted.values())

@@ -6,81 +6,58 @@ from pathlib import Path
 
 import click
 
-from ..writing import check_output
-from .common import bound_dims, bound_ranges, errors_are_one_line, print_json, quiet_onnxruntime
-from .options import (
-    ARITHMETIC_OPTION,
-    BACKEND_OPTION,
-    DIM_OPTION,
-    FUSION_OPTION,
-    GENERATION_OPTIONS,
-    INPUTS_HELP,
-    JSON_OPTION,
-    SEED_OPTION,
-    VAL_RANGE_OPTION,
-    refuse_given,
-)
-from .render_text import describe, print_plan
+from .args import BackendArgs, InputArgs, OutputArgs, parsed
+from .args.backend import BACKEND_OPTIONS, FUSION_OPTION
+from .args.inputs import DIM_OPTION, SEED_OPTION, VAL_RANGE_OPTION, inputs_option
+from .args.output import OUTPUT_OPTION, force_option
+from .process import errors_are_one_line, quiet_onnxruntime
+from .render_json import JSON_OPTION, print_json
+from .render_text import describe, print_outputs, print_plan
 
 
 @click.command()
 @click.argument("model", type=click.Path(path_type=Path))
-@click.option(
-    "--inputs",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help=f"{INPUTS_HELP}: one sample (validate takes several; default: generated from --seed).",
-)
-@click.option(
-    "--output",
-    type=click.Path(path_type=Path),
-    help="Write the outputs to this .npz (never over MODEL or --inputs).",
-)
-@click.option("--force", is_flag=True, help="Replace --output if it exists.")
-@BACKEND_OPTION
-@ARITHMETIC_OPTION
+@inputs_option("sample")
+@OUTPUT_OPTION
+@force_option("--output")
+@BACKEND_OPTIONS
 @SEED_OPTION
 @DIM_OPTION
 @VAL_RANGE_OPTION
 @FUSION_OPTION
 @JSON_OPTION
 @errors_are_one_line
-def run(
-    model: Path,
-    inputs: Path | None,
-    output: Path | None,
-    backend: str | None,
-    arithmetic: str | None,
-    seed: int,
-    dims: tuple[tuple[str, int], ...],
-    val_ranges: tuple[tuple[str, tuple[float, float]], ...],
-    fusion: str,
-    as_json: bool,
-    force: bool,
-) -> None:
+@parsed(feeds=InputArgs, out=OutputArgs, engine=BackendArgs)
+def run(model: Path, as_json: bool, feeds: InputArgs, out: OutputArgs, engine: BackendArgs) -> None:
     """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""
     from ..session import InferenceSession
     from ..validation import load_inputs, make_inputs
 
-    if inputs:
-        refuse_given(GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
     quiet_onnxruntime()
-    bound, ranges = bound_dims(dims), bound_ranges(val_ranges)
-    inputs_and_model = (model, *([inputs] if inputs else []))
-    if output is not None:
-        check_output(output, force=force, protect=inputs_and_model, role="--output")
-    session = InferenceSession(model, backend, arithmetic=arithmetic, fusion=fusion)
-    feeds = (
-        load_inputs(inputs, model)
-        if inputs
-        else make_inputs(model, seed=seed, dims=bound, val_ranges=ranges)
+    inputs_and_model = (model, *feeds.inputs)
+    if out.output is not None:
+        out.check(out.output, protect=inputs_and_model, role="--output")
+    session = InferenceSession(
+        model, engine.backend, arithmetic=engine.arithmetic, fusion=engine.fusion
+    )
+    feeds_file = feeds.file
+    arrays = (
+        load_inputs(feeds_file, model)
+        if feeds_file
+        else make_inputs(model, seed=feeds.seed, dims=feeds.dims, val_ranges=feeds.val_ranges)
     )
     names = [o.name for o in session.get_outputs()]
-    results = session.run(names, feeds)
-    if output is not None:
+    results = session.run(names, arrays)
+    if out.output is not None:
         from ..writing import write_npz
 
-        arrays = dict(zip(names, results, strict=True))
-        write_npz(output, arrays, force=force, protect=inputs_and_model, role="--output")
+        write_npz(
+            out.output,
+            dict(zip(names, results, strict=True)),
+            force=out.force,
+            protect=inputs_and_model,
+            role="--output",
+        )
     summary = [describe(name, value) for name, value in zip(names, results, strict=True)]
     if as_json:
         print_json(
@@ -90,16 +67,12 @@ def run(
                 "onednn": session.onednn_version,
                 "fusion_plan": session.fusion_plan.to_dict(),
                 "outputs": summary,
-                "output_file": str(output) if output else None,
+                "output_file": str(out.output) if out.output else None,
             }
         )
-    else:
-        engine = f", {session.onednn_version}" if session.onednn_version else ""
-        click.echo(f"backend: {session.backend} ({session.arithmetic} arithmetic{engine})")
-        if fusion != "none":
-            print_plan(session.fusion_plan)
-        for item in summary:
-            click.echo(
-                f"  {item['name']}: {item['dtype']}{item['shape']} "
-                f"min {item['min']} max {item['max']}"
-            )
+        return
+    engine_text = f", {session.onednn_version}" if session.onednn_version else ""
+    click.echo(f"backend: {session.backend} ({session.arithmetic} arithmetic{engine_text})")
+    if engine.fusion != "none":
+        print_plan(session.fusion_plan)
+    print_outputs(summary)

@@ -8,43 +8,27 @@ from pathlib import Path
 import click
 
 from ..progress import Status
-from .common import (
-    EXIT_DISAGREE,
-    EXIT_OK,
-    bound_dims,
-    bound_ranges,
-    errors_are_one_line,
-    print_json,
-    quiet_onnxruntime,
-)
-from .options import (
-    ARITHMETIC_OPTION,
-    BACKEND_OPTION,
+from .args import BackendArgs, InputArgs, OutputArgs, ToleranceArgs, parsed
+from .args.backend import BACKEND_OPTIONS, FUSION_OPTION
+from .args.inputs import (
     DIM_OPTION,
-    FUSION_OPTION,
-    GENERATION_OPTIONS,
-    INPUTS_HELP,
     ITERATIONS_OPTION,
-    JSON_OPTION,
     SEED_OPTION,
     VAL_RANGE_OPTION,
-    refuse_given,
+    inputs_option,
 )
+from .args.output import force_option, report_option
+from .args.tolerance import TOLERANCE_OPTIONS
+from .process import EXIT_DISAGREE, EXIT_OK, errors_are_one_line, quiet_onnxruntime
+from .render_json import JSON_OPTION, print_json
 from .render_text import print_validation
 
 
 @click.command()
 @click.argument("original", type=click.Path(path_type=Path))
 @click.argument("rewritten", type=click.Path(path_type=Path))
-@click.option(
-    "--inputs",
-    multiple=True,
-    type=click.Path(exists=True, path_type=Path),
-    help=f"{INPUTS_HELP}, or a directory of them; repeatable: each file is one sample "
-    "(default: generated from --seed).",
-)
-@BACKEND_OPTION
-@ARITHMETIC_OPTION
+@inputs_option("samples")
+@BACKEND_OPTIONS
 @SEED_OPTION
 @ITERATIONS_OPTION
 @DIM_OPTION
@@ -61,46 +45,23 @@ from .render_text import print_validation
     help="Also compare against the original at ORT_ENABLE_ALL (fused integer kernels; not "
     "expected to be exact: judged by --atol/--rtol, not part of the verdict).",
 )
-@click.option(
-    "--atol",
-    type=float,
-    default=0.0,
-    show_default=True,
-    help="Absolute tolerance (--optimized; and the verdict when the rewritten side computes "
-    "oneDNN's arithmetic).",
-)
-@click.option(
-    "--rtol", type=float, default=0.0, show_default=True, help="Relative tolerance (as --atol)."
-)
-@click.option(
-    "--report",
-    "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the validation as one self-contained HTML page (charts, tables; opens "
-    "offline). Replaced only with --force.",
-)
-@click.option("--force", is_flag=True, help="Replace the --report page if it exists.")
+@TOLERANCE_OPTIONS
+@report_option(with_validate=False)
+@force_option("--report")
 @FUSION_OPTION
 @JSON_OPTION
 @errors_are_one_line
+@parsed(feeds=InputArgs, engine=BackendArgs, tolerance=ToleranceArgs, out=OutputArgs)
 def validate(
     original: Path,
     rewritten: Path,
-    inputs: tuple[Path, ...],
-    backend: str | None,
-    arithmetic: str | None,
-    seed: int,
-    iterations: int,
-    dims: tuple[tuple[str, int], ...],
-    val_ranges: tuple[tuple[str, tuple[float, float]], ...],
     intermediate: bool,
     optimized: bool,
-    atol: float,
-    rtol: float,
-    report_path: Path | None,
-    force: bool,
-    fusion: str,
     as_json: bool,
+    feeds: InputArgs,
+    engine: BackendArgs,
+    tolerance: ToleranceArgs,
+    out: OutputArgs,
 ) -> None:
     """Run ORIGINAL (at ORT_DISABLE_ALL) and REWRITTEN on the same inputs; compare outputs.
 
@@ -119,36 +80,34 @@ def validate(
     """
     from ..validation import validate as run_validate
 
-    if inputs:
-        refuse_given(GENERATION_OPTIONS, "only to generated inputs, not with --inputs")
     quiet_onnxruntime()
     status = Status("validate", quiet=as_json)
     report = run_validate(
         original,
         rewritten,
-        inputs=list(inputs) or None,
-        backend=backend,
-        arithmetic=arithmetic,
-        seed=seed,
-        dims=bound_dims(dims),
-        val_ranges=bound_ranges(val_ranges),
-        iterations=iterations,
+        inputs=list(feeds.inputs) or None,
+        backend=engine.backend,
+        arithmetic=engine.arithmetic,
+        seed=feeds.seed,
+        dims=feeds.dims,
+        val_ranges=feeds.val_ranges,
+        iterations=feeds.iterations,
         intermediate=intermediate,
         optimized=optimized,
-        atol=atol,
-        rtol=rtol,
-        fusion=fusion,
+        atol=tolerance.atol,
+        rtol=tolerance.rtol,
+        fusion=engine.fusion,
         progress=status.validation,
     )
     status.close()
-    if report_path is not None:
+    if out.report_path is not None:
         from ..validation.html_page import write_page
 
-        write_page(report_path, report, original, rewritten, force=force)
+        write_page(out.report_path, report, original, rewritten, force=out.force)
     if as_json:
         print_json(report.to_dict())
     else:
         print_validation(report)
-        if report_path is not None:
-            click.echo(f"wrote {report_path}")
+        if out.report_path is not None:
+            click.echo(f"wrote {out.report_path}")
     sys.exit(EXIT_OK if report.agree else EXIT_DISAGREE)
