@@ -1,6 +1,6 @@
 """``--dim`` and ``--val-range``: their syntax, and the checks only the model can answer.
 
-The syntax is checked as the command line is read (cli_options.py's ParamTypes call
+The syntax is checked as the command line is read (quantgraph/cli/args/inputs.py's ParamTypes call
 :func:`parse_dim` and :func:`parse_val_range`); what the model must confirm (the dim or input
 exists, the axis is inside the input, the range fits the input's type) is checked as inputs are
 planned and raised as :class:`InputOptionError`: a ``ModelError`` for the Python API and a

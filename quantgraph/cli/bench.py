@@ -7,13 +7,17 @@ from pathlib import Path
 
 import click
 
-from .cli_common import errors_are_one_line, print_json
-from .cli_options import JSON_OPTION, bench_options
-from .progress import shown
+from ..progress import shown
+from .args import BackendArgs, InputArgs, KernelArgs, parsed
+from .args.backend import BENCH_LIST_OPTIONS
+from .args.inputs import inputs_option
+from .args.kernels import KERNEL_OPTIONS
+from .process import errors_are_one_line
+from .render_json import JSON_OPTION, print_json
 
 
 @click.command()
-@bench_options
+@KERNEL_OPTIONS
 @click.option(
     "--model",
     "models",
@@ -23,18 +27,7 @@ from .progress import shown
     help="Time whole models instead of kernels: ORIGINAL at ORT_ENABLE_ALL (the baseline) and "
     "ORT_DISABLE_ALL, REWRITTEN per --backends and --fusions; each variant in its own process.",
 )
-@click.option(
-    "--backends",
-    default="native",
-    show_default=True,
-    help="With --model: comma-separated backends for REWRITTEN.",
-)
-@click.option(
-    "--fusions",
-    default="none,onnxruntime",
-    show_default=True,
-    help="With --model: comma-separated fusion modes for REWRITTEN.",
-)
+@BENCH_LIST_OPTIONS
 @click.option(
     "--rounds",
     type=click.IntRange(min=1),
@@ -42,26 +35,17 @@ from .progress import shown
     show_default=True,
     help="With --model: processes per variant (one per round, interleaved).",
 )
-@click.option(
-    "--inputs",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="With --model: an .npz of inputs (default: generated as validate does).",
-)
+@inputs_option("bench")
 @JSON_OPTION
 @errors_are_one_line
+@parsed(kernels=KernelArgs, engine=BackendArgs, feeds=InputArgs)
 def bench(
-    sizes: tuple[int, ...],
-    repeat: int,
-    columns: tuple[int, ...],
-    threads: int,
-    weights: tuple[tuple[int, int], ...],
-    no_spinning: bool,
     models: tuple[Path, Path] | None,
-    backends: str,
-    fusions: str,
     rounds: int,
-    inputs: Path | None,
     as_json: bool,
+    kernels: KernelArgs,
+    engine: BackendArgs,
+    feeds: InputArgs,
 ) -> None:
     """Time the kernels against onnxruntime's QuantizeLinear/DequantizeLinear, plain numpy and
     np.copyto, measured in the same run; or, with --model, whole models.
@@ -72,26 +56,20 @@ def bench(
       quantgraph bench --model model.onnx model_qg.onnx --fusions none,onnxruntime --rounds 7
     """
     if models:
-        _bench_models(models, backends, fusions, rounds, repeat, threads, inputs, as_json)
+        _bench_models(models, engine, rounds, kernels, feeds.file, as_json)
         return
-    from .bench import kernels as benchmarks
+    from ..bench import kernels as benchmarks
 
-    if sizes and columns and max(columns) > min(sizes):
-        raise click.BadParameter(
-            f"{max(columns)} columns leave no row for a size of {min(sizes)} elements "
-            "(each column count must be at most the smallest of --sizes)",
-            param_hint="'--columns'",
-        )
-    narrow = tuple(f"{benchmarks.NARROW_PREFIX}{c}" for c in columns)
+    narrow = tuple(f"{benchmarks.NARROW_PREFIX}{c}" for c in kernels.narrow_columns())
     progress = (lambda text: click.echo(text, err=True)) if shown(as_json) else None
     rows = benchmarks.run(
-        sizes=sizes,
-        repeat=repeat,
+        sizes=kernels.sizes,
+        repeat=kernels.repeat,
         layouts=(*benchmarks.LAYOUTS, *narrow),
-        threads=threads,
-        spinning=not no_spinning,
+        threads=kernels.threads,
+        spinning=not kernels.no_spinning,
         progress=progress,
-        weights=weights,
+        weights=kernels.weights,
     )
     if as_json:
         print_json([row.to_dict() for row in rows])
@@ -101,27 +79,16 @@ def bench(
 
 def _bench_models(
     models: tuple[Path, Path],
-    backends: str,
-    fusions: str,
+    engine: BackendArgs,
     rounds: int,
-    runs: int,
-    threads: int,
+    kernels: KernelArgs,
     inputs: Path | None,
     as_json: bool,
 ) -> None:
-    from .backends import BACKENDS
-    from .bench.models import bench_models
-    from .fusion.plan import MODES
-    from .validation import load_inputs
+    from ..bench.models import bench_models
+    from ..validation import load_inputs
 
-    chosen = [b.strip() for b in backends.split(",") if b.strip()]
-    modes = [f.strip() for f in fusions.split(",") if f.strip()]
-    for name, values, allowed in (("--backends", chosen, BACKENDS), ("--fusions", modes, MODES)):
-        for value in values:
-            if value not in allowed:
-                raise click.BadParameter(
-                    f"{value!r} is not one of {', '.join(allowed)}", param_hint=name
-                )
+    chosen, modes = engine.bench_lists()
     progress = (lambda text: click.echo(text, err=True)) if shown(as_json) else None
     timings = bench_models(
         models[0],
@@ -129,8 +96,8 @@ def _bench_models(
         backends=chosen,
         fusions=modes,
         rounds=rounds,
-        runs=runs,
-        threads=threads,
+        runs=kernels.repeat,
+        threads=kernels.threads,
         inputs=load_inputs(inputs) if inputs else None,
         progress=progress,
     )

@@ -1,4 +1,5 @@
-"""Errors under ``--json``: a JSON object on stdout as well as the line on stderr.
+"""What the command line prints under ``--json``: the report as JSON, and errors as a JSON object
+on stdout as well as the line on stderr.
 
 A script that reads ``quantgraph ... --json`` gets JSON whatever happens: the command's report
 (docs/json.md), or ``{"error": "<the one-line message>", "exit_code": 2}`` with exit code 2.
@@ -15,6 +16,22 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
+
+from .args.base import group_option
+
+JSON_OPTION = group_option(
+    "render_json",
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the result as JSON (docs/json.md); an error as {error, exit_code}.",
+)
+
+
+def print_json(payload: object) -> None:
+    """The report as JSON on stdout (every command's ``--json``)."""
+    safe = json_safe(payload)
+    click.echo(json.dumps(safe, indent=2, sort_keys=False, default=str, allow_nan=False))
 
 
 def json_safe(value: Any) -> Any:

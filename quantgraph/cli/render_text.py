@@ -1,6 +1,6 @@
 """What the command line prints for people: conversions, validations, output summaries.
 
-Part of the command line (cli.py holds the commands); ``--json`` prints the reports' own
+Part of the command line (a module per command); ``--json`` prints the reports' own
 ``to_dict()`` instead.
 """
 
@@ -27,6 +27,14 @@ def describe(name: str, value: Any) -> dict[str, Any]:
         "min": finite.min().item() if finite.size else None,
         "max": finite.max().item() if finite.size else None,
     }
+
+
+def print_outputs(summary: list[dict[str, Any]]) -> None:
+    """``run``'s outputs, each as :func:`describe` summarized it."""
+    for item in summary:
+        click.echo(
+            f"  {item['name']}: {item['dtype']}{item['shape']} min {item['min']} max {item['max']}"
+        )
 
 
 def print_conversion(report: Any, dry_run: bool, out: Path | None, limit: int = 40) -> None:
@@ -78,7 +86,7 @@ def _print_other_quantized(nodes: list[Any], limit: int) -> None:
 
 
 def print_validation(report: Any) -> None:
-    from .validation.inputs import describe_shape
+    from ..validation.inputs import describe_shape
 
     click.echo(f"comparison: {report.comparison}")
     if report.comparison_note:
@@ -116,7 +124,7 @@ def print_validation(report: Any) -> None:
             f"max_ulp_diff={output.max_ulp_diff}"
         )
     if report.optimized:
-        from .validation.report import OPTIMIZED_NOTE  # validation loads onnxruntime
+        from ..validation.report import OPTIMIZED_NOTE  # validation loads onnxruntime
 
         atol, rtol = report.tolerance
         click.echo(

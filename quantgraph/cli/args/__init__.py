@@ -1,0 +1,34 @@
+"""The command line's argument groups, as Polygraphy's ``tools/args``: each module owns one
+concern's options (declared once) and their parsing; a command takes a group's options by its
+decorators and receives the parsed group (:func:`.base.parsed`).
+
+backend.py     --backend, --arithmetic, --fusion (and bench's --backends, --fusions)
+inputs.py      --inputs, --dim, --val-range, --seed, --iterations
+output.py      --output, --force, --external-data, --report
+tolerance.py   --atol, --rtol
+conversion.py  --static, --keep-contrib
+kernels.py     bench's --sizes, --repeat, --columns, --threads, --weights, --no-spinning
+"""
+
+from __future__ import annotations
+
+from .backend import BackendArgs
+from .base import ArgGroup, GroupOption, parsed, refuse_given
+from .conversion import ConversionArgs
+from .inputs import InputArgs
+from .kernels import KernelArgs
+from .output import OutputArgs
+from .tolerance import ToleranceArgs
+
+__all__ = [
+    "ArgGroup",
+    "BackendArgs",
+    "ConversionArgs",
+    "GroupOption",
+    "InputArgs",
+    "KernelArgs",
+    "OutputArgs",
+    "ToleranceArgs",
+    "parsed",
+    "refuse_given",
+]

@@ -1,0 +1,142 @@
+"""quantgraph convert: rewrite a model's Q/DQ nodes into quantgraph ops, optionally validating
+the result."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..progress import Bar, Status
+from .args import BackendArgs, ConversionArgs, InputArgs, OutputArgs, parsed, refuse_given
+from .args.backend import BACKEND_OPTIONS
+from .args.conversion import KEEP_CONTRIB_OPTION, static_option
+from .args.inputs import DIM_OPTION, ITERATIONS_OPTION, SEED_OPTION, VAL_RANGE_OPTION
+from .args.output import EXTERNAL_DATA_OPTION, force_option, report_option
+from .process import EXIT_DISAGREE, errors_are_one_line, quiet_onnxruntime, validation_failed
+from .render_json import JSON_OPTION, print_json
+from .render_text import print_conversion, print_validation
+
+# The options only --validate uses (refused without it: an ignored option is an error).
+VALIDATE_OPTIONS = (*BackendArgs.fields(), *InputArgs.GENERATION, "report_path")
+
+
+@click.command()
+@click.argument("model_in", metavar="IN", type=click.Path(dir_okay=True, path_type=Path))
+@click.argument("model_out", metavar="OUT", type=click.Path(path_type=Path), required=False)
+@static_option(planning=False)
+@click.option(
+    "--validate",
+    "validate_result",
+    is_flag=True,
+    help="Run original and rewritten model on the same random inputs and compare.",
+)
+@BACKEND_OPTIONS
+@EXTERNAL_DATA_OPTION
+@KEEP_CONTRIB_OPTION
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Show what would change; write nothing (with --validate: validate the result in memory).",
+)
+@force_option("OUT")
+@DIM_OPTION
+@VAL_RANGE_OPTION
+@SEED_OPTION
+@ITERATIONS_OPTION
+@report_option(with_validate=True)
+@JSON_OPTION
+@errors_are_one_line
+@parsed(conversion=ConversionArgs, engine=BackendArgs, feeds=InputArgs, out=OutputArgs)
+def convert(
+    model_in: Path,
+    model_out: Path | None,
+    validate_result: bool,
+    dry_run: bool,
+    as_json: bool,
+    conversion: ConversionArgs,
+    engine: BackendArgs,
+    feeds: InputArgs,
+    out: OutputArgs,
+) -> None:
+    """Rewrite IN's Q/DQ nodes into quantgraph ops and write OUT (atomically).
+
+    IN is never modified. Nodes the spec cannot express (int32 bias dequantize, int16, blocked
+    QuantizeLinear, ...) are kept and listed with the reason. --backend, --arithmetic, --dim,
+    --val-range, --seed and --iterations are --validate's options.
+    """
+    from ..converter import convert as run_convert
+    from ..ir.model_files import ModelLike, has_external_data
+
+    if model_out is None and not dry_run:
+        raise click.UsageError("OUT is required unless --dry-run is given")
+    if not validate_result:
+        refuse_given(VALIDATE_OPTIONS, "only with --validate")
+    if model_out is not None and not dry_run:
+        out.check(model_out, protect=(model_in,))
+    with Bar("rewriting Q/DQ nodes", quiet=as_json) as progress:
+        result = run_convert(
+            model_in, static=conversion.static, contrib=conversion.contrib, progress=progress
+        )
+    payload: dict[str, Any] = result.report.to_dict()
+    validation = None
+    if validate_result and not dry_run:  # the model's word on --dim/--val-range, before writing
+        from ..validation import check_input_options
+
+        check_input_options(result.original(), dims=feeds.dims, val_ranges=feeds.val_ranges)
+    if not dry_run:
+        assert model_out is not None
+        result.save(model_out, external_data=out.external_data, force=out.force)
+        payload["output"] = str(model_out)
+    if validate_result:
+        from ..validation import validate as run_validate
+
+        quiet_onnxruntime()
+        # What is in memory, unless its weights live on disk (then OUT beside them; under
+        # --dry-run the model, whose weights are read from IN's files).
+        rewritten: ModelLike = result.proto
+        if has_external_data(result.model):
+            rewritten = result.model if dry_run or model_out is None else model_out
+        with Status("validating", quiet=as_json) as status:
+            try:
+                validation = run_validate(
+                    result.original(),
+                    rewritten,
+                    backend=engine.backend,
+                    arithmetic=engine.arithmetic,
+                    seed=feeds.seed,
+                    dims=feeds.dims,
+                    val_ranges=feeds.val_ranges,
+                    iterations=feeds.iterations,
+                    progress=status.validation,
+                )
+            except Exception as error:
+                if dry_run or model_out is None:
+                    raise
+                raise validation_failed(error, status.stage, model_in, model_out) from error
+        payload["validation"] = validation.to_dict()
+        if out.report_path is not None:
+            from ..validation.html_page import write_page
+
+            write_page(
+                out.report_path,
+                validation,
+                model_in,
+                model_out or model_in,
+                force=out.force,
+                conversion=result.report,
+            )
+    if as_json:
+        print_json(payload)
+    else:
+        print_conversion(result.report, dry_run, model_out)
+        if validation is not None:
+            print_validation(validation)
+        if out.report_path is not None and validation is not None:
+            click.echo(f"wrote {out.report_path}")
+    if validation is not None and not validation.agree:
+        if not as_json:
+            click.echo(f"{model_out} was written and is kept, although the models disagree")
+        sys.exit(EXIT_DISAGREE)

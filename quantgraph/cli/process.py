@@ -1,0 +1,118 @@
+"""How a quantgraph command ends: exit codes, every expected failure as one line on stderr (and a
+JSON object under --json), ``--debug`` accepted anywhere, Ctrl-C (:mod:`quantgraph.interrupt`)
+exits 130, onnxruntime's log lines kept off the terminal, and ``convert --validate``'s failure
+saying which model failed."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from ..errors import ModelError, one_line
+from ..interrupt import (
+    EXIT_INTERRUPTED,
+    Interrupted,
+    exit_interrupted,
+    install_interrupt_handler,
+    interrupted,
+    note_interrupt,
+)
+from ..progress import erase
+from .render_json import echo_error
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_DISAGREE",
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "DebugAnywhere",
+    "Interrupted",
+    "errors_are_one_line",
+    "exit_interrupted",
+    "fail",
+    "install_interrupt_handler",
+    "interrupted",
+    "quiet_onnxruntime",
+    "validation_failed",
+]
+
+EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fail(message: str) -> NoReturn:
+    erase()
+    echo_error(message, EXIT_ERROR)  # under --json, also a JSON object on stdout
+    click.echo(f"quantgraph: error: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def errors_are_one_line(function: F) -> F:
+    """Turn every expected failure into one line on stderr and exit code 2."""
+    import functools
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        debug = click.get_current_context().find_root().params.get("debug", False)
+        try:
+            return function(*args, **kwargs)
+        except click.exceptions.Exit:
+            raise
+        except (click.ClickException, click.Abort):
+            raise
+        except Exception as error:
+            if interrupted():  # Ctrl-C that an extension module turned into another error
+                exit_interrupted()
+            if debug:
+                erase()
+                traceback.print_exc()
+                sys.exit(EXIT_ERROR)
+            fail(one_line(error))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def quiet_onnxruntime() -> None:
+    """onnxruntime's own log lines never reach the terminal: its errors arrive as exceptions,
+    which become quantgraph's one-line errors."""
+    import onnxruntime
+
+    onnxruntime.set_default_logger_severity(4)
+
+
+class DebugAnywhere(click.Group):
+    """A group whose ``--debug`` flag may also follow the subcommand or its arguments
+    (``quantgraph convert --debug a b``); a ``--`` ends where it is looked for."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)
+        if "--debug" in args[1:end]:
+            head = [a for a in args[:end] if a != "--debug"]
+            args = ["--debug", *head, *args[end:]]
+        parsed: list[str] = super().parse_args(ctx, args)
+        return parsed
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (Interrupted, KeyboardInterrupt):  # KeyboardInterrupt: no handler (tests, -c)
+            note_interrupt()
+            exit_interrupted()
+
+
+def validation_failed(
+    error: Exception, stage: str | None, model_in: Path, model_out: Path
+) -> Exception:
+    """``convert --validate``'s error: which model failed (``stage``: the last one
+    :func:`quantgraph.validate` reported), and that OUT, written before, stays."""
+    if interrupted():
+        return error
+    side = f"OUT ({model_out})" if stage == "rewritten" else f"IN ({model_in})"
+    return ModelError(
+        f"--validate failed on {side}: {one_line(error)}; {model_out} was written and is kept"
+    )

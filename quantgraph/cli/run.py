@@ -1,0 +1,78 @@
+"""quantgraph run: run a model (which may use quantgraph ops) and summarize its outputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .args import BackendArgs, InputArgs, OutputArgs, parsed
+from .args.backend import BACKEND_OPTIONS, FUSION_OPTION
+from .args.inputs import DIM_OPTION, SEED_OPTION, VAL_RANGE_OPTION, inputs_option
+from .args.output import OUTPUT_OPTION, force_option
+from .process import errors_are_one_line, quiet_onnxruntime
+from .render_json import JSON_OPTION, print_json
+from .render_text import describe, print_outputs, print_plan
+
+
+@click.command()
+@click.argument("model", type=click.Path(path_type=Path))
+@inputs_option("sample")
+@OUTPUT_OPTION
+@force_option("--output")
+@BACKEND_OPTIONS
+@SEED_OPTION
+@DIM_OPTION
+@VAL_RANGE_OPTION
+@FUSION_OPTION
+@JSON_OPTION
+@errors_are_one_line
+@parsed(feeds=InputArgs, out=OutputArgs, engine=BackendArgs)
+def run(model: Path, as_json: bool, feeds: InputArgs, out: OutputArgs, engine: BackendArgs) -> None:
+    """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""
+    from ..runtime.session import InferenceSession
+    from ..validation import load_inputs, make_inputs
+
+    quiet_onnxruntime()
+    inputs_and_model = (model, *feeds.inputs)
+    if out.output is not None:
+        out.check(out.output, protect=inputs_and_model, role="--output")
+    session = InferenceSession(
+        model, engine.backend, arithmetic=engine.arithmetic, fusion=engine.fusion
+    )
+    feeds_file = feeds.file
+    arrays = (
+        load_inputs(feeds_file, model)
+        if feeds_file
+        else make_inputs(model, seed=feeds.seed, dims=feeds.dims, val_ranges=feeds.val_ranges)
+    )
+    names = [o.name for o in session.get_outputs()]
+    results = session.run(names, arrays)
+    if out.output is not None:
+        from ..ir.output_files import write_npz
+
+        write_npz(
+            out.output,
+            dict(zip(names, results, strict=True)),
+            force=out.force,
+            protect=inputs_and_model,
+            role="--output",
+        )
+    summary = [describe(name, value) for name, value in zip(names, results, strict=True)]
+    if as_json:
+        print_json(
+            {
+                "backend": session.backend,
+                "arithmetic": session.arithmetic,
+                "onednn": session.onednn_version,
+                "fusion_plan": session.fusion_plan.to_dict(),
+                "outputs": summary,
+                "output_file": str(out.output) if out.output else None,
+            }
+        )
+        return
+    engine_text = f", {session.onednn_version}" if session.onednn_version else ""
+    click.echo(f"backend: {session.backend} ({session.arithmetic} arithmetic{engine_text})")
+    if engine.fusion != "none":
+        print_plan(session.fusion_plan)
+    print_outputs(summary)

@@ -1,0 +1,113 @@
+"""quantgraph validate: run the original and the rewritten model on the same inputs and compare."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..progress import Status
+from .args import BackendArgs, InputArgs, OutputArgs, ToleranceArgs, parsed
+from .args.backend import BACKEND_OPTIONS, FUSION_OPTION
+from .args.inputs import (
+    DIM_OPTION,
+    ITERATIONS_OPTION,
+    SEED_OPTION,
+    VAL_RANGE_OPTION,
+    inputs_option,
+)
+from .args.output import force_option, report_option
+from .args.tolerance import TOLERANCE_OPTIONS
+from .process import EXIT_DISAGREE, EXIT_OK, errors_are_one_line, quiet_onnxruntime
+from .render_json import JSON_OPTION, print_json
+from .render_text import print_validation
+
+
+@click.command()
+@click.argument("original", type=click.Path(path_type=Path))
+@click.argument("rewritten", type=click.Path(path_type=Path))
+@inputs_option("samples")
+@BACKEND_OPTIONS
+@SEED_OPTION
+@ITERATIONS_OPTION
+@DIM_OPTION
+@VAL_RANGE_OPTION
+@click.option(
+    "--intermediate",
+    is_flag=True,
+    help="Also compare every tensor both models compute under one name and report the first "
+    "node whose output differs.",
+)
+@click.option(
+    "--optimized",
+    is_flag=True,
+    help="Also compare against the original at ORT_ENABLE_ALL (fused integer kernels; not "
+    "expected to be exact: judged by --atol/--rtol, not part of the verdict).",
+)
+@TOLERANCE_OPTIONS
+@report_option(with_validate=False)
+@force_option("--report")
+@FUSION_OPTION
+@JSON_OPTION
+@errors_are_one_line
+@parsed(feeds=InputArgs, engine=BackendArgs, tolerance=ToleranceArgs, out=OutputArgs)
+def validate(
+    original: Path,
+    rewritten: Path,
+    intermediate: bool,
+    optimized: bool,
+    as_json: bool,
+    feeds: InputArgs,
+    engine: BackendArgs,
+    tolerance: ToleranceArgs,
+    out: OutputArgs,
+) -> None:
+    """Run ORIGINAL (at ORT_DISABLE_ALL) and REWRITTEN on the same inputs; compare outputs.
+
+    Exit 0 when every output is identical, 1 when any differs, 2 on an error. With --fusion
+    onnxruntime both run at ORT_ENABLE_ALL (still an exact comparison).
+
+    \b
+    Examples:
+      quantgraph validate model.onnx out.onnx --iterations 5
+      quantgraph validate det.onnx det_qg.onnx --dim height=640 --dim width=640
+      quantgraph validate lm.onnx lm_qg.onnx --val-range input_ids:0,15
+      quantgraph validate model.onnx out.onnx --inputs samples/ --intermediate --json
+      quantgraph validate model.onnx out.onnx --optimized --atol 0.05
+      quantgraph validate model.onnx out.onnx --intermediate --report report.html
+      quantgraph validate float.onnx qdq.onnx --intermediate --report where-it-hurts.html
+    """
+    from ..validation import validate as run_validate
+
+    quiet_onnxruntime()
+    status = Status("validate", quiet=as_json)
+    report = run_validate(
+        original,
+        rewritten,
+        inputs=list(feeds.inputs) or None,
+        backend=engine.backend,
+        arithmetic=engine.arithmetic,
+        seed=feeds.seed,
+        dims=feeds.dims,
+        val_ranges=feeds.val_ranges,
+        iterations=feeds.iterations,
+        intermediate=intermediate,
+        optimized=optimized,
+        atol=tolerance.atol,
+        rtol=tolerance.rtol,
+        fusion=engine.fusion,
+        progress=status.validation,
+    )
+    status.close()
+    if out.report_path is not None:
+        from ..validation.html_page import write_page
+
+        write_page(out.report_path, report, original, rewritten, force=out.force)
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        print_validation(report)
+        if out.report_path is not None:
+            click.echo(f"wrote {out.report_path}")
+    sys.exit(EXIT_OK if report.agree else EXIT_DISAGREE)
