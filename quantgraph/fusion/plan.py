@@ -10,7 +10,9 @@ from ..passes.report import SkippedNode
 
 NONE = "none"
 ONNXRUNTIME = "onnxruntime"
-MODES: tuple[str, ...] = (NONE, ONNXRUNTIME)
+ONEDNN = "onednn"
+AUTO = "auto"
+MODES: tuple[str, ...] = (NONE, ONNXRUNTIME, ONEDNN, AUTO)
 
 
 @dataclass(frozen=True)
@@ -19,7 +21,8 @@ class Unit:
 
     ``compute``: the compute node (Conv, MatMul, MaxPool, ...) or "" for a unit of Q/DQ nodes
     only; ``nodes``: the spec ops of the unit; ``kernel``: what the engine runs it as
-    (onnxruntime's op type, e.g. QLinearConv, MatMulNBits).
+    (onnxruntime's op type, e.g. QLinearConv, MatMulNBits; or the oneDNN partition's ops);
+    ``reason``: why this engine (fusion "auto"), else "".
     """
 
     compute: str
@@ -28,6 +31,7 @@ class Unit:
     engine: str
     kernel: str
     graph: str = ""
+    reason: str = ""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -37,6 +41,7 @@ class Unit:
             "engine": self.engine,
             "kernel": self.kernel,
             "graph": self.graph,
+            "reason": self.reason,
         }
 
 

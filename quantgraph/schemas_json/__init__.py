@@ -152,7 +152,7 @@ DEFS: dict[str, Schema] = {
             "intermediate": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/intermediate"}]},
             "input_search": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/input_search"}]},
             "float_reference": BOOL,
-            "fusion": {"enum": ["none", "onnxruntime"]},
+            "fusion": {"enum": ["none", "onnxruntime", "onednn", "auto"]},
             "fusion_plan": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/fusion_plan"}]},
             "error_stats": _array({"$ref": "#/$defs/error_stats"}),
         }
@@ -180,12 +180,13 @@ DEFS: dict[str, Schema] = {
             "engine": STRING,
             "kernel": STRING,
             "graph": STRING,
+            "reason": STRING,
         }
     ),
     "fusion_alone": _object({"node": STRING, "op_type": STRING, "reason": STRING, "graph": STRING}),
     "fusion_plan": _object(
         {
-            "mode": {"enum": ["none", "onnxruntime"]},
+            "mode": {"enum": ["none", "onnxruntime", "onednn", "auto"]},
             "fused_spec_ops": INT,
             "spec_ops_alone": INT,
             "units": _array({"$ref": "#/$defs/fusion_unit"}),

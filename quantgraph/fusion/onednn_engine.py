@@ -1,0 +1,273 @@
+"""The oneDNN engine: oneDNN Graph itself decides which spec ops and compute run as one
+partition, as PyTorch's oneDNN fuser asks it.
+
+The main graph goes to the loaded oneDNN as one description (:mod:`.onednn_translate`:
+static Quantize/Dequantize, compute it has ops for, Wildcards elsewhere); oneDNN returns its
+partitions (``QuantgraphOnednnPartitions``). A partition becomes a unit when it holds at least
+one spec op and one compute op, and, where its input shapes are known, oneDNN compiles it
+(``QuantgraphOnednnCompile``; otherwise its reason is the plan's). Each unit is replaced in
+the session's private copy by one ``com.quantgraph.OneDnnPartition`` node carrying the
+partition's description; libquantgraph_onednn compiles it per input shape and runs it. Every
+other spec op stays and runs on the session's backend, with the reason in the plan.
+
+A partition never computes what the spec would not: per-channel non-zero zero points (which
+oneDNN v3.2 collapses to zps[0]) and non-zero weight zero points keep their spec op out of
+every partition (:mod:`.onednn_translate`). oneDNN's fused requantization rounds as oneDNN does
+(``rne(x * (1/s) + zp)``), so a fused output may be one quantization step off the spec's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx_ir as ir
+
+from .._ir import all_graphs, spec_op
+from ..errors import BackendError
+from ..spec import DOMAIN
+from . import onednn_description as description
+from . import onednn_library
+from .onednn_translate import COMPUTE, SPEC, Translation, key, translate
+from .plan import ONEDNN, FusionPlan, LeftAlone, Unit
+
+PARTITION_OP = "OneDnnPartition"
+SUBGRAPH = "inside a subgraph or function: fusion 'onednn' plans the main graph only"
+NO_PARTITION = "oneDNN put it in no partition with compute"
+MAIN_KINDS = ("Convolution", "MatMul")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A partition oneDNN formed that holds spec ops and compute: what a rule decides on."""
+
+    ops: tuple[description.Op, ...]
+    text: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    compute: ir.Node
+    spec_nodes: tuple[ir.Node, ...]
+    weight_dtypes: tuple[str, ...]  # dtypes of constant quantized weights
+    rows: int | None  # M of a MatMul (product of the activation's leading dims), if known
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(o.kind for o in self.ops)
+
+    @property
+    def kernel(self) -> str:
+        counts = Counter(self.kinds)
+        return "oneDNN partition: " + ", ".join(
+            f"{kind} x{counts[kind]}" if counts[kind] > 1 else kind for kind in counts
+        )
+
+
+# A rule: (engine, reason) for a candidate; None -> oneDNN.
+Rule = Callable[[Candidate], tuple[str, str]]
+
+
+def plan(model: ir.Model, level: int, backend: str) -> FusionPlan:
+    """The plan for ``model`` (spec ops), carried out in place: each unit oneDNN forms
+    replaced by one OneDnnPartition node."""
+    del level, backend  # partitions run in their own kernel whatever the session's level
+    return plan_with_rule(model, None)[0]
+
+
+def plan_with_rule(model: ir.Model, rule: Rule | None) -> tuple[FusionPlan, dict[str, str]]:
+    """:func:`plan`, where ``rule`` may give a unit to another engine: the plan of what stays
+    with oneDNN, and {compute node: why} of the units given away (their spec ops stay)."""
+    from ..backends import onednn
+
+    found = FusionPlan(ONEDNN)
+    deferred: dict[str, str] = {}
+    spec = [(g, n) for g in all_graphs(model) for n in g if spec_op(n) is not None]
+    if not spec:
+        return found, deferred
+    for graph, node in spec:
+        if graph is not model.graph:
+            found.alone.append(
+                LeftAlone(node.name or key(node), node.op_type, SUBGRAPH, _where(graph))
+            )
+    _infer_shapes(model)
+    translation = translate(model, onednn.version_tuple())
+    whole = description.text(
+        sorted(translation.tensors.values(), key=lambda t: t.id), translation.ops
+    )
+    try:
+        parts = onednn_library.partitions(whole)
+    except BackendError as error:
+        for _, node in spec:
+            if node.graph is model.graph:
+                found.alone.append(_alone(node, str(error)))
+        return found, deferred
+    reasons = dict(translation.reasons)
+    chosen: list[Candidate] = []
+    for part in parts:
+        candidate = _candidate(translation, part, reasons)
+        if candidate is None:
+            continue
+        engine, why = rule(candidate) if rule is not None else (ONEDNN, "")
+        if engine != ONEDNN:
+            for node in candidate.spec_nodes:
+                reasons[key(node)] = f"fusion 'auto' gives it to {engine}: {why}"
+            deferred[candidate.compute.name or key(candidate.compute)] = why
+            continue
+        chosen.append(candidate)
+        found.units.append(
+            Unit(
+                compute=candidate.compute.name or key(candidate.compute),
+                op_type=candidate.compute.op_type,
+                nodes=tuple(n.name or key(n) for n in candidate.spec_nodes),
+                engine=ONEDNN,
+                kernel=candidate.kernel,
+                reason=why,
+            )
+        )
+    fused = {key(n) for c in chosen for n in c.spec_nodes}
+    for _, node in spec:
+        if node.graph is model.graph and key(node) not in fused:
+            found.alone.append(_alone(node, reasons.get(key(node), NO_PARTITION)))
+    for index, candidate in enumerate(chosen):
+        _replace(model, translation, candidate, index)
+    if chosen:
+        _remove_dead(model, translation)
+        model.graph.sort()
+    return found, deferred
+
+
+def register(options: object) -> None:
+    """Register the OneDnnPartition kernel (libquantgraph_onednn) in onnxruntime
+    SessionOptions ``options`` whose spec ops run on another backend."""
+    from ..backends import onednn
+
+    onednn.load()
+    options.register_custom_ops_library(str(onednn.kernels_path()))  # type: ignore[attr-defined]
+
+
+def _candidate(
+    translation: Translation, part: onednn_library.Partition, reasons: dict[str, str]
+) -> Candidate | None:
+    roles = [translation.roles.get(i) for i in part.ops]
+    if not part.supported or SPEC not in roles or COMPUTE not in roles:
+        return None
+    if any(r not in (SPEC, COMPUTE) for r in roles):
+        return None
+    by_id = {o.id: o for o in translation.ops}
+    ops = tuple(by_id[i] for i in sorted(part.ops))
+    nodes = {id(translation.nodes[o.id]) for o in ops}
+    produced = {t for o in ops for t in o.outputs}
+    inputs = tuple(dict.fromkeys(t for o in ops for t in o.inputs if t not in produced))
+    outputs = tuple(
+        t
+        for o in ops
+        for t in o.outputs
+        if translation.values[t].is_graph_output()
+        or any(id(u.node) not in nodes for u in translation.values[t].uses())
+    )
+    used = sorted({*inputs, *produced})
+    text = description.text([translation.tensors[t] for t in used], ops, inputs, outputs)
+    spec_nodes = [translation.nodes[o.id] for o in ops if translation.roles[o.id] == SPEC]
+    spec_nodes += [
+        translation.folded_nodes[t]
+        for t in inputs
+        if t in translation.folded_nodes and spec_op(translation.folded_nodes[t]) is not None
+    ]
+    computes = [o for o in ops if translation.roles[o.id] == COMPUTE]
+    main = next((o for o in computes if o.kind in MAIN_KINDS), computes[0])
+    if all(translation.tensors[t].known for t in inputs):
+        why = onednn_library.compile_reason(text)
+        if why is not None:
+            for node in spec_nodes:
+                reasons[key(node)] = f"oneDNN cannot compile its partition: {why}"
+            return None
+    weights = tuple(
+        translation.tensors[o.inputs[0]].dtype
+        for o in ops
+        if o.kind in ("Dequantize", "DynamicDequantize") and translation.tensors[o.inputs[0]].const
+    )
+    return Candidate(
+        ops=ops,
+        text=text,
+        inputs=inputs,
+        outputs=outputs,
+        compute=translation.nodes[main.id],
+        spec_nodes=tuple(spec_nodes),
+        weight_dtypes=weights,
+        rows=_rows(translation, main),
+    )
+
+
+def _rows(translation: Translation, op: description.Op) -> int | None:
+    if op.kind != "MatMul":
+        return None
+    dims = translation.tensors[op.inputs[0]].dims
+    if dims is None or any(d is None for d in dims[:-1]):
+        return None
+    return int(np.prod([d for d in dims[:-1] if d is not None]))
+
+
+def _replace(model: ir.Model, translation: Translation, candidate: Candidate, index: int) -> None:
+    graph = model.graph
+    inputs = []
+    for t in candidate.inputs:
+        if t in translation.folded:
+            name = f"{translation.values[t].name}_onednn_f32_{index}"
+            value = ir.Value(name=name, const_value=ir.tensor(translation.folded[t], name=name))
+            value.type = ir.TensorType(ir.DataType.FLOAT)
+            value.shape = ir.Shape(list(translation.folded[t].shape))
+            graph.register_initializer(value)
+            inputs.append(value)
+        else:
+            inputs.append(translation.values[t])
+    old_values = [translation.values[t] for t in candidate.outputs]
+    node = ir.Node(
+        DOMAIN,
+        PARTITION_OP,
+        inputs,
+        attributes=[ir.AttrString("description", candidate.text)],
+        num_outputs=len(old_values),
+        name=f"onednn_partition_{index}_{candidate.compute.name or index}",
+    )
+    old_nodes = [translation.nodes[o.id] for o in candidate.ops]
+    ir.convenience.replace_nodes_and_values(
+        graph, old_nodes[-1], old_nodes, [node], old_values, list(node.outputs)
+    )
+
+
+def _remove_dead(model: ir.Model, translation: Translation) -> None:
+    """Bias dequantizes folded into partitions that nothing else reads any more."""
+    graph = model.graph
+    for node in translation.folded_nodes.values():
+        if node.graph is graph and not any(v.uses() or v.is_graph_output() for v in node.outputs):
+            graph.remove(node, safe=True)
+
+
+def _infer_shapes(model: ir.Model) -> None:
+    """Dims for the description where ONNX's shape inference knows them (spec ops included:
+    their schemas are registered)."""
+    from ..schemas import register
+
+    register()
+    try:
+        inferred = ir.passes.common.ShapeInferencePass()(model).model
+    except Exception:  # shapes only refine the description
+        return
+    if inferred is not model:
+        known = {v.name: v for g in [inferred.graph] for n in g for v in n.outputs}
+        for graph_node in model.graph:
+            for value in graph_node.outputs:
+                other = known.get(value.name or "")
+                if other is not None and value.shape is None and other.shape is not None:
+                    value.shape = other.shape
+                if other is not None and value.type is None and other.type is not None:
+                    value.type = other.type
+
+
+def _alone(node: ir.Node, reason: str) -> LeftAlone:
+    return LeftAlone(node.name or key(node), node.op_type, reason, "")
+
+
+def _where(graph: object) -> str:
+    return str(getattr(graph, "name", "") or "")
