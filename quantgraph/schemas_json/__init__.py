@@ -166,6 +166,7 @@ DEFS: dict[str, Schema] = {
             "nonfinite_differences": INT,
             "max_abs_diff": {"type": "number"},
             "step": {"type": ["number", "null"]},
+            "max_abs_diff_steps": {"type": ["number", "null"]},
             "abs_histogram": {"type": "object", "additionalProperties": INT},
             "step_histogram": {
                 "oneOf": [{"type": "null"}, {"type": "object", "additionalProperties": INT}]
