@@ -20,8 +20,15 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import quantgraph
+from quantgraph.fusion import FusionPlan, auto_engine, onednn_engine
 from quantgraph.fusion import onednn_description as description
-from quantgraph.fusion.onednn_engine import _infer_shapes
+from quantgraph.fusion.onednn_engine import (
+    NO_PARTITION,
+    PARTITION_OP,
+    SUBGRAPH,
+    Candidate,
+    _infer_shapes,
+)
 from quantgraph.fusion.onednn_translate import (
     DYNAMIC_SCALES,
     END,
@@ -262,3 +269,109 @@ def test_int4_weights_need_onednn_3_7() -> None:
     assert all(new.tensors[o.inputs[0]].dtype == "u4" for o in dynamic)
     assert all(new.tensors[i].const for o in dynamic for i in o.inputs)
     assert all(new.roles[o.id] == SPEC for o in dynamic)
+
+
+# -- the plan (needs libquantgraph_onednn's plan-time ABI) --------------------------------------
+
+
+def _partition_abi_missing() -> str | None:
+    from quantgraph.backends import onednn
+    from quantgraph.errors import BackendError
+    from quantgraph.fusion import onednn_library
+
+    reason = onednn.unavailable_reason()
+    if reason is not None:
+        return reason
+    try:
+        onednn_library.library()
+    except BackendError as error:
+        return str(error)
+    return None
+
+
+requires_partitions = pytest.mark.skipif(
+    _partition_abi_missing() is not None, reason=f"oneDNN partitions: {_partition_abi_missing()}"
+)
+
+
+def _plan(model: onnx.ModelProto | Path) -> tuple[ir.Model, FusionPlan]:
+    converted = quantgraph.convert(model).model
+    return converted, onednn_engine.plan(converted, 99, "onednn")
+
+
+@requires_partitions
+def test_the_plan_of_the_bundled_cnn_names_each_partition() -> None:
+    model, plan = _plan(ROOT / "models" / "cnn_u8.onnx")
+    units = {u.compute: u for u in plan.units}
+    assert set(units) == {"conv1", "pool1", "conv2", "fc"}
+    assert units["conv1"].kernel == "oneDNN partition: Dequantize x2, Convolution, Quantize"
+    assert set(units["conv1"].nodes) == {
+        "conv1_w_DequantizeLinear",
+        "input_DequantizeLinear",
+        "relu1_QuantizeLinear",
+    }
+    assert units["fc"].op_type == "Gemm" and "MatMul" in units["fc"].kernel
+    assert all(u.engine == "onednn" for u in plan.units)
+    alone = {a.node: a.reason for a in plan.alone}
+    assert alone["input_QuantizeLinear"] == NO_PARTITION
+    # The session's copy: one OneDnnPartition node per unit, the folded biases gone.
+    ops = [n.op_type for n in model.graph]
+    assert ops.count(PARTITION_OP) == 4
+    assert "DequantizeLinear" not in ops
+    text = next(n for n in model.graph if n.op_type == PARTITION_OP).attributes["description"]
+    assert text.value.startswith("qgpart 1\n") and "\ninputs " in text.value
+    assert plan.to_dict()["fused_spec_ops"] == 11
+
+
+@requires_partitions
+def test_a_mixed_plan_keeps_a_spec_op_the_partition_would_change() -> None:
+    _, plan = _plan(_qdq_conv([3, -2]))
+    alone = {a.node: a.reason for a in plan.alone}
+    assert alone["wdq"] == PER_CHANNEL_ZPS
+    assert all("wdq" not in u.nodes for u in plan.units)
+    _, clean = _plan(_qdq_conv([0, 0]))
+    assert [u.compute for u in clean.units] == ["conv"]
+    assert set(clean.units[0].nodes) == {"dq", "wdq"}
+
+
+@requires_partitions
+def test_spec_ops_in_subgraphs_stay_with_the_reason() -> None:
+    _, plan = _plan(ROOT / "models" / "if_branch_u8.onnx")
+    inner = [a for a in plan.alone if a.graph]
+    assert inner and all(a.reason == SUBGRAPH for a in inner)
+
+
+@requires_partitions
+def test_a_model_without_spec_ops_plans_nothing() -> None:
+    model = ir.from_proto(_single([helper.make_node("Relu", ["x"], ["y"])], [], [2], [2]))
+    plan = onednn_engine.plan(model, 99, "onednn")
+    assert not plan.units and not plan.alone
+
+
+# -- fusion "auto": the rule table -------------------------------------------------------------
+
+
+def _candidate(
+    kinds: list[str], weights: tuple[str, ...] = (), rows: int | None = None
+) -> Candidate:
+    ops = tuple(description.Op(i, kind, (), ()) for i, kind in enumerate(kinds))
+    node = ir.Node("", "MatMul", [], name="n")
+    return Candidate(ops, "", (), (), node, (), weights, rows)
+
+
+@pytest.mark.parametrize(
+    ("kinds", "weights", "rows", "engine", "words"),
+    [
+        (["DynamicDequantize", "MatMul"], ("u4",), 128, "onnxruntime", "4-bit"),
+        (["Dequantize", "Dequantize", "MatMul", "Quantize"], ("s8",), 1, "onnxruntime", "M <= 16"),
+        (["Dequantize", "Dequantize", "MatMul"], ("s8",), 128, "onednn", "M > 16"),
+        (["Dequantize", "Dequantize", "MatMul"], ("s8",), None, "onednn", "unknown"),
+        (["Dequantize", "Dequantize", "Convolution", "Quantize"], ("s8",), None, "onednn", "conv"),
+        (["Dequantize", "MaxPool", "Quantize"], (), None, "onnxruntime", "no convolution"),
+    ],
+)
+def test_auto_rules_choose_an_engine_and_say_why(
+    kinds: list[str], weights: tuple[str, ...], rows: int | None, engine: str, words: str
+) -> None:
+    chosen, why = auto_engine.choose(_candidate(kinds, weights, rows))
+    assert chosen == engine and words in why
