@@ -10,16 +10,24 @@ each fused model stays within one quantization step of fusion "none" on the oned
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import onnx
 import onnx_ir as ir
+import onnxruntime as ort
 import producers
 import pytest
+import test_real_models as real
+from builders import requires_native
+from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 import quantgraph
+from quantgraph.cli import main
 from quantgraph.fusion import FusionPlan, auto_engine, onednn_engine
 from quantgraph.fusion import onednn_description as description
 from quantgraph.fusion.onednn_engine import (
@@ -39,6 +47,8 @@ from quantgraph.fusion.onednn_translate import (
     Translation,
     translate,
 )
+from quantgraph.schemas_json import schema
+from quantgraph.validation import make_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -375,3 +385,201 @@ def test_auto_rules_choose_an_engine_and_say_why(
 ) -> None:
     chosen, why = auto_engine.choose(_candidate(kinds, weights, rows))
     assert chosen == engine and words in why
+
+
+# -- fused runs (need the OneDnnPartition kernel) -----------------------------------------------
+
+
+@functools.cache
+def _kernel_missing() -> str | None:
+    missing = _partition_abi_missing()
+    if missing is not None:
+        return missing
+    try:
+        quantgraph.InferenceSession(
+            quantgraph.convert(ROOT / "models" / "cnn_u8.onnx").proto, "onednn", fusion="onednn"
+        )
+    except Exception as error:  # the op is not registered by this build
+        return str(error).splitlines()[0]
+    return None
+
+
+requires_kernel = pytest.mark.skipif(
+    _kernel_missing() is not None, reason=f"OneDnnPartition kernel: {_kernel_missing()}"
+)
+BUNDLED = [f"{arch}_{act}" for arch in ("cnn", "transformer", "if_branch") for act in ("u8", "s8")]
+ONE_STEP = 1.0 + 1e-5  # a difference of one step, with float rounding of the step itself
+
+
+def _steps(
+    graph: ir.Graph, names: list[str], want: list[np.ndarray], got: list[np.ndarray]
+) -> dict[str, float]:
+    """Each output's largest difference in its quantization step (its absolute difference
+    where it has none)."""
+    from quantgraph.validation.error_stats import quantization_steps
+
+    steps = quantization_steps(graph)
+    found = {}
+    for name, a, b in zip(names, want, got, strict=True):
+        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        found[name] = float(diff.max(initial=0.0)) / steps.get(name, 1.0)
+    return found
+
+
+def _fused_vs_unfused(
+    proto: onnx.ModelProto, feeds: list[dict[str, np.ndarray]], backend: str = "onednn"
+) -> tuple[FusionPlan, dict[str, float]]:
+    fused = quantgraph.InferenceSession(proto, backend, fusion="onednn")
+    unfused = quantgraph.InferenceSession(proto, "onednn")
+    names = [o.name for o in unfused.get_outputs()]
+    graph = ir.from_proto(proto).graph
+    worst: dict[str, float] = {}
+    for sample in feeds:
+        steps = _steps(graph, names, unfused.run(None, sample), fused.run(None, sample))
+        for name, value in steps.items():
+            worst[name] = max(worst.get(name, 0.0), value)
+    return fused.fusion_plan, worst
+
+
+@requires_kernel
+@pytest.mark.parametrize("name", BUNDLED)
+def test_bundled_models_stay_within_one_step_of_onednn_unfused(name: str) -> None:
+    path = ROOT / "models" / f"{name}.onnx"
+    dims = {"batch": 2} if name.startswith("transformer") else None
+    feeds = [make_inputs(path, seed=seed, dims=dims) for seed in range(3)]
+    plan, worst = _fused_vs_unfused(quantgraph.convert(path).proto, feeds)
+    assert plan.units
+    assert all(v <= ONE_STEP for v in worst.values()), worst
+
+
+@requires_kernel
+@pytest.mark.parametrize(
+    "case", [c for c in real.CASES if c.split("-")[0] in ("cnn", "transformer", "lstm")]
+)
+def test_quantize_static_models_stay_within_one_step_of_onednn_unfused(case: str) -> None:
+    plan, worst = _fused_vs_unfused(real.converted(case, False).proto, real.feeds(case))
+    assert plan.units
+    assert all(v <= ONE_STEP for v in worst.values()), worst
+
+
+@requires_kernel
+def test_input_shapes_that_change_between_runs_recompile() -> None:
+    path = ROOT / "models" / "transformer_u8.onnx"
+    feeds = [make_inputs(path, seed=0, dims={"batch": b}) for b in (1, 3, 1, 5)]
+    _, worst = _fused_vs_unfused(quantgraph.convert(path).proto, feeds)
+    assert all(v <= ONE_STEP for v in worst.values()), worst
+
+
+def _twin_convs() -> onnx.ModelProto:
+    """Two convolutions of identical structure and shapes on one input, different weights."""
+    rng = np.random.default_rng(3)
+    inits = [
+        numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+        numpy_helper.from_array(np.array(128, np.uint8), "z"),
+        numpy_helper.from_array(np.array(0.1, np.float32), "ys"),
+        numpy_helper.from_array(np.array(0.01, np.float32), "ws"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
+        helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq"),
+    ]
+    for tag in ("a", "b"):
+        weight = rng.integers(-100, 100, (4, 3, 3, 3), dtype=np.int8)
+        inits.append(numpy_helper.from_array(weight, f"w{tag}"))
+        nodes += [
+            helper.make_node("DequantizeLinear", [f"w{tag}", "ws"], [f"wd{tag}"], name=f"wdq{tag}"),
+            helper.make_node("Conv", ["xd", f"wd{tag}"], [f"c{tag}"], name=f"conv{tag}"),
+            helper.make_node(
+                "QuantizeLinear", [f"c{tag}", "ys", "z"], [f"cq{tag}"], name=f"q{tag}"
+            ),
+            helper.make_node(
+                "DequantizeLinear", [f"cq{tag}", "ys", "z"], [f"y{tag}"], name=f"dq{tag}"
+            ),
+        ]
+    graph = helper.make_graph(
+        nodes,
+        "twins",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info(f"y{t}", TensorProto.FLOAT, [1, 4, 6, 6]) for t in "ab"],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@requires_kernel
+def test_two_partitions_of_the_same_shape_keep_their_own_weights() -> None:
+    proto = quantgraph.convert(_twin_convs()).proto
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    plan, worst = _fused_vs_unfused(proto, [{"x": x}, {"x": -x}])
+    assert sorted(u.compute for u in plan.units) == ["conva", "convb"]
+    assert all(v <= ONE_STEP for v in worst.values()), worst
+    ya, yb = quantgraph.InferenceSession(proto, "onednn", fusion="onednn").run(None, {"x": x})
+    assert not np.array_equal(ya, yb)
+
+
+@requires_kernel
+@requires_native
+def test_spec_ops_left_alone_run_on_the_native_backend() -> None:
+    path = ROOT / "models" / "cnn_u8.onnx"
+    feeds = [make_inputs(path, seed=seed) for seed in range(2)]
+    plan, worst = _fused_vs_unfused(quantgraph.convert(path).proto, feeds, backend="native")
+    assert plan.units and plan.alone
+    assert all(v <= ONE_STEP for v in worst.values()), worst
+
+
+@requires_kernel
+def test_auto_gives_each_unit_an_engine_with_its_reason() -> None:
+    path = ROOT / "models" / "cnn_u8.onnx"
+    proto = quantgraph.convert(path).proto
+    session = quantgraph.InferenceSession(proto, "onednn", fusion="auto")
+    engines = {u.compute: (u.engine, u.reason) for u in session.fusion_plan.units}
+    assert engines["conv1"][0] == "onednn" and "convolution" in engines["conv1"][1]
+    assert engines["fc"][0] == "onnxruntime" and "M <= 16" in engines["fc"][1]
+    assert session.fusion_plan.mode == "auto"
+    feeds = make_inputs(path, seed=0)
+    assert session.run(None, feeds)[0].shape == (1, 10)
+
+
+@requires_kernel
+def test_auto_gives_int4_matmuls_to_onnxruntime() -> None:
+    model = producers.weight_only(56, 16, True)
+    session = quantgraph.InferenceSession(quantgraph.convert(model).proto, "onednn", fusion="auto")
+    kernels = {u.kernel for u in session.fusion_plan.units}
+    assert "com.microsoft.MatMulNBits" in kernels, session.fusion_plan.to_dict()
+    x = {"x": np.random.default_rng(0).standard_normal((3, 56)).astype(np.float32)}
+    original = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(original.run(None, x)[0], session.run(None, x)[0])
+
+
+@requires_kernel
+def test_cli_run_validate_and_inspect_take_fusion_onednn(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "cnn_qg.onnx"
+    original = str(ROOT / "models" / "cnn_u8.onnx")
+    assert runner.invoke(main, ["convert", original, str(out)]).exit_code == 0
+    shown = runner.invoke(main, ["inspect", str(out), "--fusion", "onednn"])
+    assert shown.exit_code == 0, shown.output
+    assert (
+        "unit conv1 (Conv) -> onednn oneDNN partition: Dequantize x2, Convolution, Quantize"
+        in shown.output
+    )
+    assert f"alone input_QuantizeLinear (DynamicQuantize): {NO_PARTITION}" in shown.output
+    checked = runner.invoke(
+        main, ["validate", original, str(out), "--fusion", "onednn", "--atol", "1"]
+    )
+    assert checked.exit_code == 0, checked.output
+    assert "original at ORT_ENABLE_ALL vs rewritten with fusion 'onednn'" in checked.output
+    assert "max_diff_steps=" in checked.output
+    as_json = runner.invoke(
+        main, ["validate", original, str(out), "--fusion", "onednn", "--atol", "1", "--json"]
+    )
+    payload = json.loads(as_json.output)
+    assert not payload["exact_expected"] and payload["fusion"] == "onednn"
+    assert payload["fusion_plan"]["units"][0]["engine"] == "onednn"
+    stats = payload["error_stats"][0]
+    assert stats["max_abs_diff_steps"] == pytest.approx(stats["max_abs_diff"] / stats["step"])
+    ran = runner.invoke(main, ["run", str(out), "--fusion", "onednn", "--json"])
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(ran.output)["fusion_plan"]["mode"] == "onednn"
+    for command, result in (("validate", as_json), ("run", ran)):
+        jsonschema.Draft202012Validator(schema(command)).validate(json.loads(result.output))
