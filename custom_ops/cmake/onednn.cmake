@@ -71,6 +71,8 @@ add_library(quantgraph_onednn SHARED
   src/onednn/graph.cc
   src/onednn/kernel.cc
   src/onednn/partition.cc
+  src/onednn/partition_kernel.cc
+  src/onednn/partition_op.cc
   src/onednn/plan_api.cc
   src/onednn/register.cc
   src/onednn/tables.cc)

@@ -8,8 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
 
-from quantgraph.backends import onednn
+from quantgraph.backends import native, onednn
 
 Dims = Sequence[int | None] | None
 
@@ -158,8 +161,72 @@ def library() -> ctypes.CDLL:
     return lib
 
 
+def int8_saturates() -> bool:
+    """Whether oneDNN's int8 kernels on this CPU saturate for weights beyond +-64 (no VNNI)."""
+    function = library().QuantgraphOnednnInt8Saturates
+    function.restype = ctypes.c_int
+    function.argtypes = []
+    return bool(function())
+
+
 def call(name: str, description: str, size: int = 1 << 16) -> tuple[int, str]:
     """(return code, text written) of one plan-time entry point."""
     buffer = ctypes.create_string_buffer(size)
     code = getattr(library(), name)(description.encode(), buffer, size)
     return int(code), buffer.value.decode()
+
+
+# -- models with OneDnnPartition nodes ----------------------------------------------------------
+
+DOMAIN = "com.quantgraph.onednn"
+
+
+def partition_node(
+    description: Description, inputs: Sequence[str], outputs: Sequence[str], name: str
+) -> onnx.NodeProto:
+    return helper.make_node(
+        "OneDnnPartition",
+        list(inputs),
+        list(outputs),
+        name=name,
+        domain=DOMAIN,
+        description=description.text(),
+    )
+
+
+def model(
+    nodes: Sequence[onnx.NodeProto],
+    inputs: Sequence[onnx.ValueInfoProto],
+    outputs: Sequence[onnx.ValueInfoProto],
+    initializers: Sequence[onnx.TensorProto],
+) -> onnx.ModelProto:
+    graph = helper.make_graph(list(nodes), "g", list(inputs), list(outputs), list(initializers))
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid(DOMAIN, 1)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+def session(
+    built: onnx.ModelProto, *, spec_ops: str = "onednn", threads: int = 1
+) -> ort.InferenceSession:
+    """A session running OneDnnPartition nodes; ``spec_ops`` "native" registers the native
+    library for com.quantgraph and libquantgraph_onednn for the partition domain only."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3
+    if spec_ops == "native":
+        native.register(options)
+        options.add_session_config_entry("quantgraph.onednn.ops", "partition")
+    onednn.load()
+    options.register_custom_ops_library(str(onednn.kernels_path()))
+    return ort.InferenceSession(
+        built.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def reference_session(built: onnx.ModelProto) -> ort.InferenceSession:
+    """onnxruntime on plain ONNX ops, no graph optimization: QDQ ops computed as written."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(
+        built.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )

@@ -1,5 +1,7 @@
 #include "onednn/partition.h"
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include <mutex>
 #include <string>
 #include <utility>
@@ -172,6 +174,14 @@ std::string LoadedVersion() {
 bool LoadedAtLeast(int major, int minor) {
   const dnnl_version_t* v = dnnl_version();
   return v->major > major || (v->major == major && v->minor >= minor);
+}
+
+bool Int8PairsSaturate() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  if (isa == dnnl_cpu_isa_default) return false;  // not x86: no vpmaddubsw kernels
+  const bool avx2_vnni = isa == dnnl_cpu_isa_avx2_vnni || isa == dnnl_cpu_isa_avx2_vnni_2;
+  const bool avx512_vnni = (isa & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni;
+  return !avx2_vnni && !avx512_vnni;
 }
 
 std::string LoadedVersionDetails() {

@@ -111,9 +111,9 @@ constexpr AttrName kAttrs[] = {
 };
 
 constexpr DataTypeName kDataTypes[] = {
-    {"f32", dnnl_f32, 32}, {"f16", dnnl_f16, 16}, {"bf16", dnnl_bf16, 16},
-    {"s8", dnnl_s8, 8},    {"u8", dnnl_u8, 8},    {"s32", dnnl_s32, 32},
-    {"s4", kDnnlS4, 4},    {"u4", kDnnlU4, 4},    {"boolean", dnnl_boolean, 8},
+    {"f32", dnnl_f32, 32, 1}, {"f16", dnnl_f16, 16, 10}, {"bf16", dnnl_bf16, 16, 16},
+    {"s8", dnnl_s8, 8, 3},    {"u8", dnnl_u8, 8, 2},     {"s32", dnnl_s32, 32, 6},
+    {"s4", kDnnlS4, 4, 22},   {"u4", kDnnlU4, 4, 21},    {"boolean", dnnl_boolean, 8, 9},
 };
 
 }  // namespace
@@ -142,6 +142,13 @@ const DataTypeName* FindDataType(const std::string& name) {
 const DataTypeName* FindDataType(dnnl_data_type_t type) {
   for (const auto& t : kDataTypes) {
     if (type == t.type) return &t;
+  }
+  return nullptr;
+}
+
+const DataTypeName* FindOnnxType(int onnx) {
+  for (const auto& t : kDataTypes) {
+    if (onnx == t.onnx) return &t;
   }
   return nullptr;
 }

@@ -28,6 +28,7 @@ struct DataTypeName {
   const char* name;  // "f32", "u8", ...
   dnnl_data_type_t type;
   int bits;  // per element: 4-bit types pack two to a byte
+  int onnx;  // ONNX's element type
 };
 
 // nullptr when the name is not in the table.
@@ -35,6 +36,7 @@ const OpKindName* FindOpKind(const std::string& name);
 const AttrName* FindAttr(const std::string& name);
 const DataTypeName* FindDataType(const std::string& name);
 const DataTypeName* FindDataType(dnnl_data_type_t type);
+const DataTypeName* FindOnnxType(int onnx);
 
 // "f32 f16 ...", for messages.
 std::string DataTypeNames();
