@@ -24,19 +24,27 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx_ir as ir
+import onnxruntime as ort
 
 from .._ir import all_graphs, spec_op
 from ..errors import BackendError
-from ..spec import DOMAIN
 from . import onednn_description as description
 from . import onednn_library
 from .onednn_translate import COMPUTE, SPEC, Translation, key, translate
 from .plan import ONEDNN, FusionPlan, LeftAlone, Unit
 
 PARTITION_OP = "OneDnnPartition"
+PARTITION_DOMAIN = "com.quantgraph.onednn"  # its own domain: see register()
+OPS_KEY = "quantgraph.onednn.ops"  # session config entry read by libquantgraph_onednn
 SUBGRAPH = "inside a subgraph or function: fusion 'onednn' plans the main graph only"
 NO_PARTITION = "oneDNN put it in no partition with compute"
 MAIN_KINDS = ("Convolution", "MatMul")
+S8_CONV = (
+    "s8 activations into an int8 convolution on this CPU (no VNNI): oneDNN v3.2's result "
+    "differs from its unfused composition by up to 6 quantization steps (measured), so the "
+    "partition is not formed"
+)
+ALSO_ALONE = "fused into a partition for some consumers, runs here for the others"
 
 
 @dataclass(frozen=True)
@@ -91,7 +99,9 @@ def plan_with_rule(model: ir.Model, rule: Rule | None) -> tuple[FusionPlan, dict
                 LeftAlone(node.name or key(node), node.op_type, SUBGRAPH, _where(graph))
             )
     _infer_shapes(model)
-    translation = translate(model, onednn.version_tuple())
+    translation = translate(
+        model, onednn.version_tuple(), int8_saturates=onednn_library.int8_saturates()
+    )
     whole = description.text(
         sorted(translation.tensors.values(), key=lambda t: t.id), translation.ops
     )
@@ -131,19 +141,28 @@ def plan_with_rule(model: ir.Model, rule: Rule | None) -> tuple[FusionPlan, dict
             found.alone.append(_alone(node, reasons.get(key(node), NO_PARTITION)))
     for index, candidate in enumerate(chosen):
         _replace(model, translation, candidate, index)
+        model.opset_imports[PARTITION_DOMAIN] = 1
     if chosen:
         _remove_dead(model, translation)
         model.graph.sort()
+    for _, node in spec:  # fused for some consumers, still read by others
+        if node.graph is model.graph and key(node) in fused:
+            found.alone.append(_alone(node, ALSO_ALONE))
     return found, deferred
 
 
-def register(options: object) -> None:
-    """Register the OneDnnPartition kernel (libquantgraph_onednn) in onnxruntime
-    SessionOptions ``options`` whose spec ops run on another backend."""
+def register(options: ort.SessionOptions, *, partitions_only: bool = True) -> None:
+    """Register the OneDnnPartition kernel (libquantgraph_onednn) in ``options``.
+
+    onnxruntime refuses two libraries registering one domain, so the op has its own
+    (com.quantgraph.onednn) and, with ``partitions_only`` (another backend's library has
+    com.quantgraph), the library registers only that one."""
     from ..backends import onednn
 
+    if partitions_only:
+        options.add_session_config_entry(OPS_KEY, "partition")
     onednn.load()
-    options.register_custom_ops_library(str(onednn.kernels_path()))  # type: ignore[attr-defined]
+    options.register_custom_ops_library(str(onednn.kernels_path()))
 
 
 def _candidate(
@@ -156,16 +175,13 @@ def _candidate(
         return None
     by_id = {o.id: o for o in translation.ops}
     ops = tuple(by_id[i] for i in sorted(part.ops))
-    nodes = {id(translation.nodes[o.id]) for o in ops}
+    inside = set(part.ops)
     produced = {t for o in ops for t in o.outputs}
     inputs = tuple(dict.fromkeys(t for o in ops for t in o.inputs if t not in produced))
-    outputs = tuple(
-        t
-        for o in ops
-        for t in o.outputs
-        if translation.values[t].is_graph_output()
-        or any(id(u.node) not in nodes for u in translation.values[t].uses())
-    )
+    # Every reader of a tensor is an op of the description (Wildcards and the graph outputs'
+    # End included), so what ops outside the partition read is what it must return.
+    read_outside = {t for o in translation.ops if o.id not in inside for t in o.inputs}
+    outputs = tuple(t for o in ops for t in o.outputs if t in read_outside)
     used = sorted({*inputs, *produced})
     text = description.text([translation.tensors[t] for t in used], ops, inputs, outputs)
     spec_nodes = [translation.nodes[o.id] for o in ops if translation.roles[o.id] == SPEC]
@@ -176,6 +192,14 @@ def _candidate(
     ]
     computes = [o for o in ops if translation.roles[o.id] == COMPUTE]
     main = next((o for o in computes if o.kind in MAIN_KINDS), computes[0])
+    if (
+        onednn_library.int8_saturates()
+        and "Convolution" in (o.kind for o in ops)
+        and any(_dequantizes(translation, o, "s8", const=False) for o in ops)
+    ):
+        for node in spec_nodes:
+            reasons[key(node)] = S8_CONV
+        return None
     if all(translation.tensors[t].known for t in inputs):
         why = onednn_library.compile_reason(text)
         if why is not None:
@@ -197,6 +221,14 @@ def _candidate(
         weight_dtypes=weights,
         rows=_rows(translation, main),
     )
+
+
+def _dequantizes(translation: Translation, op: description.Op, dtype: str, *, const: bool) -> bool:
+    """``op`` dequantizes a ``dtype`` tensor that is (``const``) or is not a constant."""
+    if op.kind not in ("Dequantize", "DynamicDequantize"):
+        return False
+    source = translation.tensors[op.inputs[0]]
+    return source.dtype == dtype and source.const == const
 
 
 def _rows(translation: Translation, op: description.Op) -> int | None:
@@ -223,23 +255,25 @@ def _replace(model: ir.Model, translation: Translation, candidate: Candidate, in
             inputs.append(translation.values[t])
     old_values = [translation.values[t] for t in candidate.outputs]
     node = ir.Node(
-        DOMAIN,
+        PARTITION_DOMAIN,
         PARTITION_OP,
         inputs,
         attributes=[ir.AttrString("description", candidate.text)],
         num_outputs=len(old_values),
         name=f"onednn_partition_{index}_{candidate.compute.name or index}",
     )
-    old_nodes = [translation.nodes[o.id] for o in candidate.ops]
+    # A Dequantize copied per consumer stays while a consumer outside still reads it.
+    old_nodes = [translation.nodes[o.id] for o in candidate.ops if o.id not in translation.copies]
     ir.convenience.replace_nodes_and_values(
         graph, old_nodes[-1], old_nodes, [node], old_values, list(node.outputs)
     )
 
 
 def _remove_dead(model: ir.Model, translation: Translation) -> None:
-    """Bias dequantizes folded into partitions that nothing else reads any more."""
+    """Folded bias dequantizes and copied Dequantizes that nothing reads any more."""
     graph = model.graph
-    for node in translation.folded_nodes.values():
+    copied = [translation.nodes[i] for i in translation.copies]
+    for node in {id(n): n for n in [*translation.folded_nodes.values(), *copied]}.values():
         if node.graph is graph and not any(v.uses() or v.is_graph_output() for v in node.outputs):
             graph.remove(node, safe=True)
 

@@ -53,6 +53,19 @@ def _call(name: str, text: str) -> tuple[int, str]:
         size *= 4
 
 
+@cache
+def int8_saturates() -> bool:
+    """Whether the loaded oneDNN's int8 convolution/matmul on this CPU saturate for s8 weights
+    beyond +-64 (no VNNI: u8 x s8 products summed in int16 pairs; the OneDnnPartition kernel
+    refuses such weights)."""
+    function = getattr(library(), "QuantgraphOnednnInt8Saturates", None)
+    if function is None:
+        return True  # an older library: assume the worst
+    function.restype = ctypes.c_int
+    function.argtypes = []
+    return bool(function())
+
+
 def partitions(text: str) -> list[Partition]:
     """oneDNN's partitions of the graph ``text`` describes (a BackendError with oneDNN's one
     line when it refuses the graph)."""

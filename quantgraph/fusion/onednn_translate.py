@@ -23,6 +23,8 @@ from ..spec import PER_CHANNEL, PER_GROUP, PER_TENSOR, OpSpec
 from . import onednn_ops
 from .onednn_description import DTYPES, Op, Tensor, boolean, floats, ints, string
 
+Attrs = dict[str, tuple[str, tuple[object, ...]]]
+
 SPEC = "spec"
 COMPUTE = "compute"
 WILDCARD = "wildcard"
@@ -35,6 +37,10 @@ DYNAMIC_SCALES = (
 PER_CHANNEL_ZPS = (
     "per-channel non-zero zero points: oneDNN v3.2 applies zps[0] to every channel and v3.13 "
     "refuses them, so a partition would differ from the spec"
+)
+WEIGHT_RANGE = (
+    "s8 weights beyond +-64: oneDNN's int8 convolution and matmul on this CPU (no VNNI) sum "
+    "u8 x s8 products in saturating int16 pairs, which would differ from the spec"
 )
 WEIGHT_ZPS = (
     "non-zero zero points on a constant weight: oneDNN's int8 convolution and matmul take "
@@ -54,6 +60,7 @@ class Translation:
     folded: dict[int, np.ndarray] = field(default_factory=dict)  # tensor id -> f32 bias
     folded_nodes: dict[int, ir.Node] = field(default_factory=dict)  # tensor id -> its DQ
     reasons: dict[str, str] = field(default_factory=dict)  # spec op key -> why not translated
+    copies: set[int] = field(default_factory=set)  # Dequantize ops copied per consumer
 
     def op(self, op_id: int) -> Op:
         return self._by_id()[op_id]
@@ -70,13 +77,23 @@ def key(node: ir.Node) -> str:
 class Translator:
     """Builds the :class:`Translation` of ``model``'s main graph for the loaded oneDNN."""
 
-    def __init__(self, model: ir.Model, version: tuple[int, int, int] = (3, 2, 0)) -> None:
+    def __init__(
+        self,
+        model: ir.Model,
+        version: tuple[int, int, int] = (3, 2, 0),
+        *,
+        int8_saturates: bool = False,
+    ) -> None:
         self.model = model
         self.version = version
+        self.int8_saturates = int8_saturates
         self.result = Translation()
         self._ids: dict[int, int | None] = {}  # id(ir.Value) -> tensor id
         self._next_tensor = 0
         self._next_op = 0
+        self._current: ir.Node | None = None  # the node being translated
+        # (value, consumer) -> the tensor of that consumer's own copy of a Dequantize
+        self._copies: dict[tuple[int, int], int] = {}
 
     # -- tensors ---------------------------------------------------------------------------
 
@@ -85,6 +102,10 @@ class Translator:
         dtype, rank 0)."""
         if value is None:
             return None
+        if self._current is not None:  # a Dequantize copied for this consumer
+            copied = self._copies.get((id(value), id(self._current)))
+            if copied is not None:
+                return copied
         if id(value) in self._ids:
             return self._ids[id(value)]
         dtype = DTYPES.get(elem_type(value))  # type: ignore[arg-type]
@@ -127,6 +148,7 @@ class Translator:
         graph = self.model.graph
         for node in graph:
             self._node(node)
+        self._current = None
         for value in graph.outputs:
             found = self.tensor(value)
             if found is not None:
@@ -134,6 +156,7 @@ class Translator:
         return self.result
 
     def _node(self, node: ir.Node) -> None:
+        self._current = node
         if self._fold_bias(node):
             return
         spec = spec_op(node)
@@ -185,11 +208,19 @@ class Translator:
         if src.ndim != 1 or scale.size not in (1, src.size) or zp.size not in (1, src.size):
             return False
         bias = (src.astype(np.int64) - zp.reshape(-1)).astype(np.float32) * scale.reshape(-1)
-        found = self._add_tensor(node.outputs[0], "f32", True, (int(src.size),))
-        self._ids[id(node.outputs[0])] = found
-        self.result.folded[found] = bias.astype(np.float32)
-        self.result.folded_nodes[found] = node
+        self._fold(node, bias.astype(np.float32))
         return True
+
+    def _fold(self, node: ir.Node, values: np.ndarray) -> None:
+        """``node``'s output becomes the f32 constant ``values``, computed here once."""
+        earlier = self._ids.get(id(node.outputs[0]))
+        if earlier is not None:  # its var tensor, made before the fold was decided
+            del self.result.tensors[earlier]
+            del self.result.values[earlier]
+        found = self._add_tensor(node.outputs[0], "f32", True, tuple(int(d) for d in values.shape))
+        self._ids[id(node.outputs[0])] = found
+        self.result.folded[found] = values
+        self.result.folded_nodes[found] = node
 
     # -- spec ops --------------------------------------------------------------------------
 
@@ -234,6 +265,14 @@ class Translator:
                 return PER_CHANNEL_ZPS
             if not spec.is_quantize and _feeds_weight(node):
                 return WEIGHT_ZPS
+        if self.int8_saturates and src_type == "s8" and _feeds_weight(node):
+            weight = constant_array(node.inputs[0])
+            if (
+                weight is not None
+                and weight.size
+                and int(np.abs(weight.astype(np.int32)).max()) > 64
+            ):
+                return WEIGHT_RANGE
         made = {
             "qtype": string(qtype),
             "axis": ints([axis]),
@@ -241,8 +280,26 @@ class Translator:
         }
         if zps is not None:
             made["zps"] = ints(zps.reshape(-1).tolist())
-        kind = "Quantize" if spec.is_quantize else "Dequantize"
-        return self.add_op(node, kind, [src], [dst], made, role=SPEC)
+        if spec.is_quantize:
+            return self.add_op(node, "Quantize", [src], [dst], made, role=SPEC)
+        return self._dequantize(node, src, dst, made)
+
+    def _dequantize(self, node: ir.Node, src: int, dst: int, attrs: Attrs) -> Op:
+        """One Dequantize per consumer, as PyTorch's fuser duplicates them: oneDNN fuses a
+        Dequantize into a consumer's partition only when that consumer is its only one (the
+        arithmetic is the same; the ONNX node stays while any consumer runs unfused)."""
+        consumers = list(dict.fromkeys(id(u.node) for u in node.outputs[0].uses()))
+        first = self.add_op(node, "Dequantize", [src], [dst], attrs, role=SPEC)
+        if len(consumers) < 2 or node.outputs[0].is_graph_output():
+            return first
+        template = self.result.tensors[dst]
+        for consumer in consumers[1:]:
+            copy = self._add_tensor(node.outputs[0], template.dtype, False, template.dims)
+            self._copies[(id(node.outputs[0]), consumer)] = copy
+            made = self.add_op(node, "Dequantize", [src], [copy], attrs, role=SPEC)
+            self.result.copies.add(made.id)
+        self.result.copies.add(first.id)
+        return first
 
     def _dynamic_dequantize(
         self,
@@ -302,9 +359,17 @@ def _is_constant(value: ir.Value) -> bool:
     return producer is not None and producer.op_type == "Constant" and producer.domain == ""
 
 
-def translate(model: ir.Model, version: tuple[int, int, int] = (3, 2, 0)) -> Translation:
-    """The main graph of ``model`` as one description for the oneDNN of ``version``."""
-    return Translator(model, version).run()
+def translate(
+    model: ir.Model, version: tuple[int, int, int] = (3, 2, 0), *, int8_saturates: bool = False
+) -> Translation:
+    """The main graph of ``model`` as one description for the oneDNN of ``version``.
+
+    ``int8_saturates``: its int8 kernels saturate for s8 weights beyond +-64 on this CPU (no
+    VNNI); such a weight's dequantize is kept out with the reason. (Folding it into an f32
+    constant instead gives oneDNN v3.2 an f32 convolution it partitions alone, without the
+    spec ops: no unit; tried.)
+    """
+    return Translator(model, version, int8_saturates=int8_saturates).run()
 
 
 __all__ = ["COMPUTE", "END", "SPEC", "WILDCARD", "Translation", "Translator", "boolean", "key"]

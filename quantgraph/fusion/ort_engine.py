@@ -160,7 +160,7 @@ def _optimize(model: ir.Model, level: int) -> onnx.ModelProto:
         if any(n.op_type == "OneDnnPartition" for n in model.graph):  # fusion "auto"
             from .onednn_engine import register
 
-            register(options)
+            register(options, partitions_only=False)
         options.add_session_config_entry(
             "session.optimized_model_external_initializers_file_name", "optimized.data"
         )
