@@ -28,6 +28,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import quantgraph
 from quantgraph.cli import main
+from quantgraph.errors import BackendError
 from quantgraph.fusion import FusionPlan, auto_engine, onednn_engine, onednn_library
 from quantgraph.fusion import onednn_description as description
 from quantgraph.fusion.onednn_engine import (
@@ -702,3 +703,30 @@ def test_one_partition_stays_within_one_step_of_onednn_unfused(
         return
     assert [u.compute for u in plan.units] == ["layer"], plan.to_dict()
     assert {"q", "rdq"} == {a.node for a in plan.alone}  # the layer's own input and output
+
+
+@requires_partitions
+def test_a_partition_that_does_not_compile_falls_back_with_the_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(onednn_library, "compile_reason", lambda text: "dnnl_unimplemented (x)")
+    model, plan = _plan(_qdq_conv([0, 0]))
+    assert not plan.units
+    reasons = {a.node: a.reason for a in plan.alone}
+    assert reasons["wdq"] == "oneDNN cannot compile its partition: dnnl_unimplemented (x)"
+    assert not any(n.op_type == PARTITION_OP for n in model.graph)
+
+
+@requires_partitions
+def test_a_graph_onednn_refuses_leaves_every_spec_op_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuse(text: str) -> list[onednn_library.Partition]:
+        raise BackendError("oneDNN refused the graph: op 3 Convolution: dnnl_invalid_arguments")
+
+    monkeypatch.setattr(onednn_library, "partitions", refuse)
+    _, plan = _plan(_qdq_conv([0, 0]))
+    assert not plan.units and len(plan.alone) == 3
+    assert {a.reason for a in plan.alone} == {
+        "oneDNN refused the graph: op 3 Convolution: dnnl_invalid_arguments"
+    }
