@@ -318,7 +318,7 @@ def test_the_plan_of_the_bundled_cnn_names_each_partition() -> None:
     model, plan = _plan(ROOT / "models" / "cnn_u8.onnx")
     units = {u.compute: u for u in plan.units}
     alone = {a.node: a.reason for a in plan.alone}
-    assert units["pool1"].kernel == "oneDNN partition: Dequantize, MaxPool, Quantize"
+    assert units["pool1"].kernel == "oneDNN partition: Dequantize, MaxPool, Quantize (NXC)"
     assert set(units["pool1"].nodes) == {"relu1_DequantizeLinear", "pool1_QuantizeLinear"}
     assert alone["input_QuantizeLinear"] == NO_PARTITION
     if onednn_library.int8_saturates():  # this model's s8 weights reach +-127
@@ -326,7 +326,9 @@ def test_the_plan_of_the_bundled_cnn_names_each_partition() -> None:
         assert alone["conv1_w_DequantizeLinear"] == WEIGHT_RANGE
     else:
         assert set(units) == {"conv1", "pool1", "conv2", "fc"}
-        assert units["conv1"].kernel == "oneDNN partition: Dequantize x2, Convolution, Quantize"
+        assert (
+            units["conv1"].kernel == "oneDNN partition: Dequantize x2, Convolution, Quantize (NXC)"
+        )
         assert set(units["conv1"].nodes) == {
             "conv1_w_DequantizeLinear",
             "input_DequantizeLinear",
@@ -730,3 +732,60 @@ def test_a_graph_onednn_refuses_leaves_every_spec_op_alone(
     assert {a.reason for a in plan.alone} == {
         "oneDNN refused the graph: op 3 Convolution: dnnl_invalid_arguments"
     }
+
+
+def _conv_chain(layers: int) -> onnx.ModelProto:
+    """``layers`` quantized 3x3 convolutions (u8 activations, s8 weights within +-64) -> y."""
+    rng = np.random.default_rng(5)
+    inits = [
+        numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+        numpy_helper.from_array(np.array(128, np.uint8), "z"),
+        numpy_helper.from_array(np.array(0.004, np.float32), "ws"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["a0q"], name="q0"),
+        helper.make_node("DequantizeLinear", ["a0q", "s", "z"], ["a0"], name="dq0"),
+    ]
+    for i in range(1, layers + 1):
+        inits.append(
+            numpy_helper.from_array(rng.integers(-64, 65, (8, 8, 3, 3)).astype(np.int8), f"w{i}")
+        )
+        last = i == layers
+        nodes += [
+            helper.make_node("DequantizeLinear", [f"w{i}", "ws"], [f"w{i}d"], name=f"wdq{i}"),
+            helper.make_node(
+                "Conv", [f"a{i - 1}", f"w{i}d"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]
+            ),
+            helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}"),
+            helper.make_node("QuantizeLinear", [f"r{i}", "s", "z"], [f"a{i}q"], name=f"q{i}"),
+            helper.make_node(
+                "DequantizeLinear", [f"a{i}q", "s", "z"], ["y" if last else f"a{i}"], name=f"dq{i}"
+            ),
+        ]
+    return _single(nodes, inits, [1, 8, 12, 12], [1, 8, 12, 12])
+
+
+@requires_kernel
+def test_a_chain_of_convolutions_runs_channels_last_with_one_transpose_each_way() -> None:
+    proto = quantgraph.convert(_conv_chain(3)).proto
+    rng = np.random.default_rng(2)
+    feeds = [{"x": rng.standard_normal((1, 8, 12, 12)).astype(np.float32)} for _ in range(2)]
+    plan, worst = _fused_vs_unfused(proto, feeds)
+    assert [u.compute for u in plan.units] == ["conv1", "conv2", "conv3"]
+    assert all(u.kernel.endswith("(NXC)") for u in plan.units)
+    assert all(v <= MODEL_STEPS for v in worst.values()), worst
+    model = quantgraph.convert(_conv_chain(3)).model
+    onednn_engine.plan(model, 99, "onednn")
+    transposes = [n for n in model.graph if n.op_type == "Transpose"]
+    assert [list(n.attributes["perm"].value) for n in transposes] == [[0, 2, 3, 1], [0, 3, 1, 2]]
+
+
+@requires_kernel
+def test_channels_last_and_ncx_partitions_compute_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    proto = quantgraph.convert(_conv_chain(2)).proto
+    x = {"x": np.random.default_rng(4).standard_normal((1, 8, 12, 12)).astype(np.float32)}
+    nxc = quantgraph.InferenceSession(proto, "onednn", fusion="onednn")
+    monkeypatch.setattr(onednn_engine, "CHANNELS_LAST", False)
+    ncx = quantgraph.InferenceSession(proto, "onednn", fusion="onednn")
+    assert not any(u.kernel.endswith("(NXC)") for u in ncx.fusion_plan.units)
+    np.testing.assert_array_equal(nxc.run(None, x)[0], ncx.run(None, x)[0])

@@ -29,7 +29,7 @@ import onnxruntime as ort
 from .._ir import all_graphs, spec_op
 from ..errors import BackendError
 from . import onednn_description as description
-from . import onednn_library
+from . import onednn_layout, onednn_library
 from .onednn_translate import COMPUTE, SPEC, Translation, key, translate
 from .plan import ONEDNN, FusionPlan, LeftAlone, Unit
 
@@ -39,6 +39,9 @@ OPS_KEY = "quantgraph.onednn.ops"  # session config entry read by libquantgraph_
 SUBGRAPH = "inside a subgraph or function: fusion 'onednn' plans the main graph only"
 NO_PARTITION = "oneDNN put it in no partition with compute"
 MAIN_KINDS = ("Convolution", "MatMul")
+# Describe convolution partitions channels-last where their activations allow it (see
+# onednn_layout): oneDNN's int8 convolutions reorder NCX data on every call.
+CHANNELS_LAST = True
 S8_CONV = (
     "s8 activations into an int8 convolution on this CPU (no VNNI): oneDNN v3.2's result "
     "differs from its unfused composition by up to 6 quantization steps (measured), so the "
@@ -59,6 +62,7 @@ class Candidate:
     spec_nodes: tuple[ir.Node, ...]
     weight_dtypes: tuple[str, ...]  # dtypes of constant quantized weights
     rows: int | None  # M of a MatMul (product of the activation's leading dims), if known
+    nhwc: frozenset[int] = frozenset()  # activations described channels-last (NXC)
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -67,9 +71,10 @@ class Candidate:
     @property
     def kernel(self) -> str:
         counts = Counter(self.kinds)
-        return "oneDNN partition: " + ", ".join(
+        listed = ", ".join(
             f"{kind} x{counts[kind]}" if counts[kind] > 1 else kind for kind in counts
         )
+        return f"oneDNN partition: {listed}" + (" (NXC)" if self.nhwc else "")
 
 
 # A rule: (engine, reason) for a candidate; None -> oneDNN.
@@ -139,12 +144,14 @@ def plan_with_rule(model: ir.Model, rule: Rule | None) -> tuple[FusionPlan, dict
     for _, node in spec:
         if node.graph is model.graph and key(node) not in fused:
             found.alone.append(_alone(node, reasons.get(key(node), NO_PARTITION)))
+    replaced: dict[int, ir.Value] = {}  # id(old value) -> the value that took its place
     for index, candidate in enumerate(chosen):
-        _replace(model, translation, candidate, index)
+        _replace(model, translation, candidate, index, replaced)
         model.opset_imports[PARTITION_DOMAIN] = 1
     if chosen:
         _remove_dead(model, translation)
         model.graph.sort()
+        onednn_layout.cancel(model.graph)
     for _, node in spec:  # fused for some consumers, still read by others
         if node.graph is model.graph and key(node) in fused:
             found.alone.append(_alone(node, ALSO_ALONE))
@@ -200,7 +207,13 @@ def _candidate(
         for node in spec_nodes:
             reasons[key(node)] = S8_CONV
         return None
-    if all(translation.tensors[t].known for t in inputs):
+    nhwc: set[int] = set()
+    last = onednn_layout.channels_last(translation.tensors, ops) if CHANNELS_LAST else None
+    last_text = None if last is None else onednn_layout.text(last[0], last[1], inputs, outputs)
+    known = all(translation.tensors[t].known for t in inputs)
+    if last is not None and last_text is not None and (not known or _compiles(last_text)):
+        text, nhwc = last_text, last[2]
+    elif known:
         why = onednn_library.compile_reason(text)
         if why is not None:
             for node in spec_nodes:
@@ -220,7 +233,12 @@ def _candidate(
         spec_nodes=tuple(spec_nodes),
         weight_dtypes=weights,
         rows=_rows(translation, main),
+        nhwc=frozenset(nhwc),
     )
+
+
+def _compiles(text: str) -> bool:
+    return onednn_library.compile_reason(text) is None
 
 
 def _dequantizes(translation: Translation, op: description.Op, dtype: str, *, const: bool) -> bool:
@@ -240,11 +258,26 @@ def _rows(translation: Translation, op: description.Op) -> int | None:
     return int(np.prod([d for d in dims[:-1] if d is not None]))
 
 
-def _replace(model: ir.Model, translation: Translation, candidate: Candidate, index: int) -> None:
+def _replace(
+    model: ir.Model,
+    translation: Translation,
+    candidate: Candidate,
+    index: int,
+    replaced: dict[int, ir.Value],
+) -> None:
+    """``candidate``'s ops replaced by one OneDnnPartition node (``replaced``: values earlier
+    partitions took the place of, updated)."""
     graph = model.graph
     inputs = []
     for t in candidate.inputs:
-        if t in translation.folded:
+        if t in candidate.nhwc:
+            source = _current(translation.values[t], replaced)
+            inputs.append(
+                onednn_layout.transpose(
+                    graph, source, onednn_layout.TO_NHWC, f"{source.name}_nhwc_{index}"
+                )
+            )
+        elif t in translation.folded:
             name = f"{translation.values[t].name}_onednn_f32_{index}"
             value = ir.Value(name=name, const_value=ir.tensor(translation.folded[t], name=name))
             value.type = ir.TensorType(ir.DataType.FLOAT)
@@ -252,7 +285,7 @@ def _replace(model: ir.Model, translation: Translation, candidate: Candidate, in
             graph.register_initializer(value)
             inputs.append(value)
         else:
-            inputs.append(translation.values[t])
+            inputs.append(_current(translation.values[t], replaced))
     old_values = [translation.values[t] for t in candidate.outputs]
     node = ir.Node(
         PARTITION_DOMAIN,
@@ -264,9 +297,23 @@ def _replace(model: ir.Model, translation: Translation, candidate: Candidate, in
     )
     # A Dequantize copied per consumer stays while a consumer outside still reads it.
     old_nodes = [translation.nodes[o.id] for o in candidate.ops if o.id not in translation.copies]
+    new_values = list(node.outputs)
+    for position, t in enumerate(candidate.outputs):
+        if t in candidate.nhwc:
+            made = node.outputs[position]
+            made.name = f"{old_values[position].name}_nhwc_{index}"
+            made.type = old_values[position].type
+            new_values[position] = onednn_layout.transpose(
+                graph, made, onednn_layout.TO_NCHW, f"{old_values[position].name}_nchw_{index}"
+            )
     ir.convenience.replace_nodes_and_values(
-        graph, old_nodes[-1], old_nodes, [node], old_values, list(node.outputs)
+        graph, old_nodes[-1], old_nodes, [node], old_values, new_values
     )
+    replaced.update((id(old), new) for old, new in zip(old_values, new_values, strict=True))
+
+
+def _current(value: ir.Value, replaced: dict[int, ir.Value]) -> ir.Value:
+    return replaced.get(id(value), value)
 
 
 def _remove_dead(model: ir.Model, translation: Translation) -> None:
