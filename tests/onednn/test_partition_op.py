@@ -325,3 +325,22 @@ def test_the_partition_runs_from_several_threads() -> None:
         results = list(pool.map(lambda x: partition.run(None, {"x": x})[0], inputs))
     for x, got in zip(inputs, results, strict=True):
         assert_within_one_step(got, reference.run(None, {"x": x})[0])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("src", "expected"),
+    [([4, 64], [4, 32]), (["m", 64], [None, None])],
+)
+def test_output_type_and_shape_are_inferred_for_the_next_node(
+    src: list[int | str], expected: list[int | None]
+) -> None:
+    # The description leaves the output's rank unknown ('-'): oneDNN's compilation gives it
+    # (with the dims when the input's are known), so a following Cast sees a u8 tensor.
+    built, _ = models("matmul", [matmul_data()], src)
+    built.graph.node.append(helper.make_node("Cast", ["y0"], ["z"], to=F))
+    built.graph.output[0].CopyFrom(helper.make_tensor_value_info("z", F, None))
+    partition = session(built)
+    shape = partition.get_outputs()[0].shape
+    assert [d if isinstance(d, int) else None for d in shape] == expected
+    (got,) = partition.run(None, {"x": np.zeros((4, 64), np.uint8)})
+    assert got.shape == (4, 32) and got.dtype == np.float32
