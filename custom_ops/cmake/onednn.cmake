@@ -76,7 +76,7 @@ add_library(quantgraph_onednn SHARED
   src/onednn/plan_api.cc
   src/onednn/register.cc
   src/onednn/tables.cc)
-target_link_libraries(quantgraph_onednn PRIVATE quantgraph_common)
+target_link_libraries(quantgraph_onednn PRIVATE quantgraph_common ${CMAKE_DL_LIBS})
 target_include_directories(quantgraph_onednn PRIVATE src "${ORT_INCLUDE_DIR}")
 target_include_directories(quantgraph_onednn SYSTEM PRIVATE "${ONEDNN_INCLUDE_DIR}")
 target_compile_options(quantgraph_onednn PRIVATE ${QG_FP_FLAGS} -Wall -Wextra -fvisibility=hidden

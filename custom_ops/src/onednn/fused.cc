@@ -1,6 +1,10 @@
 #include "onednn/fused.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <utility>
@@ -51,6 +55,23 @@ std::vector<dnnl_graph_logical_tensor_t> Ports(const Partition& p, bool inputs) 
   return ports;
 }
 
+// oneDNN from v3.4 has its constant tensor cache off by default (capacity 0): const weights
+// would be reordered at every call. Unless the user chose a capacity (the environment variable
+// or the API), give it 1 GiB. v3.2 has no capacity API (its cache is on) and is left alone;
+// the API is looked up at run time because the loaded oneDNN may be newer than the headers.
+void EnableConstantCache() {
+  if (std::getenv("ONEDNN_GRAPH_CONSTANT_TENSOR_CACHE_CAPACITY") != nullptr) return;
+  using Get = dnnl_status_t (*)(dnnl_engine_kind_t, size_t*);
+  using Set = dnnl_status_t (*)(dnnl_engine_kind_t, size_t);
+  auto get =
+      reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "dnnl_graph_get_constant_tensor_cache_capacity"));
+  auto set =
+      reinterpret_cast<Set>(dlsym(RTLD_DEFAULT, "dnnl_graph_set_constant_tensor_cache_capacity"));
+  if (get == nullptr || set == nullptr) return;
+  size_t megabytes = 0;
+  if (get(dnnl_cpu, &megabytes) == dnnl_success && megabytes == 0) set(dnnl_cpu, 1024);
+}
+
 bool DenseRowMajor(const dnnl_graph_logical_tensor_t& lt) {
   if (lt.layout_type != dnnl_graph_layout_type_strided) return false;
   int64_t stride = 1;
@@ -97,7 +118,12 @@ std::unique_ptr<FusedPartition> FusedPartition::Compile(
   }
   GivenDims given;
   for (size_t i = 0; i < inputs.size(); ++i) given[inputs[i]] = input_dims[i];
-  BuiltGraph g = BuildGraph(d, given, true);
+  static std::once_flag cache_once;
+  std::call_once(cache_once, EnableConstantCache);
+  // A name no other compilation in the process uses (see BuildGraph).
+  static std::atomic<uint64_t> compilations{0};
+  const std::string scope = "qg" + std::to_string(compilations.fetch_add(1)) + " ";
+  BuiltGraph g = BuildGraph(d, given, true, scope);
   std::vector<size_t> all;
   for (const auto& op : d.ops) all.push_back(op.id);
   std::sort(all.begin(), all.end());

@@ -66,10 +66,11 @@ void SetAttr(dnnl_graph_op_t op, const AttrValue& a, const std::string& label) {
 }
 
 void AddOp(dnnl_graph_graph_t graph, const OpSpec& spec,
-           const std::map<size_t, dnnl_graph_logical_tensor_t>& tensors) {
+           const std::map<size_t, dnnl_graph_logical_tensor_t>& tensors, const std::string& scope) {
   const std::string label = spec.Label();
+  const std::string name = scope + label;
   Op op;
-  dnnl_status_t s = dnnl_graph_op_create(op.out(), spec.id, spec.kind->kind, label.c_str());
+  dnnl_status_t s = dnnl_graph_op_create(op.out(), spec.id, spec.kind->kind, name.c_str());
   if (s != dnnl_success) Fail(label, s, "creating the op");
   for (size_t id : spec.inputs) {
     s = dnnl_graph_op_add_input(op.get(), &tensors.at(id));
@@ -85,7 +86,7 @@ void AddOp(dnnl_graph_graph_t graph, const OpSpec& spec,
 }
 
 BuiltGraph BuildOrThrow(const Description& d, const GivenDims& given, bool unknown_inner,
-                        const char*& stage) {
+                        const std::string& scope, const char*& stage) {
   BuiltGraph g;
   std::set<size_t> produced;
   for (const auto& op : d.ops) produced.insert(op.outputs.begin(), op.outputs.end());
@@ -99,7 +100,7 @@ BuiltGraph BuildOrThrow(const Description& d, const GivenDims& given, bool unkno
   stage = "building the graph";
   dnnl_status_t s = dnnl_graph_graph_create(g.graph.out(), dnnl_cpu);
   if (s != dnnl_success) Fail("the graph", s, stage);
-  for (const auto& op : d.ops) AddOp(g.graph.get(), op, g.tensors);
+  for (const auto& op : d.ops) AddOp(g.graph.get(), op, g.tensors, scope);
   stage = "partitioning the graph";
   s = dnnl_graph_graph_finalize(g.graph.get());
   if (s != dnnl_success) Fail("the graph", s, "finalizing the graph");
@@ -121,10 +122,11 @@ BuiltGraph BuildOrThrow(const Description& d, const GivenDims& given, bool unkno
 
 }  // namespace
 
-BuiltGraph BuildGraph(const Description& d, const GivenDims& given, bool unknown_inner) {
+BuiltGraph BuildGraph(const Description& d, const GivenDims& given, bool unknown_inner,
+                      const std::string& scope) {
   const char* stage = "building the graph";
   try {
-    return BuildOrThrow(d, given, unknown_inner, stage);
+    return BuildOrThrow(d, given, unknown_inner, scope, stage);
   } catch (const DescriptionError&) {
     throw;
   } catch (const std::exception& e) {  // oneDNN's C API lets C++ exceptions escape

@@ -26,8 +26,11 @@ struct BuiltGraph {
 // Adds every op, finalizes and partitions (fusion policy). `unknown_inner`: tensors that are
 // neither given nor graph inputs get unknown dims (oneDNN infers them at compile time), so
 // the description's dims cannot disagree with the given ones. Throws DescriptionError naming
-// the op (or tensor) oneDNN refused, with its status and the step.
-BuiltGraph BuildGraph(const Description& d, const GivenDims& given, bool unknown_inner);
+// the op (or tensor) oneDNN refused, with its status and the step. `scope` prefixes every op's
+// name: oneDNN's compiled-partition cache (from v3.4 keyed by ops and tensors, no longer by the
+// partition object) must never hand one node's kernel, and so its cached constants, to another.
+BuiltGraph BuildGraph(const Description& d, const GivenDims& given, bool unknown_inner,
+                      const std::string& scope = "");
 
 // The op ids of a partition and whether oneDNN's backend supports it.
 std::vector<size_t> PartitionOps(const Partition& p);

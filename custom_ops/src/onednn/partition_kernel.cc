@@ -2,8 +2,6 @@
 // distinct tuple of input shapes (a bounded LRU cache per node), executed on onnxruntime's
 // buffers. Const inputs must be the node's initializers: oneDNN caches what it derives from
 // them (reordered weights) by compiled kernel, so they may never change between calls.
-#include <algorithm>
-#include <cstdlib>
 #include <list>
 #include <map>
 #include <memory>
@@ -138,38 +136,12 @@ class PartitionKernel final : public OpKernel {
       }
       if (!t.constant) continue;
       int is_constant = 0;
-      const Ort::ConstValue value = info.GetTensorConstantInput(i, &is_constant);
+      info.GetTensorConstantInput(i, &is_constant);
       if (is_constant == 0) {
         Fail(name + " is declared const but is not an initializer of the model",
              ORT_INVALID_ARGUMENT);
       }
-      if (t.type->type == dnnl_s8 && Int8Activations() && Int8PairsSaturate()) {
-        CheckSafeWeights(value, name);
-      }
     }
-  }
-
-  // Whether a variable input is 8-bit: oneDNN then computes in int8.
-  bool Int8Activations() const {
-    for (size_t id : inputs_) {
-      const TensorSpec& t = description_.Tensor(id);
-      if (!t.constant && (t.type->type == dnnl_s8 || t.type->type == dnnl_u8)) return true;
-    }
-    return false;
-  }
-
-  // Without VNNI, oneDNN sums u8 x s8 products in int16 pairs: weights beyond +-64 can
-  // saturate them, silently wrong, so such a node is refused.
-  void CheckSafeWeights(const Ort::ConstValue& value, const std::string& name) const {
-    const auto* w = static_cast<const int8_t*>(value.GetTensorRawData());
-    const size_t n = value.GetTensorTypeAndShapeInfo().GetElementCount();
-    int worst = 0;
-    for (size_t k = 0; k < n; ++k) worst = std::max(worst, std::abs(static_cast<int>(w[k])));
-    if (worst <= kInt8SafeWeight) return;
-    Fail(name + " has s8 weights up to |" + std::to_string(worst) + "|: oneDNN " + LoadedVersion() +
-             "'s int8 kernels on this CPU (no VNNI) sum u8 x s8 products in int16 pairs, which "
-             "saturate for weights beyond |64| (silently wrong results)",
-         ORT_NOT_IMPLEMENTED);
   }
 
   // Every input shape known now: compile now, so that a refusal refuses the session.

@@ -2,8 +2,10 @@
 // types (and what the description knows of their shapes) inferred from `description`.
 #include "onednn/partition_op.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,31 +36,73 @@ std::string ReadDescription(const OrtApi& api, OrtShapeInferContext* ctx) {
   return text;
 }
 
-// Best effort, as the spec ops' inference: a bad description is reported by the kernel.
+// The input shapes when every rank is known (nullopt otherwise), unknown dims as -1.
+std::optional<std::vector<std::vector<int64_t>>> InputShapes(const OrtApi& api,
+                                                             OrtShapeInferContext* ctx,
+                                                             const Description& d) {
+  const std::vector<size_t> inputs = FusedPartition::Inputs(d);
+  std::vector<std::vector<int64_t>> shapes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by the context
+    Ort::ThrowOnError(api.ShapeInferContext_GetInputTypeShape(ctx, i, &info));
+    size_t rank = 0;
+    Ort::ThrowOnError(api.GetDimensionsCount(info, &rank));
+    std::vector<int64_t> dims(rank);
+    if (rank != 0) Ort::ThrowOnError(api.GetDimensions(info, dims.data(), rank));
+    // Rank 0 is also how an unknown shape reads: trust it only if the description says so.
+    const TensorSpec& t = d.Tensor(inputs[i]);
+    if (rank == 0 && !(t.rank_known && t.dims.empty())) return std::nullopt;
+    shapes.push_back(std::move(dims));
+  }
+  return shapes;
+}
+
+// Best effort, as the spec ops' inference: a bad description is reported by the kernel. Output
+// types come from the description, dims from it too (unknown ones as fresh symbols). An output
+// of unknown rank gets the dims oneDNN infers when it compiles the partition for the input
+// shapes (unknown dims taken as 1, then left unknown): onnxruntime has no unknown-rank shape,
+// and a wrong (scalar) one is warned about at every call. Compiling executes nothing.
 OrtStatusPtr InferOutputs(OrtShapeInferContext* ctx) {
   const OrtApi& api = GetOrtApi();
   try {
     const Description d = ParseDescription(ReadDescription(api, ctx));
     const std::vector<size_t> outputs = FusedPartition::Outputs(d);
+    std::vector<std::vector<int64_t>> compiled;  // oneDNN's output dims, when needed
     for (size_t i = 0; i < outputs.size(); ++i) {
       const TensorSpec& t = d.Tensor(outputs[i]);
-      Ort::TensorTypeAndShapeInfo info(nullptr);
+      std::vector<int64_t> dims = t.dims;
+      if (!t.rank_known) {
+        if (compiled.empty()) {
+          auto shapes = InputShapes(api, ctx, d);
+          if (!shapes) continue;  // leaves the type to the model's value_info
+          bool exact = true;
+          for (auto& dims_i : *shapes) {
+            for (int64_t& x : dims_i) {
+              exact = exact && x >= 0;
+              if (x < 0) x = 1;
+            }
+          }
+          compiled = FusedPartition::Compile(d, *shapes)->output_dims();
+          if (!exact) {
+            for (auto& dims_o : compiled) std::fill(dims_o.begin(), dims_o.end(), -1);
+          }
+        }
+        dims = compiled.at(i);
+      }
       OrtTensorTypeAndShapeInfo* raw = nullptr;
       Ort::ThrowOnError(api.CreateTensorTypeAndShapeInfo(&raw));
-      info = Ort::TensorTypeAndShapeInfo(raw);
+      const Ort::TensorTypeAndShapeInfo owner(raw);
       Ort::ThrowOnError(
           api.SetTensorElementType(raw, static_cast<ONNXTensorElementDataType>(t.type->onnx)));
-      if (t.rank_known) {
-        std::vector<std::string> fresh;
-        fresh.reserve(t.dims.size());
-        std::vector<const char*> symbols;
-        for (int64_t dim : t.dims) {
-          fresh.push_back(dim < 0 ? FreshSymbol() : "");
-          symbols.push_back(fresh.back().c_str());
-        }
-        Ort::ThrowOnError(api.SetDimensions(raw, t.dims.data(), t.dims.size()));
-        Ort::ThrowOnError(api.SetSymbolicDimensions(raw, symbols.data(), symbols.size()));
+      std::vector<std::string> fresh;
+      fresh.reserve(dims.size());
+      std::vector<const char*> symbols;
+      for (int64_t dim : dims) {
+        fresh.push_back(dim < 0 ? FreshSymbol() : "");
+        symbols.push_back(fresh.back().c_str());
       }
+      Ort::ThrowOnError(api.SetDimensions(raw, dims.data(), dims.size()));
+      Ort::ThrowOnError(api.SetSymbolicDimensions(raw, symbols.data(), symbols.size()));
       Ort::ThrowOnError(api.ShapeInferContext_SetOutputTypeShape(ctx, i, raw));
     }
     return nullptr;

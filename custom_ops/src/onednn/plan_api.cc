@@ -80,8 +80,8 @@ __attribute__((visibility("default"))) int QuantgraphOnednnCompile(const char* d
 }
 
 // 1 when the loaded oneDNN's int8 convolution / matmul on this CPU saturate for s8 weights
-// beyond |64| (no VNNI: u8 x s8 products summed in int16 pairs), else 0. The partition op
-// refuses such weights; the planner leaves those units unfused.
+// beyond |64| (no VNNI: u8 x s8 products summed in int16 pairs, as onnxruntime's own int8
+// kernels there), else 0: for the plan to say so.
 __attribute__((visibility("default"))) int QuantgraphOnednnInt8Saturates(void) {
   try {
     return qg::onednn::Int8PairsSaturate() ? 1 : 0;
