@@ -30,7 +30,7 @@ from .._ir import all_graphs, spec_op
 from ..errors import BackendError
 from . import onednn_description as description
 from . import onednn_layout, onednn_library
-from .onednn_translate import COMPUTE, SPEC, Translation, key, translate
+from .onednn_translate import COMPUTE, SATURATES, SPEC, Translation, key, translate
 from .plan import ONEDNN, FusionPlan, LeftAlone, Unit
 
 PARTITION_OP = "OneDnnPartition"
@@ -63,6 +63,7 @@ class Candidate:
     weight_dtypes: tuple[str, ...]  # dtypes of constant quantized weights
     rows: int | None  # M of a MatMul (product of the activation's leading dims), if known
     nhwc: frozenset[int] = frozenset()  # activations described channels-last (NXC)
+    note: str = ""  # what the user should know about its arithmetic
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -137,7 +138,7 @@ def plan_with_rule(model: ir.Model, rule: Rule | None) -> tuple[FusionPlan, dict
                 nodes=tuple(n.name or key(n) for n in candidate.spec_nodes),
                 engine=ONEDNN,
                 kernel=candidate.kernel,
-                reason=why,
+                reason="; ".join(r for r in (why, candidate.note) if r),
             )
         )
     fused = {key(n) for c in chosen for n in c.spec_nodes}
@@ -234,6 +235,7 @@ def _candidate(
         weight_dtypes=weights,
         rows=_rows(translation, main),
         nhwc=frozenset(nhwc),
+        note=SATURATES if any(o.id in translation.wide_weights for o in ops) else "",
     )
 
 

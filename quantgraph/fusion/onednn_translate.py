@@ -38,9 +38,10 @@ PER_CHANNEL_ZPS = (
     "per-channel non-zero zero points: oneDNN v3.2 applies zps[0] to every channel and v3.13 "
     "refuses them, so a partition would differ from the spec"
 )
-WEIGHT_RANGE = (
-    "s8 weights beyond +-64: oneDNN's int8 convolution and matmul on this CPU (no VNNI) sum "
-    "u8 x s8 products in saturating int16 pairs, which would differ from the spec"
+SATURATES = (
+    "int8 products saturate in int16 pairs on this CPU (no VNNI), as onnxruntime's own int8 "
+    "kernels do; results may differ from the float composition by more than one step where "
+    "|weights| > 64"
 )
 WEIGHT_ZPS = (
     "non-zero zero points on a constant weight: oneDNN's int8 convolution and matmul take "
@@ -61,6 +62,7 @@ class Translation:
     folded_nodes: dict[int, ir.Node] = field(default_factory=dict)  # tensor id -> its DQ
     reasons: dict[str, str] = field(default_factory=dict)  # spec op key -> why not translated
     copies: set[int] = field(default_factory=set)  # Dequantize ops copied per consumer
+    wide_weights: set[int] = field(default_factory=set)  # weight Dequantizes beyond +-64
 
     def op(self, op_id: int) -> Op:
         return self._by_id()[op_id]
@@ -272,7 +274,7 @@ class Translator:
                 and weight.size
                 and int(np.abs(weight.astype(np.int32)).max()) > 64
             ):
-                return WEIGHT_RANGE
+                self.result.wide_weights.add(self._next_op)  # the Dequantize made below
         made = {
             "qtype": string(qtype),
             "axis": ints([axis]),
@@ -298,6 +300,8 @@ class Translator:
             self._copies[(id(node.outputs[0]), consumer)] = copy
             made = self.add_op(node, "Dequantize", [src], [copy], attrs, role=SPEC)
             self.result.copies.add(made.id)
+            if first.id in self.result.wide_weights:
+                self.result.wide_weights.add(made.id)
         self.result.copies.add(first.id)
         return first
 
@@ -365,9 +369,9 @@ def translate(
     """The main graph of ``model`` as one description for the oneDNN of ``version``.
 
     ``int8_saturates``: its int8 kernels saturate for s8 weights beyond +-64 on this CPU (no
-    VNNI); such a weight's dequantize is kept out with the reason. (Folding it into an f32
-    constant instead gives oneDNN v3.2 an f32 convolution it partitions alone, without the
-    spec ops: no unit; tried.)
+    VNNI), as onnxruntime's own int8 kernels do there: such weights' Dequantizes are listed in
+    ``wide_weights`` so the plan can say so. (Folding them into f32 constants instead gives
+    oneDNN v3.2 an f32 convolution it partitions without the spec ops: no unit; tried.)
     """
     return Translator(model, version, int8_saturates=int8_saturates).run()
 
