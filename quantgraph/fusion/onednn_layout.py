@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import onnx_ir as ir
 
+from ..spec import OPS
 from . import onednn_description as description
 from .onednn_description import Op, Tensor, string
 
@@ -22,6 +23,8 @@ TO_NCHW = (0, 3, 1, 2)
 LAYOUT_OPS = ("Convolution", "MaxPool", "AvgPool")  # data_format NCX -> NXC
 # Ops whose arithmetic is the same in either layout (element by element, one scale).
 FREE = ("ReLU", "Clamp", "Sigmoid", "Tanh", "HardSwish", "GELU", "Elu", "LeakyReLU", "Abs")
+# The static spec ops, oneDNN's Quantize and Dequantize: layout-free when per_tensor.
+STATIC_KINDS = frozenset(op.static_form.name for op in OPS.values())
 TAG = "quantgraph.onednn.layout"  # metadata of the Transposes this module inserts
 
 
@@ -64,7 +67,7 @@ def channels_last(
 def _free(op: Op, tensors: dict[int, Tensor]) -> bool:
     if op.kind in FREE:
         return True
-    if op.kind in ("Quantize", "Dequantize"):
+    if op.kind in STATIC_KINDS:
         return op.attr("qtype") == ("per_tensor",)
     if op.kind in ("Add", "Multiply", "Subtract"):
         ranks = {len(tensors[t].dims or ()) for t in op.inputs}

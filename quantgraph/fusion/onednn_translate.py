@@ -283,7 +283,7 @@ class Translator:
         if zps is not None:
             made["zps"] = ints(zps.reshape(-1).tolist())
         if spec.is_quantize:
-            return self.add_op(node, "Quantize", [src], [dst], made, role=SPEC)
+            return self.add_op(node, spec.static_form.name, [src], [dst], made, role=SPEC)
         return self._dequantize(node, src, dst, made)
 
     def _dequantize(self, node: ir.Node, src: int, dst: int, attrs: Attrs) -> Op:
