@@ -587,12 +587,13 @@ def test_two_partitions_of_the_same_shape_keep_their_own_weights() -> None:
 
 
 @requires_kernel
-@requires_native
-def test_spec_ops_left_alone_run_on_the_native_backend() -> None:
+@pytest.mark.parametrize("backend", [pytest.param("native", marks=requires_native), "python"])
+def test_spec_ops_left_alone_run_on_another_backend(backend: str) -> None:
+    """The partitions' library registers only its own domain beside the backend's library."""
     path = ROOT / "models" / "cnn_u8.onnx"
     feeds = [make_inputs(path, seed=seed) for seed in range(2)]
     plan, worst = _fused_vs_unfused(
-        quantgraph.convert(path).proto, feeds, backend="native", original=path
+        quantgraph.convert(path).proto, feeds, backend=backend, original=path
     )
     assert plan.units and plan.alone
     assert all(v <= MODEL_STEPS for v in worst.values()), worst
