@@ -66,10 +66,17 @@ message(STATUS "quantgraph: building the onednn kernel library against oneDNN "
         "${QG_DNNL_VERSION} headers in ${ONEDNN_INCLUDE_DIR} (${QG_ONEDNN_FROM})")
 
 add_library(quantgraph_onednn SHARED
+  src/onednn/description.cc
+  src/onednn/fused.cc
+  src/onednn/graph.cc
   src/onednn/kernel.cc
   src/onednn/partition.cc
-  src/onednn/register.cc)
-target_link_libraries(quantgraph_onednn PRIVATE quantgraph_common)
+  src/onednn/partition_kernel.cc
+  src/onednn/partition_op.cc
+  src/onednn/plan_api.cc
+  src/onednn/register.cc
+  src/onednn/tables.cc)
+target_link_libraries(quantgraph_onednn PRIVATE quantgraph_common ${CMAKE_DL_LIBS})
 target_include_directories(quantgraph_onednn PRIVATE src "${ORT_INCLUDE_DIR}")
 target_include_directories(quantgraph_onednn SYSTEM PRIVATE "${ONEDNN_INCLUDE_DIR}")
 target_compile_options(quantgraph_onednn PRIVATE ${QG_FP_FLAGS} -Wall -Wextra -fvisibility=hidden

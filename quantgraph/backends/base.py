@@ -85,6 +85,9 @@ class Backend(ABC):
     by_default: ClassVar[bool] = True
     # Whether prepare() may change a model (the session then works on a copy).
     prepares: ClassVar[bool] = False
+    # Whether register() also registers the OneDnnPartition op of fusion "onednn" (the onednn
+    # backend's library holds both); else the session registers it beside the backend.
+    registers_partitions: ClassVar[bool] = False
 
     @abstractmethod
     def available(self) -> Unavailable | None:

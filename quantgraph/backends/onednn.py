@@ -221,6 +221,7 @@ class OnednnBackend(Backend):
     arithmetic_refusal = "the onednn backend computes oneDNN's own arithmetic, not 'onnx'"
     engine = "oneDNN Graph (single-op partitions on oneDNN's CPU engine)"
     by_default = False
+    registers_partitions = True  # its library registers OneDnnPartition too (config "all")
 
     def available(self) -> Unavailable | None:
         missing = _missing()

@@ -121,7 +121,7 @@ def print_validation(report: Any) -> None:
         click.echo(
             f"  {output.name}: {verdict}  dtype={output.dtype} max_abs_diff="
             f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements} "
-            f"max_ulp_diff={output.max_ulp_diff}"
+            f"max_ulp_diff={output.max_ulp_diff}{_in_steps(report, output.name)}"
         )
     if report.optimized:
         from ..validation.report import OPTIMIZED_NOTE  # validation loads onnxruntime
@@ -157,6 +157,13 @@ def print_validation(report: Any) -> None:
     if report.optimized:
         verdict += " (from the ORT_DISABLE_ALL comparison only)"
     click.echo(f"verdict: {verdict}")
+
+
+def _in_steps(report: Any, name: str) -> str:
+    """The largest difference in quantization steps, where a comparison is not exact."""
+    stats = getattr(report, "error_stats", {}).get(name)
+    steps = None if stats is None or report.exact_expected else stats.max_steps
+    return "" if steps is None else f" max_diff_steps={steps:.3g}"
 
 
 def print_support(backend: str, engine: str | None, support: Any) -> None:

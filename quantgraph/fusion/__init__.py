@@ -2,8 +2,10 @@
 runs them fused. The model a user saved never changes; each session says which engine runs
 which unit (:class:`FusionPlan`) and why a spec op runs alone.
 
-Modes: ``"none"`` (each spec op alone: the spec's exact composition, the default) and
-``"onnxruntime"`` (units go back to onnxruntime's own fused kernels, see :mod:`.ort_engine`).
+Modes: ``"none"`` (each spec op alone: the spec's exact composition, the default),
+``"onnxruntime"`` (units go back to onnxruntime's own fused kernels, see :mod:`.ort_engine`),
+``"onednn"`` (oneDNN Graph forms the partitions and runs them, see :mod:`.onednn_engine`) and
+``"auto"`` (each unit to the faster of the two by one small rule table, see :mod:`.auto_engine`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ..errors import BackendError
-from .plan import MODES, NONE, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
+from .plan import AUTO, MODES, NONE, ONEDNN, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 
 
 def apply(model: ir.Model, mode: str, *, level: int, backend: str) -> FusionPlan:
@@ -21,9 +23,44 @@ def apply(model: ir.Model, mode: str, *, level: int, backend: str) -> FusionPlan
         raise BackendError(f"unknown fusion {mode!r}; choose one of {', '.join(MODES)}")
     if mode == NONE:
         return FusionPlan(NONE)
+    if mode == ONEDNN:
+        from . import onednn_engine
+
+        _needs_onednn(mode)
+        return onednn_engine.plan(model, level, backend)
+    if mode == AUTO:
+        from . import auto_engine
+
+        _needs_onednn(mode)
+        return auto_engine.plan(model, level, backend)
     from . import ort_engine
 
     return ort_engine.plan(model, level, backend)
 
 
-__all__ = ["MODES", "NONE", "ONNXRUNTIME", "FusionPlan", "LeftAlone", "Unit", "apply"]
+def _needs_onednn(mode: str) -> None:
+    from ..backends import onednn
+
+    reason = onednn.unavailable_reason()
+    if reason is not None:
+        raise BackendError(f"fusion {mode!r} needs oneDNN: {reason}")
+
+
+def uses_partitions(plan: FusionPlan) -> bool:
+    """True when the session's model has OneDnnPartition nodes (its library must be
+    registered)."""
+    return any(unit.engine == ONEDNN for unit in plan.units)
+
+
+__all__ = [
+    "AUTO",
+    "MODES",
+    "NONE",
+    "ONEDNN",
+    "ONNXRUNTIME",
+    "FusionPlan",
+    "LeftAlone",
+    "Unit",
+    "apply",
+    "uses_partitions",
+]

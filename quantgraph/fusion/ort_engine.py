@@ -158,6 +158,10 @@ def _optimize(model: ir.Model, level: int) -> onnx.ModelProto:
         options.graph_optimization_level = ort.GraphOptimizationLevel(level)
         options.optimized_model_filepath = str(target)
         options.log_severity_level = 4
+        if any(n.op_type == "OneDnnPartition" for n in model.graph):  # fusion "auto"
+            from .onednn_engine import register
+
+            register(options, partitions_only=False)
         options.add_session_config_entry(
             "session.optimized_model_external_initializers_file_name", "optimized.data"
         )

@@ -10,7 +10,11 @@ from ..passes.report import SkippedNode
 
 NONE = "none"
 ONNXRUNTIME = "onnxruntime"
-MODES: tuple[str, ...] = (NONE, ONNXRUNTIME)
+ONEDNN = "onednn"
+AUTO = "auto"
+MODES: tuple[str, ...] = (NONE, ONNXRUNTIME, ONEDNN, AUTO)
+# Modes whose units may requantize in oneDNN's arithmetic (partitions): never exact by design.
+PARTITION_MODES: frozenset[str] = frozenset({ONEDNN, AUTO})
 
 
 @dataclass(frozen=True)
@@ -19,7 +23,8 @@ class Unit:
 
     ``compute``: the compute node (Conv, MatMul, MaxPool, ...) or "" for a unit of Q/DQ nodes
     only; ``nodes``: the spec ops of the unit; ``kernel``: what the engine runs it as
-    (onnxruntime's op type, e.g. QLinearConv, MatMulNBits).
+    (onnxruntime's op type, e.g. QLinearConv, MatMulNBits; or the oneDNN partition's ops);
+    ``reason``: why this engine (fusion "auto"), else "".
     """
 
     compute: str
@@ -28,6 +33,7 @@ class Unit:
     engine: str
     kernel: str
     graph: str = ""
+    reason: str = ""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -37,6 +43,7 @@ class Unit:
             "engine": self.engine,
             "kernel": self.kernel,
             "graph": self.graph,
+            "reason": self.reason,
         }
 
 

@@ -33,9 +33,11 @@ class InferenceSession:
     :meth:`run`. Quiet on stderr: errors are exceptions, not onnxruntime log lines (unless
     ``options`` sets ``log_severity_level``).
 
-    ``fusion``: "none" (default; each spec op alone, the spec's exact composition) or
+    ``fusion``: "none" (default; each spec op alone, the spec's exact composition),
     "onnxruntime" (units of spec ops and their compute run as onnxruntime's fused kernels, as
-    it runs the original QDQ model at the session's optimization level; see
+    it runs the original QDQ model at the session's optimization level), "onednn" (oneDNN
+    Graph forms partitions of spec ops and compute and runs them, with its own requantization
+    rounding) or "auto" (each unit to the faster of the two by a rule; see
     :mod:`quantgraph.fusion`). :attr:`fusion_plan` says which unit runs where and why a spec
     op runs alone.
     """
@@ -71,6 +73,13 @@ class InferenceSession:
             options.log_severity_level = 4
         self._backend.configure(options)
         self._backend.register(options, self.arithmetic)
+        if fusion_engines.uses_partitions(self.fusion_plan) and not (
+            self._backend.registers_partitions
+        ):
+            # OneDnnPartition nodes run in libquantgraph_onednn whatever runs the spec ops.
+            from ..fusion.onednn_engine import register
+
+            register(options)
         self._session = ort.InferenceSession(source, options, providers=list(providers))
         # Which build of an outside engine runs the ops (oneDNN's, on the onednn backend).
         self.onednn_version: str | None = self._backend.engine_version()

@@ -162,7 +162,7 @@ DEFS: dict[str, Schema] = {
             "intermediate": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/intermediate"}]},
             "input_search": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/input_search"}]},
             "float_reference": BOOL,
-            "fusion": {"enum": ["none", "onnxruntime"]},
+            "fusion": {"enum": ["none", "onnxruntime", "onednn", "auto"]},
             "fusion_plan": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/fusion_plan"}]},
             "error_stats": _array({"$ref": "#/$defs/error_stats"}),
         }
@@ -176,6 +176,7 @@ DEFS: dict[str, Schema] = {
             "nonfinite_differences": INT,
             "max_abs_diff": {"type": "number"},
             "step": {"type": ["number", "null"]},
+            "max_abs_diff_steps": {"type": ["number", "null"]},
             "abs_histogram": {"type": "object", "additionalProperties": INT},
             "step_histogram": {
                 "oneOf": [{"type": "null"}, {"type": "object", "additionalProperties": INT}]
@@ -190,12 +191,13 @@ DEFS: dict[str, Schema] = {
             "engine": STRING,
             "kernel": STRING,
             "graph": STRING,
+            "reason": STRING,
         }
     ),
     "fusion_alone": _object({"node": STRING, "op_type": STRING, "reason": STRING, "graph": STRING}),
     "fusion_plan": _object(
         {
-            "mode": {"enum": ["none", "onnxruntime"]},
+            "mode": {"enum": ["none", "onnxruntime", "onednn", "auto"]},
             "fused_spec_ops": INT,
             "spec_ops_alone": INT,
             "units": _array({"$ref": "#/$defs/fusion_unit"}),

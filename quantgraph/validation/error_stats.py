@@ -110,6 +110,11 @@ class ErrorStats:
             for index, count in enumerate(counts):
                 self.step_histogram[index] += int(count)
 
+    @property
+    def max_steps(self) -> float | None:
+        """The largest finite difference in quantization steps, when the step is known."""
+        return None if not self.step else self.max_abs / self.step
+
     def to_dict(self) -> dict[str, object]:
         sqnr = self.sqnr_db
         return {
@@ -120,6 +125,7 @@ class ErrorStats:
             "max_abs_diff": self.max_abs,
             "nonfinite_differences": self.nonfinite,
             "step": self.step,
+            "max_abs_diff_steps": self.max_steps,
             "abs_histogram": dict(zip(abs_bin_ranges(), self.abs_histogram, strict=True)),
             "step_histogram": None
             if self.step_histogram is None

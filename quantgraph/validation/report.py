@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..fusion.plan import PARTITION_MODES
 from ..reference.compare import TensorComparison
 from .error_stats import ErrorStats
 
@@ -31,6 +32,17 @@ FUSED_NOTE = (
     "the rewritten model's units run as onnxruntime's fused kernels, as the original's Q/DQ do; "
     "the spec ops onnxruntime does not fuse run on the backend, bit-exact with its "
     "QuantizeLinear/DequantizeLinear"
+)
+FUSED_ONEDNN = (
+    "original at ORT_ENABLE_ALL vs rewritten with fusion '{fusion}' on the {backend} backend "
+    "({engine}): not expected to be exact, judged by --atol/--rtol; each output's largest "
+    "difference is also given in its quantization steps"
+)
+FUSED_ONEDNN_NOTE = (
+    "oneDNN's partitions requantize as oneDNN does (rne(x * (1/s) + zp) in float32, "
+    "accumulating in its own order), and onnxruntime's fused kernels on the original side round "
+    "their own way, so quantized values can land a step apart and everything computed from them "
+    "follows"
 )
 QUANTIZATION_ERROR = (
     "float model vs quantized model on the {backend} backend, both at ORT_DISABLE_ALL: the "
@@ -126,8 +138,10 @@ class ValidationReport:
 
     @property
     def exact_expected(self) -> bool:
-        """Both sides compute ONNX's arithmetic: any difference is a disagreement."""
-        return self.arithmetic == "onnx" and not self.float_reference
+        """Both sides compute ONNX's arithmetic: any difference is a disagreement (oneDNN
+        partitions, fusion "onednn"/"auto", requantize with oneDNN's arithmetic)."""
+        onednn_fused = self.fusion in PARTITION_MODES
+        return self.arithmetic == "onnx" and not self.float_reference and not onednn_fused
 
     @property
     def agree(self) -> bool:

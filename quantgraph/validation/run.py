@@ -19,6 +19,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 from ..errors import ModelError
+from ..fusion.plan import PARTITION_MODES
 from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.opsets import check_opset
 from ..reference.compare import TensorComparison, compare, merge, typed
@@ -33,6 +34,8 @@ from .report import (
     EXACT_NOTE,
     FUSED,
     FUSED_NOTE,
+    FUSED_ONEDNN,
+    FUSED_ONEDNN_NOTE,
     ONEDNN_ARITHMETIC,
     ONEDNN_NOTE,
     QUANTIZATION_ERROR,
@@ -267,10 +270,18 @@ def validate(
         tell("rewritten", done, len(samples))
 
     n_out = len(outputs)
-    exact = candidate.arithmetic == "onnx" and not float_reference
+    onednn_fused = fusion in PARTITION_MODES
+    exact = candidate.arithmetic == "onnx" and not float_reference and not onednn_fused
     backend_name = candidate.backend
     if float_reference:
         comparison, note = QUANTIZATION_ERROR.format(backend=backend_name), QUANTIZATION_NOTE
+    elif onednn_fused:
+        from ..backends import onednn
+
+        comparison = FUSED_ONEDNN.format(
+            fusion=fusion, backend=backend_name, engine=onednn.version()
+        )
+        note = FUSED_ONEDNN_NOTE
     elif exact and fusion != "none":
         comparison, note = FUSED.format(fusion=fusion, backend=backend_name), FUSED_NOTE
     elif exact:

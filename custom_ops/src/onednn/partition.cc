@@ -1,38 +1,15 @@
 #include "onednn/partition.h"
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "onednn/handles.h"
+
 namespace qg::onednn {
-namespace {
-
-// Owns one oneDNN handle.
-template <typename T, dnnl_status_t (*Destroy)(T)>
-class Handle {
- public:
-  Handle() = default;
-  ~Handle() {
-    if (h_ != nullptr) Destroy(h_);
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  Handle(Handle&& other) noexcept : h_(std::exchange(other.h_, nullptr)) {}
-  T get() const { return h_; }
-  T* out() { return &h_; }
-  T release() { return std::exchange(h_, nullptr); }
-
- private:
-  T h_ = nullptr;
-};
-
-using Graph = Handle<dnnl_graph_graph_t, dnnl_graph_graph_destroy>;
-using Op = Handle<dnnl_graph_op_t, dnnl_graph_op_destroy>;
-using Partition = Handle<dnnl_graph_partition_t, dnnl_graph_partition_destroy>;
-using Compiled = Handle<dnnl_graph_compiled_partition_t, dnnl_graph_compiled_partition_destroy>;
-using Tensor = Handle<dnnl_graph_tensor_t, dnnl_graph_tensor_destroy>;
-using Stream = Handle<dnnl_stream_t, dnnl_stream_destroy>;
 
 void Check(dnnl_status_t status, const char* stage) {
   if (status != dnnl_success) throw DnnlError(StatusName(status), stage);
@@ -40,7 +17,7 @@ void Check(dnnl_status_t status, const char* stage) {
 
 // oneDNN's C API is C++ inside and lets some failures escape as exceptions (dnnl::error from
 // its primitives, e.g. "could not execute a primitive"): they become DnnlErrors too.
-[[noreturn]] void Rethrow(const char* stage) {
+void Rethrow(const char* stage) {
   try {
     throw;
   } catch (const DnnlError&) {
@@ -51,6 +28,8 @@ void Check(dnnl_status_t status, const char* stage) {
     throw DnnlError("exception", std::string(stage) + ": " + e.what());
   }
 }
+
+namespace {
 
 const char* RuntimeName(unsigned runtime) {
   switch (runtime) {
@@ -70,6 +49,8 @@ const char* RuntimeName(unsigned runtime) {
       return "other";
   }
 }
+
+}  // namespace
 
 // The process's CPU engine, created on first use and kept to the end (destroying it at exit
 // could run after libdnnl's own teardown).
@@ -103,6 +84,8 @@ dnnl_stream_t ThreadStream(dnnl_engine_t engine) {
   }
   return stream.get();
 }
+
+namespace {
 
 dnnl_graph_logical_tensor_t Logical(size_t id, const TensorDesc& t) {
   if (t.dims.size() > DNNL_MAX_NDIMS) {
@@ -191,6 +174,14 @@ std::string LoadedVersion() {
 bool LoadedAtLeast(int major, int minor) {
   const dnnl_version_t* v = dnnl_version();
   return v->major > major || (v->major == major && v->minor >= minor);
+}
+
+bool Int8PairsSaturate() {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  if (isa == dnnl_cpu_isa_default) return false;  // not x86: no vpmaddubsw kernels
+  const bool avx2_vnni = isa == dnnl_cpu_isa_avx2_vnni || isa == dnnl_cpu_isa_avx2_vnni_2;
+  const bool avx512_vnni = (isa & dnnl_cpu_isa_avx512_core_vnni) == dnnl_cpu_isa_avx512_core_vnni;
+  return !avx2_vnni && !avx512_vnni;
 }
 
 std::string LoadedVersionDetails() {

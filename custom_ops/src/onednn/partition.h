@@ -37,6 +37,13 @@ std::string LoadedVersion();
 std::string LoadedVersionDetails();
 bool LoadedAtLeast(int major, int minor);
 
+// Whether the loaded oneDNN's int8 convolution / matmul kernels on this CPU sum u8 x s8 products
+// in int16 pairs (x86 without VNNI: vpmaddubsw), which saturate unless every |weight| <= 64
+// (measured on v3.2, AVX2: full-range s8 weights gave results up to 158 steps off the float
+// composition; onnxruntime's own fused int8 kernels saturate there too). Information for the
+// planner: such partitions run as they are.
+bool Int8PairsSaturate();
+
 struct TensorDesc {
   dnnl_data_type_t type = dnnl_data_type_undef;
   std::vector<int64_t> dims;

@@ -1,0 +1,72 @@
+"""Fusion "auto": each unit oneDNN forms goes to oneDNN or to onnxruntime's fused kernels by
+one small rule table (RULES, first match wins), then onnxruntime's engine plans every spec op
+left (:mod:`.ort_engine`). Each unit's ``reason`` says which rule chose its engine.
+
+The rules come from the single-layer measurements of issues #23 and #24 (2-core CPU, oneDNN
+v3.2, onnxruntime at ORT_ENABLE_ALL); they are meant to be re-measured and tuned here, in
+one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import onnx_ir as ir
+
+from . import onednn_engine, ort_engine
+from .onednn_engine import Candidate
+from .plan import AUTO, ONEDNN, ONNXRUNTIME, FusionPlan
+
+SMALL_ROWS = 16
+NOT_FORMED = "oneDNN formed no partition with compute for these spec ops"
+
+# (matches, engine, why): the first rule that matches a candidate partition decides.
+RULES: tuple[tuple[Callable[[Candidate], bool], str, str], ...] = (
+    (
+        lambda c: any(d in ("s4", "u4") for d in c.weight_dtypes),
+        ONNXRUNTIME,
+        "4-bit weights: onnxruntime's MatMulNBits (0.76x-0.99x of the original, issue #23)",
+    ),
+    (
+        lambda c: "MatMul" in c.kinds and c.rows is not None and c.rows <= SMALL_ROWS,
+        ONNXRUNTIME,
+        f"MatMul with M <= {SMALL_ROWS}: a oneDNN partition's per-call overhead loses "
+        "(1x768x768: 26 us vs 12.4 us for onnxruntime's kernel, issue #24)",
+    ),
+    (
+        lambda c: "Convolution" in c.kinds,
+        ONEDNN,
+        "int8 convolution: oneDNN's partition beat QLinearConv 1.2x-2.4x per layer (issue #24)",
+    ),
+    (
+        lambda c: "MatMul" in c.kinds,
+        ONEDNN,
+        f"MatMul with M > {SMALL_ROWS} or unknown: oneDNN on par or ahead (128x768x768: "
+        "196 vs 203 us, issue #24)",
+    ),
+    (
+        lambda c: True,
+        ONNXRUNTIME,
+        "no convolution or MatMul: onnxruntime's QLinear kernels and int8 data movement, "
+        "which stay in its own layout",
+    ),
+)
+
+
+def choose(candidate: Candidate) -> tuple[str, str]:
+    """(engine, why) for one partition oneDNN formed."""
+    for matches, engine, why in RULES:
+        if matches(candidate):
+            return engine, why
+    return ONNXRUNTIME, NOT_FORMED  # unreachable: the last rule matches everything
+
+
+def plan(model: ir.Model, level: int, backend: str) -> FusionPlan:
+    """oneDNN's units the rules keep, then onnxruntime's plan of the remaining spec ops."""
+    chosen, deferred = onednn_engine.plan_with_rule(model, choose)
+    rest = ort_engine.plan(model, level, backend)
+    units = list(chosen.units)
+    for unit in rest.units:
+        units.append(replace(unit, reason=deferred.get(unit.compute, NOT_FORMED)))
+    return FusionPlan(AUTO, units=units, alone=list(rest.alone))
