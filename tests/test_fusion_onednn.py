@@ -176,7 +176,8 @@ def test_every_node_of_the_transformer_is_an_op_or_a_wildcard() -> None:
     for node in converted.graph:
         assert id(node) in seen or node.op_type == "Constant", node.name
     wildcards = {t.nodes[o.id].op_type for o in t.ops if t.roles[o.id] == WILDCARD}
-    assert wildcards and not wildcards & {"Conv", "MatMul", "Relu", "Softmax"}
+    assert wildcards and not wildcards & {"Conv", "MatMul", "Relu"}
+    assert "Softmax" in wildcards  # oneDNN v3.2's int8 SoftMax is its reference kernel
 
 
 def _single(

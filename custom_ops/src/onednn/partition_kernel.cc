@@ -169,6 +169,10 @@ class PartitionKernel final : public OpKernel {
     } catch (const DescriptionError& e) {
       Fail(std::string(e.what()) + " (input shapes " + ShapesText(shapes) + ")",
            ORT_NOT_IMPLEMENTED);
+    } catch (const DnnlError& e) {
+      Fail("oneDNN " + LoadedVersion() + " failed: " + e.what() + " (input shapes " +
+               ShapesText(shapes) + ")",
+           ORT_NOT_IMPLEMENTED);
     }
     return cache_.Add(shapes, std::move(fused));
   }
