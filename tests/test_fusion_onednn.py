@@ -407,10 +407,29 @@ def _candidate(
     ],
 )
 def test_auto_rules_choose_an_engine_and_say_why(
-    kinds: list[str], weights: tuple[str, ...], rows: int | None, engine: str, words: str
+    kinds: list[str],
+    weights: tuple[str, ...],
+    rows: int | None,
+    engine: str,
+    words: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setattr(auto_engine, "without_vnni", lambda: False)  # as on a VNNI CPU
     chosen, why = auto_engine.choose(_candidate(kinds, weights, rows))
     assert chosen == engine and words in why
+
+
+@pytest.mark.parametrize("kinds", [["Dequantize", "Dequantize", "Convolution", "Quantize"]])
+def test_auto_gives_int8_units_to_onnxruntime_on_cpus_without_vnni(
+    kinds: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(auto_engine, "without_vnni", lambda: True)
+    for rows in (1, 128, None):
+        chosen, why = auto_engine.choose(_candidate(kinds, ("s8",), rows))
+        assert chosen == "onnxruntime" and "without VNNI" in why
+    # 4-bit weights keep their own rule.
+    chosen, why = auto_engine.choose(_candidate(["DynamicDequantize", "MatMul"], ("u4",), 128))
+    assert chosen == "onnxruntime" and "4-bit" in why
 
 
 # -- fused runs (need the OneDnnPartition kernel) -----------------------------------------------
@@ -601,7 +620,8 @@ def test_spec_ops_left_alone_run_on_another_backend(backend: str) -> None:
 
 
 @requires_kernel
-def test_auto_gives_each_unit_an_engine_with_its_reason() -> None:
+def test_auto_gives_each_unit_an_engine_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(auto_engine, "without_vnni", lambda: False)  # as on a VNNI CPU
     session = quantgraph.InferenceSession(
         quantgraph.convert(_twin_convs()).proto, "onednn", fusion="auto"
     )

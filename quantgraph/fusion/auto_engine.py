@@ -14,11 +14,19 @@ from dataclasses import replace
 
 import onnx_ir as ir
 
-from . import onednn_engine, ort_engine
+from . import onednn_engine, onednn_library, ort_engine
 from .onednn_engine import Candidate
 from .plan import AUTO, ONEDNN, ONNXRUNTIME, FusionPlan
 
 SMALL_ROWS = 16
+
+
+def without_vnni() -> bool:
+    """Whether this CPU lacks VNNI for oneDNN's int8 kernels (they then sum u8 x s8 products in
+    int16 pairs, and lose to onnxruntime's MLAS kernels)."""
+    return onednn_library.int8_saturates()
+
+
 NOT_FORMED = "oneDNN formed no partition with compute for these spec ops"
 
 # (matches, engine, why): the first rule that matches a candidate partition decides.
@@ -27,6 +35,13 @@ RULES: tuple[tuple[Callable[[Candidate], bool], str, str], ...] = (
         lambda c: any(d in ("s4", "u4") for d in c.weight_dtypes),
         ONNXRUNTIME,
         "4-bit weights: onnxruntime's MatMulNBits (0.76x-0.99x of the original, issue #23)",
+    ),
+    (
+        lambda c: any(d in ("s8", "u8") for d in c.weight_dtypes) and without_vnni(),
+        ONNXRUNTIME,
+        "int8 weights on a CPU without VNNI: oneDNN v3.2's int8 kernels lose to onnxruntime's "
+        "here (per layer: conv 3x3 32->64 @40x40 1.2x-2.0x, MatMul 128x768x768 1.0x-1.4x, "
+        "1x768x768 5x-9x; nudenet's 64 convolutions 17.7 ms vs 10.1 ms, docs/benchmarks.md)",
     ),
     (
         lambda c: "MatMul" in c.kinds and c.rows is not None and c.rows <= SMALL_ROWS,
