@@ -427,6 +427,9 @@ def test_auto_gives_int8_units_to_onnxruntime_on_cpus_without_vnni(
     for rows in (1, 128, None):
         chosen, why = auto_engine.choose(_candidate(kinds, ("s8",), rows))
         assert chosen == "onnxruntime" and "without VNNI" in why
+    # Attention's activation x activation MatMul: no constant weights, int8 all the same.
+    chosen, why = auto_engine.choose(_candidate(["Dequantize", "Dequantize", "MatMul"], (), 128))
+    assert chosen == "onnxruntime" and "without VNNI" in why
     # 4-bit weights keep their own rule.
     chosen, why = auto_engine.choose(_candidate(["DynamicDequantize", "MatMul"], ("u4",), 128))
     assert chosen == "onnxruntime" and "4-bit" in why
