@@ -17,6 +17,11 @@ class BackendError(QuantgraphError):
     """A model cannot run on the chosen backend (the message says why and what to do)."""
 
 
+class BackendLimit(BackendError):
+    """A node only the chosen backend cannot run: another backend (the message names it) can.
+    Callers that count such refusals (the fuzzer) test this type, not the message's words."""
+
+
 class KernelError(QuantgraphError, RuntimeError):
     """A kernel rejected its inputs at run time; the message names op, node and rule."""
 

@@ -30,7 +30,9 @@ def work(tmp_path: Path) -> Path:
 
 def _interrupt(args: list[str | Path], cwd: Path, after: float) -> subprocess.CompletedProcess[str]:
     """Start ``python -m quantgraph ARGS``, send SIGINT ``after`` seconds later."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # faulthandler: a hang (seen twice in ~50 loaded runs, never reproduced alone) dumps every
+    # thread's stack on SIGABRT below, so the failure says where it hung.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"}
     process = subprocess.Popen(
         [sys.executable, "-m", "quantgraph", *map(str, args)],
         cwd=cwd,
@@ -42,7 +44,12 @@ def _interrupt(args: list[str | Path], cwd: Path, after: float) -> subprocess.Co
     time.sleep(after)
     assert process.poll() is None, "the command ended before it could be interrupted"
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=120)
+    try:
+        out, err = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        out, err = process.communicate(timeout=60)
+        pytest.fail(f"no exit 120 s after SIGINT at {after} s; stacks:\n{err[-8000:]}")
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 

@@ -18,7 +18,7 @@ from onnx import TensorProto
 
 import quantgraph
 from quantgraph import reference
-from quantgraph.errors import BackendError, KernelError
+from quantgraph.errors import BackendError, BackendLimit, KernelError
 from quantgraph.reference.compare import compare
 from quantgraph.spec import SpecError
 from tests.builders import fed_spec_op_model, run_spec_op, spec_op_model
@@ -447,6 +447,7 @@ def test_unsupported_models_raise_backend_error(
     message = str(caught.value)
     assert f"{op}_node" in message, message  # names the node
     assert "native" in message  # and says what to do
+    assert isinstance(caught.value, BackendLimit)  # typed: nobody needs to read the words
 
 
 def test_backend_error_leaves_the_callers_model_alone() -> None:
@@ -557,5 +558,5 @@ def test_types_extensions_cannot_carry_are_one_clear_error(
 ) -> None:
     src = np.zeros((2, 2), getattr(ml_dtypes, src_type, None) or np.dtype(src_type))
     model = spec_op_model("DynamicDequantize", src, np.ones(1, scales_type), name="dq")
-    with pytest.raises(BackendError, match=rf"DynamicDequantize node 'dq' has {named}: "):
+    with pytest.raises(BackendLimit, match=rf"DynamicDequantize node 'dq' has {named}: "):
         quantgraph.InferenceSession(model, "python")

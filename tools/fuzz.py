@@ -78,7 +78,7 @@ except ImportError as _missing:  # pragma: no cover - hypothesis is a dev depend
 from quantgraph import reference
 from quantgraph.backends import native_available
 from quantgraph.backends.onednn import unavailable_reason as onednn_unavailable
-from quantgraph.errors import BackendError
+from quantgraph.errors import BackendError, BackendLimit
 from quantgraph.reference.compare import compare
 from quantgraph.runtime.session import InferenceSession
 from quantgraph.spec import (
@@ -1208,7 +1208,7 @@ class Fuzzer:
 
     def _python_not_runnable(self, case: Case, got: Outcome) -> bool:
         """The Python backend's documented BackendError (counted), else a mismatch."""
-        if isinstance(got, BackendError) and "use backend='native'" in str(got):
+        if isinstance(got, BackendLimit):
             self._stats(case).python_not_runnable += 1
             return True
         detail = {"expected": f"BackendError ({python_limit(case)})"}

@@ -5,7 +5,7 @@ optional inputs, and cannot see their node (see :mod:`quantgraph.backends.python
 order: the spec's rules are checked on every node (a broken one is the rule's
 :class:`~quantgraph.spec.SpecError`, as on every backend); each node is stamped with its own op
 and name; static ops become dynamic ones with constant inputs; qtype, axis and zero zps are
-written out; what the kernels still cannot run is a :class:`~quantgraph.errors.BackendError`
+written out; what the kernels still cannot run is a :class:`~quantgraph.errors.BackendLimit`
 naming the node; the nodes move to :data:`PREPARED_DOMAIN`, whose kernels read the stamps.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ...errors import BackendError
+from ...errors import BackendLimit
 from ...ir.shape_inference import inferred_values
 from ...ir.values import elem_type, optional_input
 from ...ir.walk import spec_nodes
@@ -44,7 +44,7 @@ UNSUPPORTED = {
 
 
 class UnsupportedTypesPass(ir.passes.InPlacePass):
-    """Raises :class:`BackendError` for a node with a type the Python kernels cannot take."""
+    """Raises :class:`BackendLimit` for a node with a type the Python kernels cannot take."""
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         for _, node, op in spec_nodes(model):
@@ -53,7 +53,7 @@ class UnsupportedTypesPass(ir.passes.InPlacePass):
                 raw = elem_type(optional_input(node, index))
                 found = dtypes.from_onnx(int(raw)) if raw is not None else None
                 if found in UNSUPPORTED:
-                    raise BackendError(
+                    raise BackendLimit(
                         f"python backend: {op.name} node '{node.name}' has {name} type {found}: "
                         f"{UNSUPPORTED[found]}; use backend='native'"
                     )
@@ -77,7 +77,7 @@ class GroupShapeAsTextPass(ir.passes.InPlacePass):
 
 class PythonLimitsPass(ir.passes.InPlacePass):
     """DynamicQuantize whose dst is not its zps type becomes ``DynamicQuantize_<dst>`` with an
-    explicit output_dtype; :class:`BackendError` when the zps type is unknown.
+    explicit output_dtype; :class:`BackendLimit` when the zps type is unknown.
 
     Overloads of an onnxruntime-extensions op cannot differ only in output type, so the op's
     own kernels' dst is their zps type (s8/u8), and each other dst has an op of its own.
@@ -108,7 +108,7 @@ class PythonLimitsPass(ir.passes.InPlacePass):
                 modified = True
                 continue
             model_op = node.attributes.get_string(MODEL_OP, node.op_type)
-            raise BackendError(
+            raise BackendLimit(
                 f"python backend: {model_op} node '{node.name}' has zps whose type nothing "
                 "declares, and onnxruntime-extensions overloads cannot differ only in output "
                 "type (declare the zps type, or use backend='native')"
@@ -120,7 +120,7 @@ def prepare_model(model: ir.Model) -> bool:
     """Put ``model`` in the form the Python kernels run (changed in place); whether it changed.
 
     Raises :class:`~quantgraph.spec.SpecError` for a node no backend could run and
-    :class:`BackendError` for what only the Python backend cannot run, naming the node.
+    :class:`BackendLimit` for what only the Python backend cannot run, naming the node.
     """
     manager = ir.passes.PassManager(
         [
@@ -138,4 +138,4 @@ def prepare_model(model: ir.Model) -> bool:
     try:
         return pipelines.run(manager, model).modified
     except (NoDynamicForm, NoExplicitForm) as error:
-        raise BackendError(f"python backend: {error}; use backend='native'") from None
+        raise BackendLimit(f"python backend: {error}; use backend='native'") from None
