@@ -115,6 +115,94 @@ def test_quantize_dynamic_models_equal_the_original() -> None:
         _assert_same(original.run(None, feeds), session.run(None, feeds))
 
 
+def _op_counts(path: Path) -> dict[str, int]:
+    """Node kinds of an optimized model, every graph, spec ops counted as their Q/DQ
+    (Constant nodes aside: the converter writes a subgraph's 1-D scales as Constants)."""
+    as_qdq = {"DynamicQuantize": "QuantizeLinear", "DynamicDequantize": "DequantizeLinear"}
+    counts: dict[str, int] = {}
+
+    def walk(graph: onnx.GraphProto) -> None:
+        for node in graph.node:
+            kind = as_qdq.get(node.op_type, node.op_type)
+            if kind == "Constant":
+                continue
+            counts[kind] = counts.get(kind, 0) + 1
+            for attribute in node.attribute:
+                if attribute.HasField("g"):
+                    walk(attribute.g)
+
+    walk(onnx.load(path, load_external_data=False).graph)
+    return counts
+
+
+@pytest.mark.parametrize("case", ["transformer_u8", "cnn_s8", *real.CASES])
+def test_the_session_graph_is_the_originals_with_spec_ops_for_its_lone_q_dq(
+    case: str, tmp_path: Path
+) -> None:
+    """What onnxruntime runs for fusion "onnxruntime" is, kernel for kernel, what it runs for
+    the original at ENABLE_ALL: a spec op shared by a fused and an unfused reader (the
+    transformer's input DequantizeLinear feeds LayerNormalization and the residual Add) must
+    not keep the fused one from fusing."""
+    if case in real.CASES:
+        original: onnx.ModelProto | Path = real.quantized(case)
+        converted = real.converted(case, False).proto
+    else:
+        original = ROOT / "models" / f"{case}.onnx"
+        converted = quantgraph.convert(original).proto
+    options = _options(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    options.optimized_model_filepath = str(tmp_path / "original.onnx")
+    ort_session(original, options)
+    options = _options(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+    options.optimized_model_filepath = str(tmp_path / "session.onnx")
+    session = quantgraph.InferenceSession(
+        converted, "native", options=options, fusion="onnxruntime"
+    )
+    assert _op_counts(tmp_path / "session.onnx") == _op_counts(tmp_path / "original.onnx")
+    if case == "transformer_u8":
+        units = {u.compute: u for u in session.fusion_plan.units}
+        assert units["residual"].kernel == "com.microsoft.QLinearAdd"
+
+
+def test_a_shared_dequantize_is_copied_per_reader_as_onnxruntime_does() -> None:
+    """onnxruntime's EnsureUniqueDQForNodeUnit rules: one copy per same-graph reader input, the
+    original kept by its first reader, or by a graph output or subgraph reader instead."""
+    import onnx_ir as ir
+
+    from quantgraph.fusion.unique_dequantize import unique_dequantize
+
+    dq = onnx.helper.make_node(
+        "DynamicDequantize", ["q", "s"], ["d"], domain=DOMAIN, qtype="per_tensor", name="dq"
+    )
+    readers = [
+        onnx.helper.make_node("Relu", ["d"], ["r"]),
+        onnx.helper.make_node("Add", ["d", "d"], ["a"]),  # two reader inputs: two copies
+    ]
+    inputs = [
+        onnx.helper.make_tensor_value_info("q", onnx.TensorProto.UINT8, [4]),
+        onnx.helper.make_tensor_value_info("s", onnx.TensorProto.FLOAT, [1]),
+    ]
+    outputs = [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [4]) for n in "ra"]
+    for extra_output, kept_by_first in ((False, True), (True, False)):
+        graph_outputs = outputs + (
+            [onnx.helper.make_tensor_value_info("d", onnx.TensorProto.FLOAT, [4])]
+            if extra_output
+            else []
+        )
+        proto = onnx.helper.make_model(
+            onnx.helper.make_graph([dq, *readers], "g", inputs, graph_outputs),
+            opset_imports=[onnx.helper.make_opsetid("", 21), onnx.helper.make_opsetid(DOMAIN, 1)],
+        )
+        model = ir.from_proto(proto)
+        assert unique_dequantize(model) == (2 if kept_by_first else 3)
+        nodes = {n.outputs[0].name: n for n in model.graph}
+        relu, add = nodes["r"], nodes["a"]
+        read = [v.name for v in (*relu.inputs, *add.inputs) if v is not None]
+        assert len(set(read)) == 3  # every reader input has its own
+        assert ("d" in read) == kept_by_first
+        assert all(v.producer().op_type == "DynamicDequantize" for v in relu.inputs if v)
+        assert unique_dequantize(model) == 0  # nothing left to copy
+
+
 # -- the plan --------------------------------------------------------------------------------
 
 

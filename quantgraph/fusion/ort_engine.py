@@ -37,6 +37,7 @@ from ..passes.report import RewriteReport
 from ..passes.short_blocks import PADDED, TrimPaddedBlocksPass
 from ..passes.spec_to_qdq import SpecToQdqPass
 from .plan import ONNXRUNTIME, FusionPlan, LeftAlone, Unit
+from .unique_dequantize import unique_dequantize
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 LEVEL_NAMES = {0: "ORT_DISABLE_ALL", 1: "ORT_ENABLE_BASIC", 2: "ORT_ENABLE_EXTENDED"}
@@ -91,6 +92,8 @@ def plan(model: ir.Model, level: int, backend: str) -> FusionPlan:
         reason = f"the session's optimization level ({level_name}) fuses nothing"
         found.alone = [_alone(_where(model, g), n, reason) for g, n in spec.values()]
         return found
+    if unique_dequantize(model):  # as onnxruntime does first: each copy is judged on its own
+        spec = {_key(node): (graph, node) for graph, node in _spec_nodes(model)}
 
     # A spec op whose output a marked Slice trims (a padded short block) is known after
     # lowering by the Slice's output, which the folded DequantizeLinear takes over.
