@@ -243,6 +243,23 @@ void CheckGroups(const NodeConfig& cfg, Dims src, Dims scales, const Dims* zps) 
   }
 }
 
+// An input that is a constant initializer (onnxruntime keeps it for the session's life), or an
+// empty ConstantInput.
+NodeConfig::ConstantInput ReadConstantInput(const OrtApi& api, const OrtKernelInfo* info,
+                                            size_t index) {
+  NodeConfig::ConstantInput found;
+  int is_constant = 0;
+  const OrtValue* value = nullptr;
+  StatusGuard s{api, api.KernelInfoGetConstantInput_tensor(info, index, &is_constant, &value)};
+  if (!s.ok() || is_constant == 0 || value == nullptr) return found;
+  const Ort::ConstValue tensor{value};
+  const auto shape = tensor.GetTensorTypeAndShapeInfo();
+  found.shape = shape.GetShape();
+  found.count = shape.GetElementCount();
+  found.data = tensor.GetTensorRawData();
+  return found;
+}
+
 }  // namespace
 
 int ResolveDst(OpKind kind, int64_t output_dtype, int zps_type, int scales_type) {
@@ -312,6 +329,18 @@ NodeConfig ReadNodeConfig(OpKind kind, const OrtApi& api, const OrtKernelInfo* i
     cfg.zps = inputs > 2 ? InputElementType(api, info, 2) : 0;
   }
   cfg.dst = ResolveDst(kind, cfg.output_dtype, cfg.zps, cfg.scales);
+  if (!IsStatic(kind)) {
+    if (inputs > 1) cfg.const_scales = ReadConstantInput(api, info, 1);
+    if (inputs > 2) cfg.const_zps = ReadConstantInput(api, info, 2);
+    if (cfg.const_scales.data != nullptr && IsQuantize(kind) && cfg.scales == spec::kF32) {
+      try {  // a bad scale is still reported by the call, after the shape rules
+        CheckScaleValues(cfg, static_cast<const float*>(cfg.const_scales.data),
+                         cfg.const_scales.count);
+        cfg.const_scales_checked = true;
+      } catch (...) {
+      }
+    }
+  }
   return cfg;
 }
 
@@ -394,20 +423,31 @@ void CheckScaleValues(const NodeConfig& cfg, const float* scales, size_t count) 
   }
 }
 
-CallInputs ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx) {
-  CallInputs call;
+namespace {
+
+// A tensor's shape into ``shape`` (its capacity reused) and its element count.
+size_t ReadShape(const Ort::ConstValue& value, std::vector<int64_t>& shape, int* type) {
+  const auto info = value.GetTensorTypeAndShapeInfo();
+  if (type != nullptr) *type = static_cast<int>(info.GetElementType());
+  shape.resize(info.GetDimensionsCount());
+  info.GetDimensions(shape.data(), shape.size());
+  return info.GetElementCount();
+}
+
+}  // namespace
+
+void ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx, CallInputs& call) {
   const Ort::ConstValue src = ctx.GetInput(0);
-  const auto src_info = src.GetTensorTypeAndShapeInfo();
-  if (static_cast<int>(src_info.GetElementType()) != cfg.src) {
-    throw std::logic_error("src element type differs from the node's");
-  }
-  call.dims = src_info.GetShape();
-  call.elements = src_info.GetElementCount();
+  int src_type = 0;
+  call.elements = ReadShape(src, call.dims, &src_type);
+  if (src_type != cfg.src) throw std::logic_error("src element type differs from the node's");
   call.src = src.GetTensorRawData();
+  call.scales = call.zps = nullptr;
+  call.scale_count = 0;
   const Dims src_dims{call.dims.data(), call.dims.size()};
   if (IsStatic(cfg.kind)) {
-    call.scales_shape = {static_cast<int64_t>(cfg.scales_attr.size())};
-    call.zps_shape = {static_cast<int64_t>(cfg.zps_attr.size())};
+    call.scales_shape.assign(1, static_cast<int64_t>(cfg.scales_attr.size()));
+    call.zps_shape.assign(1, static_cast<int64_t>(cfg.zps_attr.size()));
     const Dims zps{call.zps_shape.data(), 1};
     call.axis = CheckShapes(cfg, src_dims, Dims{call.scales_shape.data(), 1},
                             cfg.has_zps_attr ? &zps : nullptr);
@@ -416,24 +456,38 @@ CallInputs ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx) {
     CheckScaleValues(cfg, cfg.scales_attr.data(), cfg.scales_attr.size());
     call.scales = cfg.scales_attr.data();
     call.scale_count = cfg.scales_attr.size();
-    return call;
+    return;
   }
-  const Ort::ConstValue scales = ctx.GetInput(1);
-  const Ort::ConstValue zps = ctx.GetInputCount() > 2 ? ctx.GetInput(2) : Ort::ConstValue{nullptr};
-  if (scales == nullptr) ThrowRule(cfg.kind, cfg.node, "missing-input", {{"name", "scales"}});
-  const auto scales_info = scales.GetTensorTypeAndShapeInfo();
-  call.scales_shape = scales_info.GetShape();
-  if (zps != nullptr) call.zps_shape = zps.GetTensorTypeAndShapeInfo().GetShape();
+  if (cfg.const_scales.data != nullptr) {
+    call.scales = cfg.const_scales.data;
+    call.scales_shape = cfg.const_scales.shape;
+    call.scale_count = cfg.const_scales.count;
+  } else {
+    const Ort::ConstValue scales = ctx.GetInput(1);
+    if (scales == nullptr) ThrowRule(cfg.kind, cfg.node, "missing-input", {{"name", "scales"}});
+    call.scale_count = ReadShape(scales, call.scales_shape, nullptr);
+    call.scales = scales.GetTensorRawData();  // of type cfg.scales (checked by CheckNode)
+  }
+  bool has_zps = false;
+  if (cfg.const_zps.data != nullptr) {
+    has_zps = true;
+    call.zps = cfg.const_zps.data;
+    call.zps_shape = cfg.const_zps.shape;
+  } else if (ctx.GetInputCount() > 2) {
+    const Ort::ConstValue zps = ctx.GetInput(2);
+    if (zps != nullptr) {
+      has_zps = true;
+      ReadShape(zps, call.zps_shape, nullptr);
+      call.zps = zps.GetTensorRawData();
+    }
+  }
+  if (!has_zps) call.zps_shape.clear();
   const Dims zps_dims{call.zps_shape.data(), call.zps_shape.size()};
   call.axis = CheckShapes(cfg, src_dims, Dims{call.scales_shape.data(), call.scales_shape.size()},
-                          zps != nullptr ? &zps_dims : nullptr);
-  call.scales = scales.GetTensorRawData();  // of type cfg.scales (checked by CheckNode)
-  call.scale_count = scales_info.GetElementCount();
-  if (IsQuantize(cfg.kind)) {
+                          has_zps ? &zps_dims : nullptr);
+  if (IsQuantize(cfg.kind) && !cfg.const_scales_checked) {
     CheckScaleValues(cfg, static_cast<const float*>(call.scales), call.scale_count);
   }
-  call.zps = zps != nullptr ? zps.GetTensorRawData() : nullptr;
-  return call;
 }
 
 }  // namespace qg

@@ -33,6 +33,17 @@ struct NodeConfig {
   int scales = 0;
   int zps = 0;
   int dst = 0;  // the spec's dst type of this node (ResolveDst)
+  // Dynamic ops: scales / zps inputs that are constant initializers, read once here so that a
+  // call fetches only src (a custom op's per-call cost is what onnxruntime's own
+  // QuantizeLinear does not pay). data == nullptr: read per call.
+  struct ConstantInput {
+    const void* data = nullptr;
+    std::vector<int64_t> shape;
+    size_t count = 0;
+  };
+  ConstantInput const_scales;
+  ConstantInput const_zps;
+  bool const_scales_checked = false;  // quantize ops: check_scale_values passed on them
 };
 
 // The dst type the spec gives a node (quantgraph.spec.dst_type without a declared type), from
@@ -79,7 +90,13 @@ struct CallInputs {
   std::vector<int64_t> zps_shape;
 };
 
-// Reads and checks one call of the node (throws SpecError with the spec's message).
-CallInputs ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx);
+// Reads and checks one call of the node into ``call`` (throws SpecError with the spec's
+// message). Its vectors keep their capacity: a kernel reusing one per thread allocates nothing.
+void ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx, CallInputs& call);
+inline CallInputs ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx) {
+  CallInputs call;
+  ReadCall(cfg, ctx, call);
+  return call;
+}
 
 }  // namespace qg

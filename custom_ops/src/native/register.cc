@@ -55,7 +55,9 @@ class Kernel final : public OpKernel {
 
   void Compute(OrtKernelContext* raw) const override {
     Ort::KernelContext ctx(raw);
-    const CallInputs call = ReadCall(cfg_, ctx);
+    // One per thread, its vectors' capacity kept: a call allocates nothing of its own.
+    thread_local CallInputs call;
+    ReadCall(cfg_, ctx, call);
     CallArgs args{};
     args.scales = call.scales;
     args.scales_type = IsStatic(cfg_.kind) ? spec::kF32 : cfg_.scales;
