@@ -10,6 +10,10 @@ Writes ORIGINAL.onnx and ORIGINAL_qg.onnx (``quantgraph.convert``) for:
   weights, 8 random calibration images);
 - ppocr_cls_u8: the ``rapidocr_onnxruntime`` wheel's PP-OCR text-direction classifier (input
   [-1, 3, ?, ?]), quantize_static u8 like nudenet, and inputs ppocr_cls_inputs.npz (1x3x48x192);
+- silero_vad_u8: the ``silero-vad`` wheel's 16 kHz voice-activity model (STFT convolution,
+  encoder convolutions, an LSTM carrying its state between calls in an If branch; inputs input
+  [batch, sequence], state [2, batch, 128], sr), quantize_static u8 like nudenet, and inputs
+  silero_vad_inputs.npz (one 512-sample frame);
 - int4_matmul: x[M, 4096] @ DequantizeLinear(int4 [4096, 4096], block 32, axis 0), written by
   onnxruntime's MatMulNBitsQuantizer in QDQ form, and inputs int4_matmul_m{1,16,128}.npz.
 Wheels are fetched with ``pip download`` (PyPI only) into the output folder.
@@ -22,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +45,7 @@ WHEELS = {
         "rapidocr_onnxruntime==1.4.4",
         "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
     ),
+    "silero_vad_float": ("silero-vad==6.2.3", "silero_vad/data/silero_vad_16k_op15.onnx"),
 }
 
 
@@ -66,7 +72,20 @@ def from_wheel(requirement: str, member: str, folder: Path) -> Path:
     return target
 
 
-def quantize_u8(float_path: Path, out: Path, shape: list[int]) -> None:
+def silero_feeds(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    return {
+        "input": (0.1 * rng.standard_normal((1, 512))).astype(np.float32),
+        "state": np.zeros((2, 1, 128), np.float32),
+        "sr": np.array(16000, np.int64),
+    }
+
+
+def quantize_u8(
+    float_path: Path,
+    out: Path,
+    shape: list[int] | None = None,
+    feeds: Callable[[np.random.Generator], dict[str, np.ndarray]] | None = None,
+) -> None:
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -80,10 +99,13 @@ def quantize_u8(float_path: Path, out: Path, shape: list[int]) -> None:
 
     class Reader(CalibrationDataReader):  # type: ignore[misc]
         def __init__(self) -> None:
-            self.left = [rng.random(shape, dtype=np.float32) for _ in range(8)]
+            self.left = [
+                feeds(rng) if feeds is not None else {name: rng.random(shape, dtype=np.float32)}
+                for _ in range(8)
+            ]
 
         def get_next(self) -> dict[str, np.ndarray] | None:
-            return {name: self.left.pop()} if self.left else None
+            return self.left.pop() if self.left else None
 
     logging.getLogger().setLevel(logging.ERROR)
     quantize_static(
@@ -139,8 +161,13 @@ def main(folder: Path) -> None:
         x = np.random.default_rng(1).random((1, 3, 48, 192), dtype=np.float32)
         with open(folder / "ppocr_cls_inputs.npz", "wb") as stream:
             np.savez(stream, x=x)
+        vad = from_wheel(*WHEELS["silero_vad_float"], wheels)
+        quantize_u8(vad, folder / "silero_vad_u8.onnx", feeds=silero_feeds)
+        with open(folder / "silero_vad_inputs.npz", "wb") as stream:
+            frame = silero_feeds(np.random.default_rng(3))
+            np.savez(stream, input=frame["input"], state=frame["state"], sr=frame["sr"])
     int4_matmul(folder / "int4_matmul.onnx")
-    for name in ("smart_turn", "nudenet_u8", "ppocr_cls_u8", "int4_matmul"):
+    for name in ("smart_turn", "nudenet_u8", "ppocr_cls_u8", "silero_vad_u8", "int4_matmul"):
         quantgraph.convert(folder / f"{name}.onnx").save(folder / f"{name}_qg.onnx", force=True)
         print(f"wrote {folder / name}.onnx and {name}_qg.onnx")
 
