@@ -137,6 +137,48 @@ def mlp(k: int, dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
 
 
 @cache
+def gated_mlp(d: int = 64, f: int = 128, block: int = 32) -> onnx.ModelProto:
+    """An LLM's gated MLP, down(swish(x @ gate) * (x @ up)), with int4/uint4 weights from
+    MatMulNBitsQuantizer (QDQ, asymmetric, blocks along K): oneDNN v3.7+'s quantized_gated_mlp
+    pattern (three DynamicDequantize -> MatMul, Sigmoid, two Multiply)."""
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import (
+        DefaultWeightOnlyQuantConfig,
+        MatMulNBitsQuantizer,
+    )
+
+    rng = np.random.default_rng(0)
+
+    def weight(name: str, shape: list[int]) -> onnx.TensorProto:
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.05).astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("MatMul", ["x", "w_gate"], ["g"], name="gate"),
+        helper.make_node("MatMul", ["x", "w_up"], ["u"], name="up"),
+        helper.make_node("Sigmoid", ["g"], ["gs"], name="sigmoid"),
+        helper.make_node("Mul", ["g", "gs"], ["swish"], name="swish"),
+        helper.make_node("Mul", ["swish", "u"], ["gated"], name="gated"),
+        helper.make_node("MatMul", ["gated", "w_down"], ["y"], name="down"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "gated_mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["tokens", d])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["tokens", d])],
+        [weight("w_gate", [d, f]), weight("w_up", [d, f]), weight("w_down", [f, d])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    config = DefaultWeightOnlyQuantConfig(
+        block_size=block, is_symmetric=False, quant_format=QuantFormat.QDQ
+    )
+    logging.getLogger("onnxruntime.quantization").setLevel(logging.ERROR)
+    quantizer = MatMulNBitsQuantizer(model, algo_config=config)
+    quantizer.process()
+    result: onnx.ModelProto = quantizer.model.model
+    return result
+
+
+@cache
 def weight_only(
     k: int,
     block: int,

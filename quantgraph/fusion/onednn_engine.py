@@ -4,8 +4,8 @@ partition, as PyTorch's oneDNN fuser asks it.
 The main graph goes to the loaded oneDNN as one description (:mod:`.onednn_translate`:
 static Quantize/Dequantize, compute it has ops for, Wildcards elsewhere); oneDNN returns its
 partitions (``QuantgraphOnednnPartitions``). A partition becomes a unit when it holds at least
-one spec op and one compute op, and, where its input shapes are known, oneDNN compiles it
-(``QuantgraphOnednnCompile``; otherwise its reason is the plan's). Each unit is replaced in
+one spec op and one compute op, and oneDNN compiles it (``QuantgraphOnednnCompile``, unknown
+input dims as 1; otherwise its reason is the plan's). Each unit is replaced in
 the session's private copy by one ``com.quantgraph.OneDnnPartition`` node carrying the
 partition's description; libquantgraph_onednn compiles it per input shape and runs it. Every
 other spec op stays and runs on the session's backend, with the reason in the plan.
@@ -211,11 +211,10 @@ def _candidate(
     nhwc: set[int] = set()
     last = onednn_layout.channels_last(translation.tensors, ops) if CHANNELS_LAST else None
     last_text = None if last is None else onednn_layout.text(last[0], last[1], inputs, outputs)
-    known = all(translation.tensors[t].known for t in inputs)
-    if last is not None and last_text is not None and (not known or _compiles(last_text)):
+    if last is not None and last_text is not None and _compile_reason(last_text, inputs) is None:
         text, nhwc = last_text, last[2]
-    elif known:
-        why = onednn_library.compile_reason(text)
+    else:
+        why = _compile_reason(text, inputs)
         if why is not None:
             for node in spec_nodes:
                 reasons[key(node)] = f"oneDNN cannot compile its partition: {why}"
@@ -239,8 +238,29 @@ def _candidate(
     )
 
 
-def _compiles(text: str) -> bool:
-    return onednn_library.compile_reason(text) is None
+def _compile_reason(text: str, inputs: tuple[int, ...]) -> str | None:
+    """Why oneDNN cannot compile the partition ``text`` describes, None when it can.
+
+    An input's unknown dims (a symbolic batch or sequence) are compiled as 1: what oneDNN
+    refuses (a data type or quantization oneDNN has no kernel for on this CPU, e.g. v3.13's
+    int4 MatMul on AVX2) it refuses whatever the sizes, and a partition that fails to compile
+    at its first run could no longer fall back. Inputs of unknown rank are not compiled."""
+    wanted = {str(t) for t in inputs}
+    lines = text.split("\n")
+    probed = False
+    for index, line in enumerate(lines):
+        words = line.split(" ")
+        if len(words) == 5 and words[0] == "tensor" and words[1] in wanted:
+            if words[4] == "-":
+                return None
+            if "?" in words[4].split(","):
+                words[4] = ",".join("1" if d == "?" else d for d in words[4].split(","))
+                lines[index] = " ".join(words)
+                probed = True
+    why = onednn_library.compile_reason("\n".join(lines))
+    if why is not None and probed:
+        why += " (compiled with the inputs' unknown dims as 1)"
+    return why
 
 
 def _dequantizes(translation: Translation, op: description.Op, dtype: str, *, const: bool) -> bool:
