@@ -36,6 +36,10 @@ CASES = {
     "matmul_1x768x768": ("matmul", (1, 768, 768)),
     "matmul_128x768x768": ("matmul", (128, 768, 768)),
     "conv3x3_32x64_40x40": ("conv", (1, 32, 40, 40, 64)),
+    # channels-last (NXC) partition data, as fusion "onednn" chains convolutions; onnxruntime
+    # gets the same NCHW QDQ model (its layout transformer makes it NHWC)
+    "conv3x3_32x64_40x40_nxc": ("conv_nxc", (1, 32, 40, 40, 64)),
+    "conv3x3_32x64_80x80_nxc": ("conv_nxc", (1, 32, 80, 80, 64)),
 }
 VARIANTS = ("partition", "ort")
 DOMAIN = "com.quantgraph.onednn"
@@ -54,7 +58,7 @@ def _description(
     q = f"qtype=s:per_tensor axis=i:1 zps=i:{X_ZP} scales=f:{_hex(np.array([X_SCALE]))}"
     out_q = f"qtype=s:per_tensor axis=i:1 zps=i:0 scales=f:{_hex(np.array([Y_SCALE]))}"
     w_q = (
-        f"qtype=s:per_channel axis=i:{0 if kind == 'conv' else 1} zps=i:"
+        f"qtype=s:per_channel axis=i:{0 if kind != 'matmul' else 1} zps=i:"
         + ",".join(["0"] * channels)
         + f" scales=f:{_hex(w_scales)}"
     )
@@ -70,10 +74,11 @@ def _description(
         f"op 0 Dequantize in=0 out=3 {q}",
         f"op 1 Dequantize in=1 out=4 {w_q}",
     ]
-    if kind == "conv":
+    if kind in ("conv", "conv_nxc"):
+        layout = "NXC" if kind == "conv_nxc" else "NCX"
         conv = (
             "strides=i:1,1 pads_begin=i:1,1 pads_end=i:1,1 dilations=i:1,1 groups=i:1 "
-            "data_format=s:NCX weights_format=s:OIX"
+            f"data_format=s:{layout} weights_format=s:OIX"
         )
         lines += [
             f"op 2 Convolution in=3,4,2 out=5 {conv}",
@@ -91,7 +96,7 @@ def build(case: str, variant: str) -> tuple[onnx.ModelProto, np.ndarray]:
     """The case's model in the variant's form, and an input."""
     kind, dims = CASES[case]
     rng = np.random.default_rng(24)
-    if kind == "conv":
+    if kind in ("conv", "conv_nxc"):
         n, c, h, w, oc = dims
         x_dims, w_dims = [n, c, h, w], [oc, c, 3, 3]
     else:
@@ -102,6 +107,9 @@ def build(case: str, variant: str) -> tuple[onnx.ModelProto, np.ndarray]:
     w_scales = rng.uniform(0.001, 0.004, oc).astype(np.float32)
     x = rng.integers(0, 256, x_dims).astype(np.uint8)
     inits = [numpy_helper.from_array(weights, "w"), numpy_helper.from_array(bias, "b")]
+    if variant == "partition" and kind == "conv_nxc":
+        x_dims = [x_dims[0], x_dims[2], x_dims[3], x_dims[1]]
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
     if variant == "partition":
         text = _description(kind, x_dims, w_dims, w_scales)
         nodes = [
@@ -121,10 +129,10 @@ def build(case: str, variant: str) -> tuple[onnx.ModelProto, np.ndarray]:
         nodes = [
             helper.make_node("DequantizeLinear", ["x", "xs", "xzp"], ["xf"]),
             helper.make_node(
-                "DequantizeLinear", ["w", "ws", "wzp"], ["wf"], axis=0 if kind == "conv" else 1
+                "DequantizeLinear", ["w", "ws", "wzp"], ["wf"], axis=1 if kind == "matmul" else 0
             ),
         ]
-        if kind == "conv":
+        if kind != "matmul":
             nodes += [
                 helper.make_node("Conv", ["xf", "wf", "b"], ["c"], pads=[1, 1, 1, 1]),
                 helper.make_node("Relu", ["c"], ["r"]),
