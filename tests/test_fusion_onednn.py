@@ -311,7 +311,7 @@ requires_partitions = pytest.mark.skipif(
 
 def _plan(model: onnx.ModelProto | Path) -> tuple[ir.Model, FusionPlan]:
     converted = quantgraph.convert(model).model
-    return converted, onednn_engine.plan(converted, 99, "onednn")
+    return converted, onednn_engine.plan(converted)
 
 
 @requires_partitions
@@ -380,7 +380,7 @@ def test_spec_ops_in_subgraphs_stay_with_the_reason() -> None:
 @requires_partitions
 def test_a_model_without_spec_ops_plans_nothing() -> None:
     model = ir.from_proto(_single([helper.make_node("Relu", ["x"], ["y"])], [], [2], [2]))
-    plan = onednn_engine.plan(model, 99, "onednn")
+    plan = onednn_engine.plan(model)
     assert not plan.units and not plan.alone
 
 
@@ -829,7 +829,7 @@ def test_a_chain_of_convolutions_runs_channels_last_with_one_transpose_each_way(
     assert all(u.kernel.endswith("(NXC)") for u in plan.units)
     assert all(v <= MODEL_STEPS for v in worst.values()), worst
     model = quantgraph.convert(_conv_chain(3)).model
-    onednn_engine.plan(model, 99, "onednn")
+    onednn_engine.plan(model)
     transposes = [n for n in model.graph if n.op_type == "Transpose"]
     assert [list(n.attributes["perm"].value) for n in transposes] == [[0, 2, 3, 1], [0, 3, 1, 2]]
 

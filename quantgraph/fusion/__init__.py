@@ -16,9 +16,10 @@ from ..errors import BackendError
 from .plan import AUTO, MODES, NONE, ONEDNN, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 
 
-def apply(model: ir.Model, mode: str, *, level: int, backend: str) -> FusionPlan:
+def apply(model: ir.Model, mode: str, *, level: int) -> FusionPlan:
     """Plan ``mode`` on ``model`` (rewritten in place to carry the plan out) for a session at
-    onnxruntime optimization ``level`` whose spec ops run on ``backend``."""
+    onnxruntime optimization ``level``. The plan does not depend on the session's backend:
+    the spec ops it leaves alone run on whichever the session registers."""
     if mode not in MODES:
         raise BackendError(f"unknown fusion {mode!r}; choose one of {', '.join(MODES)}")
     if mode == NONE:
@@ -27,15 +28,15 @@ def apply(model: ir.Model, mode: str, *, level: int, backend: str) -> FusionPlan
         from . import onednn_engine
 
         _needs_onednn(mode)
-        return onednn_engine.plan(model, level, backend)
+        return onednn_engine.plan(model)
     if mode == AUTO:
         from . import auto_engine
 
         _needs_onednn(mode)
-        return auto_engine.plan(model, level, backend)
+        return auto_engine.plan(model, level)
     from . import ort_engine
 
-    return ort_engine.plan(model, level, backend)
+    return ort_engine.plan(model, level)
 
 
 def _needs_onednn(mode: str) -> None:

@@ -77,10 +77,10 @@ def choose(candidate: Candidate) -> tuple[str, str]:
     return ONNXRUNTIME, NOT_FORMED  # unreachable: the last rule matches everything
 
 
-def plan(model: ir.Model, level: int, backend: str) -> FusionPlan:
+def plan(model: ir.Model, level: int) -> FusionPlan:
     """oneDNN's units the rules keep, then onnxruntime's plan of the remaining spec ops."""
     chosen, deferred = onednn_engine.plan_with_rule(model, choose)
-    rest = ort_engine.plan(model, level, backend)
+    rest = ort_engine.plan(model, level)
     units = list(chosen.units)
     for unit in rest.units:
         units.append(replace(unit, reason=deferred.get(unit.compute, NOT_FORMED)))

@@ -82,10 +82,10 @@ class Candidate:
 Rule = Callable[[Candidate], tuple[str, str]]
 
 
-def plan(model: ir.Model, level: int, backend: str) -> FusionPlan:
+def plan(model: ir.Model) -> FusionPlan:
     """The plan for ``model`` (spec ops), carried out in place: each unit oneDNN forms
-    replaced by one OneDnnPartition node."""
-    del level, backend  # partitions run in their own kernel whatever the session's level
+    replaced by one OneDnnPartition node (whatever the session's optimization level: a
+    partition runs in its own kernel)."""
     return plan_with_rule(model, None)[0]
 
 

@@ -8,16 +8,13 @@ approximation. Layouts are ONNX's: data_format NCX, weights_format OIX.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import onnx_ir as ir
 
 from ..ir.values import constant_array, optional_input
-from .onednn_description import boolean, floats, ints, string
-
-if TYPE_CHECKING:
-    from .onednn_translate import Translator
+from .onednn_description import Dims, Op, boolean, floats, ints, string
 
 AUTO_PAD = {
     "NOTSET": "None",
@@ -45,6 +42,24 @@ BINARY = {"Add", "Mul", "Sub", "Div"}
 Attrs = dict[str, tuple[str, tuple[object, ...]]]
 
 
+class Translator(Protocol):
+    """What a handler needs of the translation it adds to (onednn_translate.Translator)."""
+
+    def tensor(self, value: ir.Value | None) -> int | None: ...
+
+    def dims(self, tensor: int) -> Dims: ...
+
+    def add_op(
+        self,
+        node: ir.Node | None,
+        kind: str,
+        inputs: list[int],
+        outputs: list[int],
+        attrs: Attrs | None = None,
+        role: str = ...,
+    ) -> Op: ...
+
+
 def _get(node: ir.Node, name: str, default: object = None) -> object:
     attr = node.attributes.get(name)
     return default if attr is None else attr.value
@@ -54,7 +69,7 @@ def _rank(t: Translator, value: ir.Value | None) -> int | None:
     found = t.tensor(value)
     if found is None:
         return None
-    dims = t.result.tensors[found].dims
+    dims = t.dims(found)
     return None if dims is None else len(dims)
 
 

@@ -119,6 +119,10 @@ class Translator:
         self._ids[id(value)] = found
         return found
 
+    def dims(self, tensor: int) -> tuple[int | None, ...] | None:
+        """The dims of logical tensor ``tensor`` (None: unknown rank)."""
+        return self.result.tensors[tensor].dims
+
     def _add_tensor(
         self, value: ir.Value, dtype: str, const: bool, dims: tuple[int | None, ...] | None
     ) -> int:

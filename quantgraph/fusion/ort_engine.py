@@ -78,7 +78,7 @@ def _lower(model: ir.Model, names: set[str] | None, report: RewriteReport) -> No
         step(model)
 
 
-def plan(model: ir.Model, level: int, backend: str) -> FusionPlan:
+def plan(model: ir.Model, level: int) -> FusionPlan:
     """The plan for ``model`` (spec ops) at onnxruntime optimization ``level``, and the model
     rewritten in place to carry it out (handed-over units in Q/DQ form)."""
     import onnxruntime as ort

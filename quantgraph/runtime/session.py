@@ -97,9 +97,7 @@ class InferenceSession:
         # The seed's dst rule: a declared output type no kernel could see becomes output_dtype.
         changed = declared and DeclaredDstPass()(loaded).modified
         if fused:
-            self.fusion_plan = fusion_engines.apply(
-                loaded, self.fusion, level=level, backend=self.backend
-            )
+            self.fusion_plan = fusion_engines.apply(loaded, self.fusion, level=level)
             changed = changed or bool(self.fusion_plan.units)
         changed = self._backend.prepare(loaded) or changed
         if not changed:
