@@ -327,8 +327,21 @@ def _float8_values(dtype: DType) -> np.ndarray:
 # -- strategies ----------------------------------------------------------------------------------
 
 
+# (src, dst, zps) of a DynamicDequantize row: its table has 40 with their zps types.
+Pair = tuple[str, str, str | None]
+
+
+def dequantize_pairs() -> list[Pair]:
+    """Every (row, zps type or none) pair of DynamicDequantize's table."""
+    return [
+        (row.src.name, row.dst.name, zps)
+        for row in DYNAMIC_DEQUANTIZE.type_rows
+        for zps in (None, *(z.name for z in row.zps))
+    ]
+
+
 def _row(
-    op: str, draw: st.DrawFn, rng: np.random.Generator
+    op: str, draw: st.DrawFn, rng: np.random.Generator, forced: Pair | None = None
 ) -> tuple[str, str, str | None, int | None]:
     """(src, dst, zps, output_dtype) of one row of the op's data-type table."""
     if op == DYNAMIC_QUANTIZE.name:
@@ -343,6 +356,8 @@ def _row(
         assert dst is not None
         return "f32", dst.name, zps, out
     if op == DYNAMIC_DEQUANTIZE.name:  # every row: 4-bit src, f16/bf16 scales and dst
+        if forced is not None:  # see _jobs
+            return (*forced, None)
         # numpy picks: hypothesis leans to the first of 40 (row, zps) pairs
         rows = DYNAMIC_DEQUANTIZE.type_rows
         row = rows[int(rng.integers(0, len(rows)))]
@@ -377,13 +392,13 @@ def _rules(op: str, sig_zps: str | None, per_channel: bool, float8: bool) -> lis
 
 
 @st.composite
-def cases(draw: st.DrawFn, op: str, profile: Profile) -> Case:
+def cases(draw: st.DrawFn, op: str, profile: Profile, forced: Pair | None = None) -> Case:
     """One call of ``op``: a valid one, or (``profile.error_percent``) one that breaks a rule."""
     # Bulk values and the odds below come from numpy, seeded by hypothesis: hypothesis's own
     # integers lean to small values, which would make "1 in 7" far more often than that.
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
-    src_name, dst_name, sig_zps, output_dtype = _row(op, draw, rng)
+    src_name, dst_name, sig_zps, output_dtype = _row(op, draw, rng, forced)
     float8 = dtypes.BY_NAME[src_name].is_float8 or dtypes.BY_NAME[dst_name].is_float8
     rank = draw(st.integers(0, 6))
     qtype = draw(st.sampled_from([None, PER_TENSOR, PER_CHANNEL] if rank else [None, PER_TENSOR]))
@@ -1360,26 +1375,43 @@ def run(
             stats = report.ops.setdefault(op, OpStats())
             before = fuzzer.sessions_created()
             op_start = time.perf_counter()
-
-            @hypothesis_seed(seed + index)
-            @settings(
-                max_examples=per_op,
-                deadline=None,
-                database=None,
-                phases=(Phase.generate,),
-                suppress_health_check=list(HealthCheck),
-                print_blob=False,
-            )
-            @given(case=cases(op, chosen))
-            def fuzz_one(case: Case) -> None:
-                fuzzer.check(case)
-
-            fuzz_one()
+            for forced, count, job_seed in _jobs(op, per_op, seed + index):
+                _fuzz(fuzzer, cases(op, chosen, forced), count, job_seed)
             stats.sessions += fuzzer.sessions_created() - before
             stats.seconds = time.perf_counter() - op_start
     report.seconds = time.perf_counter() - start
     report.peak_rss_mib = _peak_rss_mib()
     return report
+
+
+def _jobs(op: str, per_op: int, seed: int) -> list[tuple[Pair | None, int, int]]:
+    """(forced pair, examples, seed) of each hypothesis run of one op. hypothesis mixes
+    constants of the loaded modules into its draws, so one seed draws differently under pytest
+    and from the command line; DynamicDequantize's 40 (row, zps) pairs are each given one
+    example of their own first (within the op's count), so every run covers them all."""
+    if op != DYNAMIC_DEQUANTIZE.name or per_op < 2 * len(dequantize_pairs()):
+        return [(None, per_op, seed)]
+    pairs = dequantize_pairs()
+    jobs: list[tuple[Pair | None, int, int]] = [(None, per_op - len(pairs), seed)]
+    jobs += [(pair, 1, seed + 7919 * (k + 1)) for k, pair in enumerate(pairs)]
+    return jobs
+
+
+def _fuzz(fuzzer: Fuzzer, strategy: st.SearchStrategy[Case], count: int, seed: int) -> None:
+    @hypothesis_seed(seed)
+    @settings(
+        max_examples=count,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
+    @given(case=strategy)
+    def fuzz_one(case: Case) -> None:
+        fuzzer.check(case)
+
+    fuzz_one()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
