@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from .ir.model_files import (
     save_model,
     source_files,
 )
+from .ir.walk import all_graphs, is_standard, spec_op
 from .passes import RewriteReport, pipelines
 from .passes.full_check import checked_proto
 from .passes.node_rewrite import Progress
@@ -101,6 +103,7 @@ def convert(
     with collector_paused():
         loaded = _private_copy(model)
         external = has_external_data(loaded)
+        report.already = _count(loaded, lambda n: spec_op(n) is not None)
         # The passes declare what they need (supported opset, schemas registered): requires.
         manager = pipelines.conversion(
             report, static=static, contrib=contrib, check=check and not external, progress=progress
@@ -121,6 +124,7 @@ def lower(model: ModelLike, *, check: bool = True, allow_partial: bool = False) 
     with collector_paused():
         loaded = _private_copy(model)
         external = has_external_data(loaded)
+        report.already = _count(loaded, _is_qdq)
         _run(pipelines.lowering(report, check=check and not external), loaded, model)
     if report.skipped and not allow_partial:
         first = report.skipped[0]
@@ -141,6 +145,18 @@ def _private_copy(model: ModelLike) -> ir.Model:
 def _sources(loaded: ir.Model, model: ModelLike) -> tuple[Path, ...]:
     # An ir.Model the caller loaded with quantgraph still names its files: protect them too.
     return source_files(loaded) or (source_files(model) if isinstance(model, ir.Model) else ())
+
+
+def _count(model: ir.Model, wanted: Callable[[ir.Node], bool]) -> dict[str, int]:
+    """Nodes of every graph and function that ``wanted`` picks, per op type."""
+    found = Counter(n.op_type for graph in all_graphs(model) for n in graph if wanted(n))
+    return dict(sorted(found.items()))
+
+
+def _is_qdq(node: ir.Node) -> bool:
+    """ONNX's or com.microsoft's QuantizeLinear/DequantizeLinear (what lower emits)."""
+    standard = is_standard(node) or node.domain == "com.microsoft"
+    return standard and node.op_type in ("QuantizeLinear", "DequantizeLinear")
 
 
 def _label(source: ModelLike) -> str:

@@ -513,3 +513,40 @@ def test_convert_validate_parses_its_input_once(
         assert result.exit_code == 0, result.output
         assert "the models agree" in result.stdout
         assert parsed == [str(source)], backend
+
+
+def test_a_converted_model_says_what_was_already_converted(tmp_path: Path) -> None:
+    converted = tmp_path / "cnn_qg.onnx"
+    quantgraph.convert(ROOT / "models" / "cnn_u8.onnx").save(converted)
+    again = quantgraph.convert(converted)
+    assert again.report.converted == {}
+    assert again.report.already == {"DynamicDequantize": 10, "DynamicQuantize": 7}
+    assert quantgraph.convert(ROOT / "models" / "cnn_u8.onnx").report.already == {}
+    lowered = quantgraph.lower(converted)  # the int32 biases stayed DequantizeLinear
+    assert lowered.report.already == {"DequantizeLinear": 3}
+    runner = CliRunner()
+    text = runner.invoke(main, ["inspect", str(converted)])
+    assert text.exit_code == 0, text.output
+    lines = text.output.splitlines()
+    assert lines[:2] == [
+        "would convert 0 node(s): nothing",
+        "already there before the rewrite: 10 DynamicDequantize, 7 DynamicQuantize",
+    ]
+    payload = json.loads(runner.invoke(main, ["inspect", str(converted), "--json"]).output)
+    assert payload["already"] == {"DynamicDequantize": 10, "DynamicQuantize": 7}
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`quantgraph inspect MODEL | head -1`: exit 141 (SIGPIPE's code), no error line."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "quantgraph", "inspect", str(ROOT / "models" / "cnn_u8.onnx")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert process.stdout is not None
+    process.stdout.close()  # before the command writes anything
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 141, err
+    assert err == b""

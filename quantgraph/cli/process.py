@@ -5,6 +5,7 @@ saying which model failed."""
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from ..progress import erase
 from .render_json import echo_error
 
 __all__ = [
+    "EXIT_BROKEN_PIPE",
     "EXIT_INTERRUPTED",
     "EXIT_DISAGREE",
     "EXIT_ERROR",
@@ -42,6 +44,7 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what shells report for a reader that went away
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -65,6 +68,11 @@ def errors_are_one_line(function: F) -> F:
             raise
         except (click.ClickException, click.Abort):
             raise
+        except BrokenPipeError:
+            # The reader went away (`quantgraph inspect ... | head`): stop quietly, as tools
+            # killed by SIGPIPE do; stdout goes to /dev/null so the exit's flush cannot fail.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(EXIT_BROKEN_PIPE)
         except Exception as error:
             if interrupted():  # Ctrl-C that an extension module turned into another error
                 exit_interrupted()

@@ -42,6 +42,9 @@ def print_conversion(report: Any, dry_run: bool, out: Path | None, limit: int = 
     total = sum(report.converted.values())
     counts = ", ".join(f"{n} {op}" for op, n in report.converted.items()) or "nothing"
     click.echo(f"{verb} {total} node(s): {counts}")
+    if report.already:
+        there = ", ".join(f"{n} {op}" for op, n in report.already.items())
+        click.echo(f"already there before the rewrite: {there}")
     for node in report.converted_nodes[:limit]:
         where = f" (in {node.graph})" if node.graph else ""
         click.echo(

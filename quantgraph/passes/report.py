@@ -120,6 +120,9 @@ class RewriteReport:
     converted_nodes: list[ConvertedNode] = field(default_factory=list)
     skipped: list[SkippedNode] = field(default_factory=list)
     other_quantized: list[OtherQuantizedNode] = field(default_factory=list)
+    # Nodes already in the rewrite's target form before it ran, per op type: quantgraph ops
+    # for convert (a model converted before), QuantizeLinear/DequantizeLinear for lower.
+    already: dict[str, int] = field(default_factory=dict)
 
     @property
     def converted(self) -> dict[str, int]:
@@ -137,6 +140,7 @@ class RewriteReport:
             "skipped": [s.to_dict() for s in self.skipped],
             "nodes": [n.to_dict() for n in self.converted_nodes],
             "other_quantized": [n.to_dict() for n in self.other_quantized],
+            "already": dict(sorted(self.already.items())),
         }
 
 

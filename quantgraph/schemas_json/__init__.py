@@ -258,6 +258,7 @@ _REWRITE: dict[str, Schema] = {
     "skipped": _array({"$ref": "#/$defs/skipped_node"}),
     "nodes": _array({"$ref": "#/$defs/converted_node"}),
     "other_quantized": _array({"$ref": "#/$defs/other_quantized_node"}),
+    "already": COUNTS,
 }
 
 _TOP: dict[str, tuple[str, Schema]] = {
