@@ -135,7 +135,7 @@ def _op_counts(path: Path) -> dict[str, int]:
     return counts
 
 
-@pytest.mark.parametrize("case", ["transformer_u8", "cnn_s8", *real.CASES])
+@pytest.mark.parametrize("case", ["transformer_u8", "cnn_s8", "contrib_cnn_opset12", *real.CASES])
 def test_the_session_graph_is_the_originals_with_spec_ops_for_its_lone_q_dq(
     case: str, tmp_path: Path
 ) -> None:
@@ -146,6 +146,9 @@ def test_the_session_graph_is_the_originals_with_spec_ops_for_its_lone_q_dq(
     if case in real.CASES:
         original: onnx.ModelProto | Path = real.quantized(case)
         converted = real.converted(case, False).proto
+    elif case == "contrib_cnn_opset12":  # com.microsoft Q/DQ (UseQDQContribOps)
+        original = producers.static_quantized(12, contrib=True)
+        converted = quantgraph.convert(original).proto
     else:
         original = ROOT / "models" / f"{case}.onnx"
         converted = quantgraph.convert(original).proto
@@ -193,6 +196,7 @@ def test_a_shared_dequantize_is_copied_per_reader_as_onnxruntime_does() -> None:
             opset_imports=[onnx.helper.make_opsetid("", 21), onnx.helper.make_opsetid(DOMAIN, 1)],
         )
         model = ir.from_proto(proto)
+        next(n for n in model.graph if n.name == "dq").metadata_props["quantgraph.origin"] = "x"
         assert unique_dequantize(model) == (2 if kept_by_first else 3)
         nodes = {n.outputs[0].name: n for n in model.graph}
         relu, add = nodes["r"], nodes["a"]
@@ -200,6 +204,8 @@ def test_a_shared_dequantize_is_copied_per_reader_as_onnxruntime_does() -> None:
         assert len(set(read)) == 3  # every reader input has its own
         assert ("d" in read) == kept_by_first
         assert all(v.producer().op_type == "DynamicDequantize" for v in relu.inputs if v)
+        copies = [n for n in model.graph if n.op_type == "DynamicDequantize"]
+        assert all(n.metadata_props.get("quantgraph.origin") == "x" for n in copies)
         assert unique_dequantize(model) == 0  # nothing left to copy
 
 

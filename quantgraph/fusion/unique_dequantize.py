@@ -52,6 +52,7 @@ def _copy_per_reader(node: ir.Node, taken: set[str]) -> int:
             num_outputs=1,
             version=node.version,
         )
+        copy.metadata_props.update(node.metadata_props)  # e.g. the com.microsoft origin
         result = copy.outputs[0]
         result.name = _unique(f"{output.name}/duplicated", taken)
         result.type = output.type
