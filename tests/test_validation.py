@@ -426,3 +426,16 @@ def test_rnn_sequence_lens_stay_inside_the_sequence_end_to_end() -> None:
     )
     assert report.agree, report.to_dict()
     assert report.inputs["lens"]["range"] == [1, 6]
+
+
+def test_a_tolerance_an_exact_comparison_would_ignore_is_an_error() -> None:
+    """--atol/--rtol judge --optimized, a float original and oneDNN's arithmetic; where the
+    rewritten model must equal the original exactly, a tolerance would be silently unused."""
+    original = Path(__file__).resolve().parent.parent / "models" / "cnn_u8.onnx"
+    rewritten = quantgraph.convert(original).proto
+    for fusion in ("none", "onnxruntime"):
+        with pytest.raises(ModelError, match=r"--atol 0.1 / --rtol 0 would judge nothing"):
+            quantgraph.validate(original, rewritten, fusion=fusion, atol=0.1)
+    assert quantgraph.validate(original, rewritten, optimized=True, atol=0.1).agree
+    onednn_arithmetic = quantgraph.validate(original, rewritten, arithmetic="onednn", atol=0.1)
+    assert not onednn_arithmetic.exact_expected

@@ -260,6 +260,15 @@ def validate(
         options=quiet_options(level),
         fusion=fusion,
     )
+    onednn_fused = fusion in PARTITION_MODES
+    exact = candidate.arithmetic == "onnx" and not float_reference and not onednn_fused
+    if exact and not optimized and (atol or rtol):
+        raise ModelError(
+            f"--atol {atol:g} / --rtol {rtol:g} would judge nothing: the rewritten model "
+            "computes ONNX's arithmetic, so it must equal the original exactly; tolerances "
+            "judge --optimized, a float original, and oneDNN's arithmetic (--arithmetic "
+            "onednn, --backend onednn, --fusion onednn or auto)"
+        )
     candidate_names = {o.name for o in candidate.get_outputs()}
     alias = after_quantization(rewritten_ir.graph) if float_reference else {}
     common = [n for n in tensor_names if alias.get(n, n) in candidate_names]
@@ -270,8 +279,6 @@ def validate(
         tell("rewritten", done, len(samples))
 
     n_out = len(outputs)
-    onednn_fused = fusion in PARTITION_MODES
-    exact = candidate.arithmetic == "onnx" and not float_reference and not onednn_fused
     backend_name = candidate.backend
     if float_reference:
         comparison, note = QUANTIZATION_ERROR.format(backend=backend_name), QUANTIZATION_NOTE
