@@ -99,6 +99,23 @@ def static_quantized(
 
 
 @cache
+def nncf_quantized(arch: str) -> onnx.ModelProto:
+    """cnn(13) ("cnn") or mlp(64) ("mlp", a symbolic batch dim) through NNCF's post-training
+    quantization (its ONNX backend: QDQ, u8 activations, s8 per-channel weights, negative
+    weight axes, fast bias correction), calibrated on eight seeded samples."""
+    import nncf
+
+    model = cnn(13) if arch == "cnn" else mlp(64)
+    source = model.graph.input[0]
+    shape = [d.dim_value or 2 for d in source.type.tensor_type.shape.dim]
+    rng = np.random.default_rng(7)
+    samples = [{source.name: rng.standard_normal(shape).astype(np.float32)} for _ in range(8)]
+    logging.getLogger("nncf").setLevel(logging.ERROR)
+    quantized: onnx.ModelProto = nncf.quantize(model, nncf.Dataset(samples), subset_size=8)
+    return quantized
+
+
+@cache
 def dynamic_quantized(opset: int = 13) -> onnx.ModelProto:
     """cnn(opset) through quantize_dynamic: DynamicQuantizeLinear feeding ConvInteger and
     MatMulInteger."""
