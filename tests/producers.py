@@ -158,12 +158,6 @@ def gated_mlp(d: int = 64, f: int = 128, block: int = 32) -> onnx.ModelProto:
     """An LLM's gated MLP, down(swish(x @ gate) * (x @ up)), with int4/uint4 weights from
     MatMulNBitsQuantizer (QDQ, asymmetric, blocks along K): oneDNN v3.7+'s quantized_gated_mlp
     pattern (three DynamicDequantize -> MatMul, Sigmoid, two Multiply)."""
-    from onnxruntime.quantization import QuantFormat
-    from onnxruntime.quantization.matmul_nbits_quantizer import (
-        DefaultWeightOnlyQuantConfig,
-        MatMulNBitsQuantizer,
-    )
-
     rng = np.random.default_rng(0)
 
     def weight(name: str, shape: list[int]) -> onnx.TensorProto:
@@ -185,10 +179,28 @@ def gated_mlp(d: int = 64, f: int = 128, block: int = 32) -> onnx.ModelProto:
         [weight("w_gate", [d, f]), weight("w_up", [d, f]), weight("w_down", [f, d])],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
-    config = DefaultWeightOnlyQuantConfig(
-        block_size=block, is_symmetric=False, quant_format=QuantFormat.QDQ
+    return matmul_nbits(model, block, symmetric=False)
+
+
+def matmul_nbits(
+    model: onnx.ModelProto, block: int, *, symmetric: bool, qoperator: bool = False
+) -> onnx.ModelProto:
+    """``model``'s MatMul weights through onnxruntime's MatMulNBitsQuantizer: blocked int4
+    (symmetric) or uint4 + zero points (asymmetric) DequantizeLinear in QDQ format,
+    MatMulNBits in QOperator format."""
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import (
+        DefaultWeightOnlyQuantConfig,
+        MatMulNBitsQuantizer,
     )
-    logging.getLogger("onnxruntime.quantization").setLevel(logging.ERROR)
+
+    config = DefaultWeightOnlyQuantConfig(
+        block_size=block,
+        is_symmetric=symmetric,
+        quant_format=QuantFormat.QOperator if qoperator else QuantFormat.QDQ,
+        op_types_to_quantize=("MatMul",),
+    )
+    logging.getLogger("onnxruntime.quantization").setLevel(logging.WARNING)
     quantizer = MatMulNBitsQuantizer(model, algo_config=config)
     quantizer.process()
     result: onnx.ModelProto = quantizer.model.model
@@ -204,21 +216,5 @@ def weight_only(
     *,
     qoperator: bool = False,
 ) -> onnx.ModelProto:
-    """mlp(k) through MatMulNBitsQuantizer: blocked int4 (symmetric) or uint4 + zero points
-    (asymmetric) DequantizeLinear in QDQ format, MatMulNBits in QOperator format."""
-    from onnxruntime.quantization import QuantFormat
-    from onnxruntime.quantization.matmul_nbits_quantizer import (
-        DefaultWeightOnlyQuantConfig,
-        MatMulNBitsQuantizer,
-    )
-
-    config = DefaultWeightOnlyQuantConfig(
-        block_size=block,
-        is_symmetric=symmetric,
-        quant_format=QuantFormat.QOperator if qoperator else QuantFormat.QDQ,
-        op_types_to_quantize=("MatMul",),
-    )
-    quantizer = MatMulNBitsQuantizer(mlp(k, dtype), algo_config=config)
-    quantizer.process()
-    model: onnx.ModelProto = quantizer.model.model
-    return model
+    """mlp(k) through MatMulNBitsQuantizer (:func:`matmul_nbits`)."""
+    return matmul_nbits(mlp(k, dtype), block, symmetric=symmetric, qoperator=qoperator)

@@ -10,7 +10,6 @@ DequantizeLinear back, agreeing again.
 
 from __future__ import annotations
 
-import logging
 from functools import cache
 
 import numpy as np
@@ -25,6 +24,7 @@ from quantgraph.reference.compare import compare
 from quantgraph.reference.evaluator import REFERENCE_OPS
 from quantgraph.spec import DOMAIN
 from quantgraph.testing import ort_session
+from tests import producers
 from tests.builders import requires_native
 
 CASES = [(sym, block) for sym in (True, False) for block in (32, 128)]
@@ -65,23 +65,7 @@ def float_model(dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
 
 @cache
 def quantized(symmetric: bool, block: int, dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:
-    from onnxruntime.quantization import QuantFormat
-    from onnxruntime.quantization.matmul_nbits_quantizer import (
-        DefaultWeightOnlyQuantConfig,
-        MatMulNBitsQuantizer,
-    )
-
-    logging.getLogger("onnxruntime.quantization").setLevel(logging.WARNING)
-    config = DefaultWeightOnlyQuantConfig(
-        block_size=block,
-        is_symmetric=symmetric,
-        quant_format=QuantFormat.QDQ,
-        op_types_to_quantize=("MatMul",),
-    )
-    quantizer = MatMulNBitsQuantizer(float_model(dtype), algo_config=config)
-    quantizer.process()
-    model: onnx.ModelProto = quantizer.model.model
-    return model
+    return producers.matmul_nbits(float_model(dtype), block, symmetric=symmetric)
 
 
 def _x(dtype: int = TensorProto.FLOAT) -> np.ndarray:

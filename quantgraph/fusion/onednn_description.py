@@ -124,3 +124,19 @@ def text(
     if outputs is not None:
         lines.append(" ".join(["outputs", *map(str, outputs)]))
     return "\n".join(lines) + "\n"
+
+
+def with_input_dims(text: str, inputs: Iterable[int], size: int) -> str | None:
+    """``text`` with every unknown dim of the tensors ``inputs`` set to ``size`` (what a
+    compile needs: oneDNN infers the rest), or None when one of them has an unknown rank."""
+    wanted = {str(t) for t in inputs}
+    lines = text.split("\n")
+    for index, line in enumerate(lines):
+        words = line.split(" ")
+        if len(words) != 5 or words[0] != "tensor" or words[1] not in wanted:
+            continue
+        if words[4] == "-":
+            return None
+        words[4] = ",".join(str(size) if d == "?" else d for d in words[4].split(","))
+        lines[index] = " ".join(words)
+    return "\n".join(lines)

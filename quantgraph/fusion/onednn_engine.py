@@ -245,20 +245,11 @@ def _compile_reason(text: str, inputs: tuple[int, ...]) -> str | None:
     refuses (a data type or quantization oneDNN has no kernel for on this CPU, e.g. v3.13's
     int4 MatMul on AVX2) it refuses whatever the sizes, and a partition that fails to compile
     at its first run could no longer fall back. Inputs of unknown rank are not compiled."""
-    wanted = {str(t) for t in inputs}
-    lines = text.split("\n")
-    probed = False
-    for index, line in enumerate(lines):
-        words = line.split(" ")
-        if len(words) == 5 and words[0] == "tensor" and words[1] in wanted:
-            if words[4] == "-":
-                return None
-            if "?" in words[4].split(","):
-                words[4] = ",".join("1" if d == "?" else d for d in words[4].split(","))
-                lines[index] = " ".join(words)
-                probed = True
-    why = onednn_library.compile_reason("\n".join(lines))
-    if why is not None and probed:
+    probe = description.with_input_dims(text, inputs, 1)
+    if probe is None:
+        return None
+    why = onednn_library.compile_reason(probe)
+    if why is not None and probe != text:
         why += " (compiled with the inputs' unknown dims as 1)"
     return why
 
