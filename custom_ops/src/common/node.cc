@@ -436,12 +436,40 @@ size_t ReadShape(const Ort::ConstValue& value, std::vector<int64_t>& shape, int*
 
 }  // namespace
 
-void ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx, CallInputs& call) {
+size_t ReadSrc(const NodeConfig& cfg, Ort::KernelContext& ctx, std::vector<int64_t>& dims,
+               const void*& data) {
   const Ort::ConstValue src = ctx.GetInput(0);
   int src_type = 0;
-  call.elements = ReadShape(src, call.dims, &src_type);
+  const size_t elements = ReadShape(src, dims, &src_type);
   if (src_type != cfg.src) throw std::logic_error("src element type differs from the node's");
-  call.src = src.GetTensorRawData();
+  data = src.GetTensorRawData();
+  return elements;
+}
+
+bool FixedPerTensor(const NodeConfig& cfg, FixedParams& out) {
+  if (cfg.per_channel || cfg.per_group) return false;
+  if (IsStatic(cfg.kind)) {  // CheckNode has checked a static per_tensor node whole
+    out = FixedParams{cfg.scales_attr.data(), nullptr};
+    return true;
+  }
+  const bool zps_fixed = cfg.zps == 0 || cfg.const_zps.data != nullptr;
+  if (cfg.const_scales.data == nullptr || !zps_fixed) return false;
+  if (IsQuantize(cfg.kind) && !cfg.const_scales_checked) return false;
+  const auto& scales = cfg.const_scales.shape;
+  const auto& zps = cfg.const_zps.shape;
+  const Dims zps_dims{zps.data(), zps.size()};
+  try {  // per_tensor's shape rules do not read src
+    CheckShapes(cfg, Dims{nullptr, 0}, Dims{scales.data(), scales.size()},
+                cfg.zps != 0 ? &zps_dims : nullptr);
+  } catch (const SpecError&) {
+    return false;  // each call reports it
+  }
+  out = FixedParams{cfg.const_scales.data, cfg.zps != 0 ? cfg.const_zps.data : nullptr};
+  return true;
+}
+
+void ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx, CallInputs& call) {
+  call.elements = ReadSrc(cfg, ctx, call.dims, call.src);
   call.scales = call.zps = nullptr;
   call.scale_count = 0;
   const Dims src_dims{call.dims.data(), call.dims.size()};

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 
 #include "common/spec.h"
@@ -29,20 +30,34 @@ using spec::kU8;
 // per tensor / channel calls keep the Compute path, everything else goes per group (the same
 // kernels in both arithmetics: float(x) - float(zp) as oneDNN's reorder while |zp| <=
 // kFloatMaxZp; beyond, the exact difference: oneDNN's arithmetic there is not measured).
+template <int kSrc, int kDst>
+constexpr bool kClassicDequantize = (kSrc == kS8 || kSrc == kU8) && kDst == kF32;
+
+template <int kZps>
+using ZpOf = std::conditional_t<
+    kZps == 0, void,
+    std::conditional_t<kZps == kS8, int8_t, std::conditional_t<kZps == kU8, uint8_t, int32_t>>>;
+
 template <Arithmetic kArithmetic, int kSrc, int kDst, int kZps>
 void ComputeDequantize(const CallArgs& a, const ExecContext& ex) {
-  constexpr bool kClassic = (kSrc == kS8 || kSrc == kU8) && kDst == kF32;
-  if constexpr (kClassic) {
+  if constexpr (kClassicDequantize<kSrc, kDst>) {
     if (a.group_shape == nullptr && a.scales_type == kF32) {
-      using Zp = std::conditional_t<
-          kZps == 0, void,
-          std::conditional_t<kZps == kS8, int8_t,
-                             std::conditional_t<kZps == kU8, uint8_t, int32_t>>>;
-      Compute<DequantizeFamily<kArithmetic>, kSrc, Zp>(a, ex);
+      Compute<DequantizeFamily<kArithmetic>, kSrc, ZpOf<kZps>>(a, ex);
       return;
     }
   }
   ComputeGroups(a, ex, kSrc, kDst, kZps);
+}
+
+template <Arithmetic kArithmetic, int kSrc, int kDst, int kZps>
+std::unique_ptr<FixedRun> PrepareDequantize(const CallArgs& params,
+                                            const kernels::KernelTable& simd) {
+  if constexpr (kClassicDequantize<kSrc, kDst>) {
+    if (params.scales_type == kF32) {
+      return PreparePerTensor<DequantizeFamily<kArithmetic>, kSrc, ZpOf<kZps>>(params, simd);
+    }
+  }
+  return nullptr;  // f16/bf16 scales or dst, 4-bit: the groups driver
 }
 
 // ---- dispatch table ----------------------------------------------------------------------
@@ -53,15 +68,23 @@ struct DispatchEntry {
   int dst;
   int zps;  // 0: none
   ComputeFn fn;
+  PrepareFn prepare;
 };
 
-#define QG_QUANTIZE(OP, DST, ZPS, ZP_T) \
-  DispatchEntry { OpKind::OP, kF32, DST, ZPS, &Compute<QuantizeFamily<A>, DST, ZP_T> }
-#define QG_DEQUANTIZE(OP, SRC, ZPS, ZP_T) \
-  DispatchEntry { OpKind::OP, SRC, kF32, ZPS, &Compute<DequantizeFamily<A>, SRC, ZP_T> }
-#define QG_GROUPED(SRC, DST, ZPS) \
-  DispatchEntry { \
-    OpKind::kDynamicDequantize, SRC, DST, ZPS, &ComputeDequantize<A, SRC, DST, ZPS> \
+#define QG_QUANTIZE(OP, DST, ZPS, ZP_T)                                    \
+  DispatchEntry {                                                          \
+    OpKind::OP, kF32, DST, ZPS, &Compute<QuantizeFamily<A>, DST, ZP_T>,    \
+        &PreparePerTensor<QuantizeFamily<A>, DST, ZP_T>                    \
+  }
+#define QG_DEQUANTIZE(OP, SRC, ZPS, ZP_T)                                  \
+  DispatchEntry {                                                          \
+    OpKind::OP, SRC, kF32, ZPS, &Compute<DequantizeFamily<A>, SRC, ZP_T>,  \
+        &PreparePerTensor<DequantizeFamily<A>, SRC, ZP_T>                  \
+  }
+#define QG_GROUPED(SRC, DST, ZPS)                                            \
+  DispatchEntry {                                                            \
+    OpKind::kDynamicDequantize, SRC, DST, ZPS, &ComputeDequantize<A, SRC, DST, ZPS>, \
+        &PrepareDequantize<A, SRC, DST, ZPS>                                 \
   }
 
 // The kernels of each arithmetic A (the same rows in both).
@@ -175,17 +198,17 @@ static_assert(CoversSpec<Arithmetic::kOnnx>() && CoversSpec<Arithmetic::kOnednn>
               "spec's supported-types table (custom_ops/src/common/generated/op_spec.h)");
 
 template <Arithmetic A>
-ComputeFn Find(OpKind op, int src, int dst, int zps) {
+RowKernels Find(OpKind op, int src, int dst, int zps) {
   for (const auto& e : kDispatch<A>) {
-    if (e.op == op && e.src == src && e.dst == dst && e.zps == zps) return e.fn;
+    if (e.op == op && e.src == src && e.dst == dst && e.zps == zps) return {e.fn, e.prepare};
   }
-  return nullptr;
+  return {};
 }
 
 }  // namespace
 }  // namespace native
 
-ComputeFn FindCompute(OpKind op, int src, int dst, int zps, Arithmetic arithmetic) {
+RowKernels FindKernels(OpKind op, int src, int dst, int zps, Arithmetic arithmetic) {
   return arithmetic == Arithmetic::kOnnx ? native::Find<Arithmetic::kOnnx>(op, src, dst, zps)
                                          : native::Find<Arithmetic::kOnednn>(op, src, dst, zps);
 }

@@ -6,8 +6,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "common/spec.h"
@@ -150,6 +152,15 @@ void DriveVec(const CallArgs& a, const ExecContext& ex, size_t period,
   }
 }
 
+// One scale and zero point for all `n` elements: the run kernel over ranges of them.
+template <class K, typename RunFn>
+void RunWhole(const ExecContext& ex, const void* src, void* dst, size_t n, RunFn run,
+              const typename K::Row& row, void (*fence)()) {
+  const auto* x = static_cast<const typename K::Src*>(src);
+  auto* y = static_cast<typename K::Dst*>(dst);
+  ParallelRanges(ex, n, fence, [&](size_t b, size_t e) { run(x + b, y + b, e - b, row); });
+}
+
 // Runs one call over [outer, channels, inner] with the chosen kernels: per-tensor as one run;
 // long runs (inner >= kMinRun) one kernel call per run with the channel's scalars, the range
 // cut into equal chunks for the thread pool (a chunk starts anywhere in a run); the innermost
@@ -165,9 +176,8 @@ void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const i
   auto* y = static_cast<typename K::Dst*>(a.dst);
   const auto run = k.run[zp != nullptr][stream];
   if (g.channels == 1) {
-    const typename K::Row row{scale[0], zp != nullptr ? zp[0] : 0};
-    ParallelRanges(ex, a.elements, fence,
-                   [&](size_t b, size_t e) { run(x + b, y + b, e - b, row); });
+    RunWhole<K>(ex, a.src, a.dst, a.elements, run,
+                typename K::Row{scale[0], zp != nullptr ? zp[0] : 0}, fence);
     return;
   }
   if (!UsePattern(g)) {
@@ -223,21 +233,68 @@ void Drive(const CallArgs& a, const ExecContext& ex, const float* scale, const i
 
 // ---- one call ---------------------------------------------------------------------------
 
-// A call of either family (K) on quantized type kQuantized with zero points of type Zp (void:
-// none): one pass over the zero points picks the table (SIMD unless they are too large), drops
-// all-zero ones and tells Drive what the vec kernels may take.
+// What a call's parameters decide (family K, zero points of type Zp, void: none): the zero
+// points as int32 (nullptr when none or all zero), the table exact for them (SIMD unless they
+// are too large) and the scales as the kernels take them.
+template <class K, typename Zp>
+struct ParamChoice {
+  ZpBuffer zp_buffer;
+  ScaleBuffer scale_buffer;
+  const int32_t* zp;
+  kernels::ZeroPointRange range;
+  const kernels::KernelTable* table;
+  const float* scale;
+
+  ParamChoice(const CallArgs& a, const kernels::KernelTable& simd)
+      : zp(ZeroPoints<Zp>(a, zp_buffer)),
+        range(zp, zp != nullptr ? a.scale_count : 0),
+        table(K::SimdTakes(range) ? &simd : kernels::ScalarTable()),
+        scale(K::Scales(a, scale_buffer)) {
+    if (range.AllZero()) zp = nullptr;
+  }
+  ParamChoice(const ParamChoice&) = delete;  // zp and scale may point into the buffers
+  ParamChoice& operator=(const ParamChoice&) = delete;
+};
+
+// A call of either family (K) on quantized type kQuantized with zero points of type Zp.
 template <class K, int kQuantized, typename Zp>
 void Compute(const CallArgs& a, const ExecContext& ex) {
-  ZpBuffer buffer;
-  const int32_t* zp = ZeroPoints<Zp>(a, buffer);
-  const kernels::ZeroPointRange range(zp, zp != nullptr ? a.scale_count : 0);
-  const kernels::KernelTable& table = K::SimdTakes(range) ? *ex.table : *kernels::ScalarTable();
+  const ParamChoice<K, Zp> c(a, *ex.table);
   const bool stream = a.elements * sizeof(typename K::Dst) >= kStreamMinBytes;
   constexpr bool kFlat = kQuantized == kS8 || kQuantized == kU8;  // kernels with a flat path
-  ScaleBuffer scales;
-  Drive<K>(a, ex, K::Scales(a, scales), range.AllZero() ? nullptr : zp, range,
-           K::Select(table, QTypeIndex<kQuantized>()), stream, stream ? table.fence : nullptr,
-           kFlat);
+  Drive<K>(a, ex, c.scale, c.zp, c.range, K::Select(*c.table, QTypeIndex<kQuantized>()), stream,
+           stream ? c.table->fence : nullptr, kFlat);
+}
+
+// Compute's per_tensor path with its choices made once.
+template <class K, int kQuantized, typename Zp>
+class PerTensorRun final : public FixedRun {
+ public:
+  PerTensorRun(const CallArgs& params, const kernels::KernelTable& simd) {
+    const ParamChoice<K, Zp> c(params, simd);
+    const auto& k = K::Select(*c.table, QTypeIndex<kQuantized>());
+    row_ = typename K::Row{c.scale[0], c.zp != nullptr ? c.zp[0] : 0};
+    run_[0] = k.run[c.zp != nullptr][0];
+    run_[1] = k.run[c.zp != nullptr][1];
+    fence_ = c.table->fence;
+  }
+
+  void Run(const void* src, void* dst, size_t elements, const ExecContext& ex) const override {
+    const bool stream = elements * sizeof(typename K::Dst) >= kStreamMinBytes;
+    RunWhole<K>(ex, src, dst, elements, run_[stream], row_, stream ? fence_ : nullptr);
+  }
+
+ private:
+  typename K::Row row_{};
+  using RunFn = std::decay_t<decltype(std::declval<typename K::Kernels>().run[0][0])>;
+  RunFn run_[2] = {};  // [stream]
+  void (*fence_)() = nullptr;
+};
+
+template <class K, int kQuantized, typename Zp>
+std::unique_ptr<FixedRun> PreparePerTensor(const CallArgs& params,
+                                           const kernels::KernelTable& simd) {
+  return std::make_unique<PerTensorRun<K, kQuantized, Zp>>(params, simd);
 }
 
 }  // namespace qg::native

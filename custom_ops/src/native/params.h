@@ -51,7 +51,7 @@ const int32_t* ZeroPoints(const CallArgs& a, ZpBuffer& buffer) {
 // here so that the kernels multiply (in `small` up to its size: per-tensor calls allocate
 // nothing).
 struct ScaleBuffer {
-  float small[16];
+  float small[16] = {};
   std::vector<float> large;
 };
 

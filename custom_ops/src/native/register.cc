@@ -30,7 +30,8 @@ class Kernel final : public OpKernel {
       zps_key = cfg_.has_zps_attr ? spec::kS32 : 0;
       zps32_.assign(cfg_.zps_attr.begin(), cfg_.zps_attr.end());  // CheckNode bounded them
     }
-    compute_ = FindCompute(kind, cfg_.src, cfg_.dst, zps_key, arithmetic);
+    const RowKernels row = FindKernels(kind, cfg_.src, cfg_.dst, zps_key, arithmetic);
+    compute_ = row.compute;
     if (compute_ == nullptr && arithmetic == Arithmetic::kOnednn) {
       std::string row = TypeName(cfg_.src) + " -> " + TypeName(cfg_.dst);
       if (zps_key != 0) row += " with " + TypeName(zps_key) + " zps";
@@ -43,6 +44,15 @@ class Kernel final : public OpKernel {
                              TypeName(cfg_.src) + " -> " + TypeName(cfg_.dst));
     }
     table_ = &kernels::GetKernelTable(kernels::SelectIsa());
+    FixedParams fixed;
+    if (row.prepare != nullptr && FixedPerTensor(cfg_, fixed)) {
+      CallArgs params{};
+      params.scales = fixed.scales;
+      params.scales_type = IsStatic(kind) ? spec::kF32 : cfg_.scales;
+      params.scale_count = 1;
+      params.zps = IsStatic(kind) ? (cfg_.has_zps_attr ? zps32_.data() : nullptr) : fixed.zps;
+      fixed_ = row.prepare(params, *table_);
+    }
     // The output buffer onnxruntime allocates has the node's output type: it must be the dst
     // the kernel writes (shape inference makes it so; a model can only contradict it by a
     // declared type, which onnxruntime's graph resolution rejects first: this is a safety net).
@@ -57,6 +67,14 @@ class Kernel final : public OpKernel {
     Ort::KernelContext ctx(raw);
     // One per thread, its vectors' capacity kept: a call allocates nothing of its own.
     thread_local CallInputs call;
+    if (fixed_ != nullptr) {
+      const size_t elements = ReadSrc(cfg_, ctx, call.dims, call.src);
+      Ort::UnownedValue dst = ctx.GetOutput(0, call.dims.data(), call.dims.size());
+      if (elements != 0) {
+        fixed_->Run(call.src, dst.GetTensorMutableRawData(), elements, ExecContext{table_, raw});
+      }
+      return;
+    }
     ReadCall(cfg_, ctx, call);
     CallArgs args{};
     args.scales = call.scales;
@@ -82,6 +100,7 @@ class Kernel final : public OpKernel {
   NodeConfig cfg_;
   std::vector<int32_t> zps32_;  // static ops: the zps attribute as the kernels take it
   ComputeFn compute_ = nullptr;
+  std::unique_ptr<FixedRun> fixed_;  // per_tensor nodes whose parameters never change
   const kernels::KernelTable* table_ = nullptr;
 };
 
