@@ -326,7 +326,10 @@ def test_cli_inspect_validate_and_run_take_fusion(tmp_path: Path) -> None:
         jsonschema.Draft202012Validator(schema(command)).validate(json.loads(output.output))
 
 
-def test_bench_model_times_each_variant_in_its_own_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("schedule", [[], ["--fresh-processes"]], ids=["live", "fresh"])
+def test_bench_model_times_each_variant_in_its_own_process(
+    tmp_path: Path, schedule: list[str]
+) -> None:
     out = tmp_path / "cnn_qg.onnx"
     onnx.save(quantgraph.convert(ROOT / "models" / "cnn_u8.onnx").proto, out)
     result = CliRunner().invoke(
@@ -341,6 +344,7 @@ def test_bench_model_times_each_variant_in_its_own_process(tmp_path: Path) -> No
             "--repeat",
             "3",
             "--json",
+            *schedule,
         ],
     )
     assert result.exit_code == 0, result.output
@@ -365,3 +369,49 @@ def test_bench_model_times_each_variant_in_its_own_process(tmp_path: Path) -> No
     assert rows["original ORT_ENABLE_ALL"]["ratio_to_original"] == 1.0
     bad = CliRunner().invoke(main, ["bench", "--model", str(out), str(out), "--fusions", "x"])
     assert bad.exit_code == 2 and "--fusions" in bad.output
+
+
+@pytest.mark.parametrize("schedule", [[], ["--fresh-processes"]], ids=["live", "fresh"])
+def test_bench_model_reports_a_variant_that_cannot_run(schedule: list[str]) -> None:
+    """The rewritten variants get the original's inputs, which this other model does not take:
+    each says why, and the original's variants are timed all the same."""
+    result = CliRunner().invoke(
+        main,
+        [
+            "bench",
+            "--model",
+            str(ROOT / "models/cnn_u8.onnx"),
+            str(ROOT / "models/transformer_u8.onnx"),
+            "--rounds",
+            "2",
+            "--repeat",
+            "2",
+            "--json",
+            *schedule,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    import json
+
+    rows = {row["label"]: row for row in json.loads(result.output)}
+    for label, row in rows.items():
+        if label.startswith("original"):
+            assert row["error"] is None and len(row["process_medians_ms"]) == 2
+        else:
+            assert row["error"] and "\n" not in row["error"] and row["median_ms"] is None
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        (["--rounds", "3"], "--rounds"),
+        (["--fresh-processes"], "--fresh-processes"),
+        (["--model", "M", "M", "--sizes", "100"], "--sizes"),
+        (["--model", "M", "M", "--no-spinning"], "--no-spinning"),
+    ],
+)
+def test_bench_refuses_options_the_chosen_timing_ignores(arguments: list[str], named: str) -> None:
+    model = str(ROOT / "models/cnn_u8.onnx")
+    given = [model if a == "M" else a for a in arguments]
+    bad = CliRunner().invoke(main, ["bench", *given])
+    assert bad.exit_code == 2 and named in bad.output and "applies only" in bad.output

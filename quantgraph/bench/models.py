@@ -1,12 +1,17 @@
 """Whole-model timing: the original QDQ model at ORT_ENABLE_ALL and ORT_DISABLE_ALL against the
 rewritten model per backend and fusion mode (``quantgraph bench --model ORIGINAL REWRITTEN``).
 
-Each variant runs in its own process, one process per variant per round, the variants in a
-rotated order each round: onnxruntime sessions in one process spin-wait against each other
-(measured: 60 ms beside three sessions, 23 ms alone), and a machine's speed drifts. A process
-warms up, times ``runs`` calls and reports their median; a variant's figure is the median of its
-processes' medians, and its ratio is taken round by round against the original at
-ORT_ENABLE_ALL measured in the same round, then the median of those ratios.
+Each variant runs in its own process: onnxruntime sessions in one process spin-wait against each
+other (measured: 60 ms beside three sessions, 23 ms alone). By default each variant's process
+starts once, builds its session and warms up, then the processes take turns: a round asks each
+of them, in a rotated order, to time ``runs`` calls, so that a round's variants are timed within
+a fraction of a second of each other. A machine's speed drifts (on the 2-core VM of
+docs/benchmarks.md, one process's 500-call medians went 33 -> 60 -> 39 -> 33 us within seconds),
+and round-by-round ratios cancel that drift only when a round is short. ``fresh_processes``
+starts a new process per variant per round instead: each round is then seconds long and also
+holds each process's start-up. A variant's figure is the median of its rounds' medians; its
+ratio is taken round by round against the original at ORT_ENABLE_ALL measured in the same
+round, then the median of those ratios.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ class Variant:
 @dataclass
 class Timing:
     label: str
-    process_medians_ms: list[float] = field(default_factory=list)
+    process_medians_ms: list[float] = field(default_factory=list)  # one per round
     ratios: list[float] = field(default_factory=list)  # to the baseline of the same round
     error: str | None = None
 
@@ -88,6 +93,7 @@ def bench_models(
     threads: int = 0,
     inputs: dict[str, np.ndarray] | None = None,
     progress: Callable[[str], None] | None = None,
+    fresh_processes: bool = False,
 ) -> list[Timing]:
     """Time every variant (see the module doc); ``inputs`` default to validation's."""
     from ..validation import make_inputs
@@ -99,32 +105,49 @@ def bench_models(
         feed_path = Path(scratch) / "inputs.npz"
         with open(feed_path, "wb") as stream:
             np.savez(stream, **feeds)  # type: ignore[arg-type]
-        for round_index in range(rounds):
-            shift = round_index % len(chosen)
-            order = chosen[shift:] + chosen[:shift]
-            measured: dict[str, float] = {}
-            for variant in order:
-                if results[variant.label].error is not None:
-                    continue
+        live: dict[str, _LiveProcess] = {}
+        try:
+            if not fresh_processes:
                 if progress is not None:
-                    progress(f"round {round_index + 1}/{rounds}: {variant.label}")
-                outcome = _one_process(variant, feed_path, runs, warmup, threads)
-                if isinstance(outcome, str):
-                    results[variant.label].error = outcome
-                else:
-                    measured[variant.label] = outcome
-                    results[variant.label].process_medians_ms.append(outcome)
-            base = measured.get(BASELINE)
-            if base:
-                for label, value in measured.items():
-                    results[label].ratios.append(value / base)
+                    progress(f"starting {len(chosen)} processes")
+                for variant in chosen:  # all start at once; each then warms up alone
+                    command = _command(variant, feed_path, runs, warmup, threads, serve=True)
+                    live[variant.label] = _LiveProcess(command, Path(scratch))
+                for variant in chosen:
+                    failed = live[variant.label].wait_ready()
+                    if failed is not None:
+                        results[variant.label].error = failed
+            for round_index in range(rounds):
+                shift = round_index % len(chosen)
+                order = chosen[shift:] + chosen[:shift]
+                measured: dict[str, float] = {}
+                for variant in order:
+                    if results[variant.label].error is not None:
+                        continue
+                    if progress is not None:
+                        progress(f"round {round_index + 1}/{rounds}: {variant.label}")
+                    if fresh_processes:
+                        outcome = _one_process(variant, feed_path, runs, warmup, threads)
+                    else:
+                        outcome = live[variant.label].time_calls()
+                    if isinstance(outcome, str):
+                        results[variant.label].error = outcome
+                    else:
+                        measured[variant.label] = outcome
+                        results[variant.label].process_medians_ms.append(outcome)
+                base = measured.get(BASELINE)
+                if base:
+                    for label, value in measured.items():
+                        results[label].ratios.append(value / base)
+        finally:
+            for process in live.values():
+                process.close()
     return list(results.values())
 
 
-def _one_process(
-    variant: Variant, feeds: Path, runs: int, warmup: int, threads: int
-) -> float | str:
-    """The variant's median time per call in ms, timed in a fresh process, or its error."""
+def _command(
+    variant: Variant, feeds: Path, runs: int, warmup: int, threads: int, *, serve: bool
+) -> list[str]:
     command = [
         sys.executable,
         "-m",
@@ -135,6 +158,71 @@ def _one_process(
         str(warmup),
         str(threads),
     ]
+    return [*command, "serve"] if serve else command
+
+
+class _LiveProcess:
+    """A variant's process that builds its session once and then times ``runs`` calls each
+    time it is asked (the worker's "serve" mode: one JSON line per answer)."""
+
+    def __init__(self, command: list[str], scratch: Path) -> None:
+        # Its stderr goes to a file: an unread pipe could fill and block the worker. Closed by
+        # close(), which bench_models always calls.
+        self._log = tempfile.TemporaryFile("w+", dir=scratch)  # noqa: SIM115
+        self._process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+        )
+
+    def _answer(self) -> dict[str, object]:
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if line:
+            found: dict[str, object] = json.loads(line)
+            return found
+        code = self._process.wait()
+        self._log.seek(0)
+        lines = self._log.read().strip().splitlines()
+        return {"error": lines[-1] if lines else f"it exited with {code}"}
+
+    def wait_ready(self) -> str | None:
+        """None once the session is built and warm, else why not."""
+        answer = self._answer()
+        return str(answer["error"]) if "error" in answer else None
+
+    def time_calls(self) -> float | str:
+        """The median ms per call of one turn, or the error."""
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write("time\n")
+            self._process.stdin.flush()
+        except OSError:
+            pass  # it has exited: _answer reports how
+        answer = self._answer()
+        if "error" in answer:
+            return str(answer["error"])
+        return float(answer["median_ms"])  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            try:
+                assert self._process.stdin is not None
+                self._process.stdin.close()  # end of input: the worker returns
+                self._process.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self._process.kill()
+                self._process.wait()
+        self._log.close()
+
+
+def _one_process(
+    variant: Variant, feeds: Path, runs: int, warmup: int, threads: int
+) -> float | str:
+    """The variant's median time per call in ms, timed in a fresh process, or its error."""
+    command = _command(variant, feeds, runs, warmup, threads, serve=False)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
@@ -147,19 +235,34 @@ def _one_process(
 
 
 def _worker(argv: list[str]) -> int:
-    """In the timed process: build the session, warm up, time ``runs`` calls."""
+    """In the timed process: build the session, warm up, time ``runs`` calls; with a trailing
+    "serve", say it is ready and time ``runs`` calls for each line read, until end of input."""
     import onnxruntime as ort
 
     from ..errors import one_line
     from ..testing import quiet_session_options
 
-    spec, feeds_path, runs, warmup, threads = argv
+    spec, feeds_path, runs, warmup, threads, *mode = argv
+    serve = mode == ["serve"]
     variant = Variant(**json.loads(spec))
     with np.load(feeds_path, allow_pickle=False) as data:
         feeds = {name: data[name] for name in data.files}
     options = quiet_session_options(threads=int(threads), optimize=True)
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, variant.level)
+
+    def say(answer: dict[str, object]) -> None:
+        print(json.dumps(answer), flush=True)
+
+    def timed() -> list[float]:
+        times = []
+        for _ in range(int(runs)):
+            start = time.perf_counter()
+            call(None, feeds)
+            times.append((time.perf_counter() - start) * 1e3)
+        return times
+
     try:
+        call: Callable[..., object]
         if variant.backend is None:
             session = ort.InferenceSession(variant.model, options, ["CPUExecutionProvider"])
             call = session.run
@@ -172,15 +275,15 @@ def _worker(argv: list[str]) -> int:
             call = wrapped.run
         for _ in range(int(warmup)):
             call(None, feeds)
-        times = []
-        for _ in range(int(runs)):
-            start = time.perf_counter()
-            call(None, feeds)
-            times.append((time.perf_counter() - start) * 1e3)
+        if not serve:
+            times = timed()
+            say({"median_ms": statistics.median(times), "times_ms": times})
+            return 0
+        say({"ready": True})
+        for _ in sys.stdin:
+            say({"median_ms": statistics.median(timed())})
     except Exception as error:
-        print(json.dumps({"error": one_line(error)}))
-        return 0
-    print(json.dumps({"median_ms": statistics.median(times), "times_ms": times}))
+        say({"error": one_line(error)})
     return 0
 
 

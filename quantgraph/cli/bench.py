@@ -8,12 +8,16 @@ from pathlib import Path
 import click
 
 from ..progress import shown
-from .args import BackendArgs, InputArgs, KernelArgs, parsed
+from .args import BackendArgs, InputArgs, KernelArgs, parsed, refuse_given
 from .args.backend import BENCH_LIST_OPTIONS
 from .args.inputs import inputs_option
 from .args.kernels import KERNEL_OPTIONS
 from .process import errors_are_one_line
 from .render_json import JSON_OPTION, print_json
+
+# Options that the other kind of timing would ignore.
+KERNELS_ONLY = ("sizes", "columns", "weights", "no_spinning")
+MODELS_ONLY = ("rounds", "fresh_processes")
 
 
 @click.command()
@@ -25,7 +29,8 @@ from .render_json import JSON_OPTION, print_json
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     metavar="ORIGINAL REWRITTEN",
     help="Time whole models instead of kernels: ORIGINAL at ORT_ENABLE_ALL (the baseline) and "
-    "ORT_DISABLE_ALL, REWRITTEN per --backends and --fusions; each variant in its own process.",
+    "ORT_DISABLE_ALL, REWRITTEN per --backends and --fusions; each variant in its own process, "
+    "the processes taking turns round by round.",
 )
 @BENCH_LIST_OPTIONS
 @click.option(
@@ -33,7 +38,14 @@ from .render_json import JSON_OPTION, print_json
     type=click.IntRange(min=1),
     default=5,
     show_default=True,
-    help="With --model: processes per variant (one per round, interleaved).",
+    help="With --model: rounds; each gives every variant --repeat calls, in a rotated order.",
+)
+@click.option(
+    "--fresh-processes",
+    is_flag=True,
+    help="With --model: a new process per variant per round instead of one process per variant "
+    "that builds its session once and takes turns with the others (slower; each round then "
+    "lasts seconds, and the machine's drift over them enters the ratios).",
 )
 @inputs_option("bench")
 @JSON_OPTION
@@ -42,6 +54,7 @@ from .render_json import JSON_OPTION, print_json
 def bench(
     models: tuple[Path, Path] | None,
     rounds: int,
+    fresh_processes: bool,
     as_json: bool,
     kernels: KernelArgs,
     engine: BackendArgs,
@@ -56,8 +69,10 @@ def bench(
       quantgraph bench --model model.onnx model_qg.onnx --fusions none,onnxruntime --rounds 7
     """
     if models:
-        _bench_models(models, engine, rounds, kernels, feeds.file, as_json)
+        refuse_given(KERNELS_ONLY, "only to kernel timing, not with --model")
+        _bench_models(models, engine, rounds, fresh_processes, kernels, feeds.file, as_json)
         return
+    refuse_given(MODELS_ONLY, "only with --model ORIGINAL REWRITTEN")
     from ..bench import kernels as benchmarks
 
     narrow = tuple(f"{benchmarks.NARROW_PREFIX}{c}" for c in kernels.narrow_columns())
@@ -81,6 +96,7 @@ def _bench_models(
     models: tuple[Path, Path],
     engine: BackendArgs,
     rounds: int,
+    fresh_processes: bool,
     kernels: KernelArgs,
     inputs: Path | None,
     as_json: bool,
@@ -100,6 +116,7 @@ def _bench_models(
         threads=kernels.threads,
         inputs=load_inputs(inputs) if inputs else None,
         progress=progress,
+        fresh_processes=fresh_processes,
     )
     if as_json:
         print_json([t.to_dict() for t in timings])
