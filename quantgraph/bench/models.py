@@ -4,8 +4,9 @@ rewritten model per backend and fusion mode (``quantgraph bench --model ORIGINAL
 Each variant runs in its own process: onnxruntime sessions in one process spin-wait against each
 other (measured: 60 ms beside three sessions, 23 ms alone). By default each variant's process
 starts once, builds its session and warms up, then the processes take turns: a round asks each
-of them, in a rotated order, to time ``runs`` calls, so that a round's variants are timed within
-a fraction of a second of each other. A machine's speed drifts (on the 2-core VM of
+of them, in a rotated order, to time ``runs`` calls (after ``warmup`` untimed ones; between its
+turns a process is stopped, so that its pool's spinning threads take nothing from the next),
+and a round's variants are timed within milliseconds to a second of each other. A machine's speed drifts (on the 2-core VM of
 docs/benchmarks.md, one process's 500-call medians went 33 -> 60 -> 39 -> 33 us within seconds),
 and round-by-round ratios cancel that drift only when a round is short. ``fresh_processes``
 starts a new process per variant per round instead: each round is then seconds long and also
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -161,6 +163,11 @@ def _command(
     return [*command, "serve"] if serve else command
 
 
+# Where the platform has them (POSIX): a process between its turns is stopped.
+_PAUSE: int | None = getattr(signal, "SIGSTOP", None)
+_RESUME: int | None = getattr(signal, "SIGCONT", None)
+
+
 class _LiveProcess:
     """A variant's process that builds its session once and then times ``runs`` calls each
     time it is asked (the worker's "serve" mode: one JSON line per answer)."""
@@ -191,23 +198,34 @@ class _LiveProcess:
     def wait_ready(self) -> str | None:
         """None once the session is built and warm, else why not."""
         answer = self._answer()
+        self._signal(_PAUSE)
         return str(answer["error"]) if "error" in answer else None
 
     def time_calls(self) -> float | str:
-        """The median ms per call of one turn, or the error."""
+        """The median ms per call of one turn, or the error. The process is stopped between
+        its turns: onnxruntime's intra-op threads spin for tens of ms after a run (about 45 ms
+        of CPU time here) and would take a core from the next process's turn (x[16,4096] @
+        int4, 5 calls a turn: 9.6 ms a call instead of 4.0 ms)."""
         assert self._process.stdin is not None
+        self._signal(_RESUME)
         try:
             self._process.stdin.write("time\n")
             self._process.stdin.flush()
         except OSError:
             pass  # it has exited: _answer reports how
         answer = self._answer()
+        self._signal(_PAUSE)
         if "error" in answer:
             return str(answer["error"])
         return float(answer["median_ms"])  # type: ignore[arg-type]
 
+    def _signal(self, number: int | None) -> None:
+        if number is not None and self._process.poll() is None:
+            os.kill(self._process.pid, number)
+
     def close(self) -> None:
         if self._process.poll() is None:
+            self._signal(_RESUME)
             try:
                 assert self._process.stdin is not None
                 self._process.stdin.close()  # end of input: the worker returns
@@ -281,6 +299,11 @@ def _worker(argv: list[str]) -> int:
             return 0
         say({"ready": True})
         for _ in sys.stdin:
+            # Each turn warms up again: between turns the other processes ran, and this one's
+            # weights and pool threads went cold (without it, x[16,4096] @ int4 timed 5 calls a
+            # turn at 3x the figure of 30-call turns).
+            for _ in range(int(warmup)):
+                call(None, feeds)
             say({"median_ms": statistics.median(timed())})
     except Exception as error:
         say({"error": one_line(error)})
