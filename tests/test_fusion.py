@@ -406,6 +406,8 @@ def test_bench_model_reports_a_variant_that_cannot_run(schedule: list[str]) -> N
     [
         (["--rounds", "3"], "--rounds"),
         (["--fresh-processes"], "--fresh-processes"),
+        (["--processes", "2"], "--processes"),
+        (["--model", "M", "M", "--fresh-processes", "--processes", "2"], "--processes"),
         (["--model", "M", "M", "--sizes", "100"], "--sizes"),
         (["--model", "M", "M", "--no-spinning"], "--no-spinning"),
     ],

@@ -1,18 +1,23 @@
 """Whole-model timing: the original QDQ model at ORT_ENABLE_ALL and ORT_DISABLE_ALL against the
 rewritten model per backend and fusion mode (``quantgraph bench --model ORIGINAL REWRITTEN``).
 
-Each variant runs in its own process: onnxruntime sessions in one process spin-wait against each
-other (measured: 60 ms beside three sessions, 23 ms alone). By default each variant's process
-starts once, builds its session and warms up, then the processes take turns: a round asks each
-of them, in a rotated order, to time ``runs`` calls (after ``warmup`` untimed ones; between its
-turns a process is stopped, so that its pool's spinning threads take nothing from the next),
-and a round's variants are timed within milliseconds to a second of each other. A machine's speed drifts (on the 2-core VM of
-docs/benchmarks.md, one process's 500-call medians went 33 -> 60 -> 39 -> 33 us within seconds),
-and round-by-round ratios cancel that drift only when a round is short. ``fresh_processes``
-starts a new process per variant per round instead: each round is then seconds long and also
-holds each process's start-up. A variant's figure is the median of its rounds' medians; its
-ratio is taken round by round against the original at ORT_ENABLE_ALL measured in the same
-round, then the median of those ratios.
+Each variant runs in processes of its own: onnxruntime sessions in one process spin-wait against
+each other (measured: 60 ms beside three sessions, 23 ms alone). Two things move a process's
+times on a shared machine, and the schedule answers both:
+
+* the machine's speed drifts within seconds (on the 2-core VM of docs/benchmarks.md one
+  process's 500-call medians went 33 -> 60 -> 39 -> 33 us). So the processes start once, build
+  their sessions and warm up, then take turns: a round asks one process of each variant, in a
+  rotated order, to time ``runs`` calls after ``warmup`` untimed ones, and each ratio is taken
+  against the original at ORT_ENABLE_ALL of the same round, timed moments before or after.
+  Between its turns a process is stopped (SIGSTOP), so that its intra-op threads, which spin
+  for tens of ms after a run, take no core from the next one.
+* where a process's buffers fall in pages and caches shifts its times by several per cent for
+  its whole life. So each variant has ``processes`` of them, the rounds going round-robin.
+
+A variant's figure is the median of its rounds' medians, its ratio the median of its round
+ratios. ``fresh_processes`` is the earlier schedule: a new process per variant per round (each
+round then lasts seconds, and holds each process's start-up).
 """
 
 from __future__ import annotations
@@ -96,6 +101,7 @@ def bench_models(
     inputs: dict[str, np.ndarray] | None = None,
     progress: Callable[[str], None] | None = None,
     fresh_processes: bool = False,
+    processes: int = 3,
 ) -> list[Timing]:
     """Time every variant (see the module doc); ``inputs`` default to validation's."""
     from ..validation import make_inputs
@@ -107,18 +113,21 @@ def bench_models(
         feed_path = Path(scratch) / "inputs.npz"
         with open(feed_path, "wb") as stream:
             np.savez(stream, **feeds)  # type: ignore[arg-type]
-        live: dict[str, _LiveProcess] = {}
+        live: dict[str, list[_LiveProcess]] = {}
         try:
             if not fresh_processes:
                 if progress is not None:
-                    progress(f"starting {len(chosen)} processes")
+                    progress(f"starting {processes * len(chosen)} processes")
                 for variant in chosen:  # all start at once; each then warms up alone
                     command = _command(variant, feed_path, runs, warmup, threads, serve=True)
-                    live[variant.label] = _LiveProcess(command, Path(scratch))
+                    live[variant.label] = [
+                        _LiveProcess(command, Path(scratch)) for _ in range(processes)
+                    ]
                 for variant in chosen:
-                    failed = live[variant.label].wait_ready()
-                    if failed is not None:
-                        results[variant.label].error = failed
+                    for process in live[variant.label]:
+                        failed = process.wait_ready()
+                        if failed is not None:
+                            results[variant.label].error = failed
             for round_index in range(rounds):
                 shift = round_index % len(chosen)
                 order = chosen[shift:] + chosen[:shift]
@@ -131,7 +140,8 @@ def bench_models(
                     if fresh_processes:
                         outcome = _one_process(variant, feed_path, runs, warmup, threads)
                     else:
-                        outcome = live[variant.label].time_calls()
+                        mine = live[variant.label]
+                        outcome = mine[round_index % len(mine)].time_calls()
                     if isinstance(outcome, str):
                         results[variant.label].error = outcome
                     else:
@@ -142,8 +152,9 @@ def bench_models(
                     for label, value in measured.items():
                         results[label].ratios.append(value / base)
         finally:
-            for process in live.values():
-                process.close()
+            for group in live.values():
+                for process in group:
+                    process.close()
     return list(results.values())
 
 

@@ -17,7 +17,7 @@ from .render_json import JSON_OPTION, print_json
 
 # Options that the other kind of timing would ignore.
 KERNELS_ONLY = ("sizes", "columns", "weights", "no_spinning")
-MODELS_ONLY = ("rounds", "fresh_processes")
+MODELS_ONLY = ("rounds", "processes", "fresh_processes")
 
 
 @click.command()
@@ -41,6 +41,13 @@ MODELS_ONLY = ("rounds", "fresh_processes")
     help="With --model: rounds; each gives every variant --repeat calls, in a rotated order.",
 )
 @click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="With --model: processes per variant, the rounds going round-robin over them.",
+)
+@click.option(
     "--fresh-processes",
     is_flag=True,
     help="With --model: a new process per variant per round instead of one process per variant "
@@ -54,6 +61,7 @@ MODELS_ONLY = ("rounds", "fresh_processes")
 def bench(
     models: tuple[Path, Path] | None,
     rounds: int,
+    processes: int,
     fresh_processes: bool,
     as_json: bool,
     kernels: KernelArgs,
@@ -70,7 +78,10 @@ def bench(
     """
     if models:
         refuse_given(KERNELS_ONLY, "only to kernel timing, not with --model")
-        _bench_models(models, engine, rounds, fresh_processes, kernels, feeds.file, as_json)
+        if fresh_processes:
+            refuse_given(("processes",), "only to live processes, not with --fresh-processes")
+        schedule = (processes, fresh_processes)
+        _bench_models(models, engine, rounds, schedule, kernels, feeds.file, as_json)
         return
     refuse_given(MODELS_ONLY, "only with --model ORIGINAL REWRITTEN")
     from ..bench import kernels as benchmarks
@@ -96,7 +107,7 @@ def _bench_models(
     models: tuple[Path, Path],
     engine: BackendArgs,
     rounds: int,
-    fresh_processes: bool,
+    schedule: tuple[int, bool],
     kernels: KernelArgs,
     inputs: Path | None,
     as_json: bool,
@@ -116,7 +127,8 @@ def _bench_models(
         threads=kernels.threads,
         inputs=load_inputs(inputs) if inputs else None,
         progress=progress,
-        fresh_processes=fresh_processes,
+        processes=schedule[0],
+        fresh_processes=schedule[1],
     )
     if as_json:
         print_json([t.to_dict() for t in timings])
