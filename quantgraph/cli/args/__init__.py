@@ -8,6 +8,7 @@ output.py      --output, --force, --external-data, --report
 tolerance.py   --atol, --rtol
 conversion.py  --static, --keep-contrib
 kernels.py     bench's --sizes, --repeat, --columns, --threads, --weights, --no-spinning
+model_timing.py  bench's --model, --rounds, --processes, --fresh-processes
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .base import ArgGroup, GroupOption, parsed, refuse_given
 from .conversion import ConversionArgs
 from .inputs import InputArgs
 from .kernels import KernelArgs
+from .model_timing import ModelTimingArgs
 from .output import OutputArgs
 from .tolerance import ToleranceArgs
 
@@ -27,6 +29,7 @@ __all__ = [
     "GroupOption",
     "InputArgs",
     "KernelArgs",
+    "ModelTimingArgs",
     "OutputArgs",
     "ToleranceArgs",
     "parsed",
