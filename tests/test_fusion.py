@@ -366,7 +366,10 @@ def test_bench_model_times_each_variant_in_its_own_process(
     for row in rows.values():
         assert row["error"] is None and len(row["process_medians_ms"]) == 2
         assert row["ratio_to_original"] > 0
+        first, third = row["ratio_quartiles"]
+        assert first <= row["ratio_to_original"] <= third
     assert rows["original ORT_ENABLE_ALL"]["ratio_to_original"] == 1.0
+    assert rows["original ORT_ENABLE_ALL"]["ratio_quartiles"] == [1.0, 1.0]
     bad = CliRunner().invoke(main, ["bench", "--model", str(out), str(out), "--fusions", "x"])
     assert bad.exit_code == 2 and "--fusions" in bad.output
 
@@ -399,6 +402,7 @@ def test_bench_model_reports_a_variant_that_cannot_run(schedule: list[str]) -> N
             assert row["error"] is None and len(row["process_medians_ms"]) == 2
         else:
             assert row["error"] and "\n" not in row["error"] and row["median_ms"] is None
+            assert row["ratio_quartiles"] is None
 
 
 @pytest.mark.parametrize(

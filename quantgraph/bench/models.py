@@ -65,10 +65,22 @@ class Timing:
     def ratio(self) -> float | None:
         return statistics.median(self.ratios) if self.ratios else None
 
+    @property
+    def ratio_quartiles(self) -> tuple[float, float] | None:
+        """The first and third quartiles of the round ratios: how far the rounds agree."""
+        if not self.ratios:
+            return None
+        if len(self.ratios) == 1:
+            return self.ratios[0], self.ratios[0]
+        first, _, third = statistics.quantiles(self.ratios, n=4, method="inclusive")
+        return first, third
+
     def to_dict(self) -> dict[str, object]:
         found = asdict(self)
         found["median_ms"] = self.median_ms
         found["ratio_to_original"] = self.ratio
+        quartiles = self.ratio_quartiles
+        found["ratio_quartiles"] = None if quartiles is None else list(quartiles)
         return found
 
 

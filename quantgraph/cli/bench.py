@@ -91,11 +91,15 @@ def _bench_models(
     if as_json:
         print_json([t.to_dict() for t in timings])
         return
-    click.echo(f"{'variant':<40} {'median ms':>10} {'ratio':>7}  (to the original at ENABLE_ALL)")
+    click.echo(
+        f"{'variant':<40} {'median ms':>10} {'ratio':>7} {'rounds 25-75%':>13}"
+        "  (ratio: to the original at ENABLE_ALL in the same round, median over rounds)"
+    )
     for row in timings:
         if row.error is not None:
             click.echo(f"{row.label:<40} failed: {row.error}")
             continue
-        median, ratio = row.median_ms, row.ratio
+        median, ratio, quartiles = row.median_ms, row.ratio, row.ratio_quartiles
         ratio_text = "-" if ratio is None else f"{ratio:.2f}x"
-        click.echo(f"{row.label:<40} {median or 0:>10.3f} {ratio_text:>7}")
+        spread = "-" if quartiles is None else f"{quartiles[0]:.2f}-{quartiles[1]:.2f}"
+        click.echo(f"{row.label:<40} {median or 0:>10.3f} {ratio_text:>7} {spread:>13}")

@@ -212,6 +212,12 @@ DEFS: dict[str, Schema] = {
             "error": NULLABLE_STRING,
             "median_ms": {"type": ["number", "null"]},
             "ratio_to_original": {"type": ["number", "null"]},
+            "ratio_quartiles": {
+                "oneOf": [
+                    {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
+                    {"type": "null"},
+                ]
+            },
         }
     ),
     "node_support": _object(
