@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,6 +27,8 @@ from quantgraph.backends import (
 )
 from quantgraph.runtime.support import node_support
 from tests.builders import spec_op_model
+
+ROOT = Path(__file__).resolve().parent.parent
 
 PACKAGE = Path(quantgraph.__file__).parent
 NOWHERE = "/nonexistent/quantgraph-test/lib.so"
@@ -272,3 +275,20 @@ def test_no_module_outside_backends_tests_a_backend_name() -> None:
         if tests:
             found[str(relative)] = tests
     assert found == {}, "ask the backend object (quantgraph.backends.get(name)) instead"
+
+
+def test_a_subclass_run_is_called_on_every_backend() -> None:
+    """The session hands callers onnxruntime's own run where its backend needs nothing around a
+    run; a subclass that overrides run keeps its own on every backend."""
+    calls: list[str] = []
+
+    class Logged(quantgraph.InferenceSession):
+        def run(self, *args: Any, **kwargs: Any) -> list[Any]:
+            calls.append(self.backend)
+            return super().run(*args, **kwargs)
+
+    model = ROOT / "models" / "cnn_u8.onnx"
+    feeds = {"input": np.zeros((1, 3, 16, 16), np.float32)}
+    for backend in ("native", "python"):
+        Logged(quantgraph.convert(model).proto, backend).run(None, feeds)
+    assert calls == ["native", "python"]

@@ -405,12 +405,36 @@ def test_bench_model_reports_a_variant_that_cannot_run(schedule: list[str]) -> N
             assert row["ratio_quartiles"] is None
 
 
+def test_bench_model_replies_survive_other_output_on_stdout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library writing to the timed processes' stdout (here a sitecustomize's print, as
+    ONEDNN_VERBOSE would) must not get between their replies."""
+    (tmp_path / "sitecustomize.py").write_text("print('a line on stdout')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    from quantgraph.bench.models import bench_models
+
+    rows = bench_models(
+        ROOT / "models/cnn_u8.onnx",
+        ROOT / "models/cnn_u8.onnx",
+        fusions=("none",),
+        rounds=2,
+        runs=2,
+        warmup=1,
+        processes=5,  # more than rounds: one process a round is started
+    )
+    assert [row.error for row in rows] == [None, None, None]
+    assert all(len(row.ratios) == 2 for row in rows)
+
+
 @pytest.mark.parametrize(
     ("arguments", "named"),
     [
         (["--rounds", "3"], "--rounds"),
         (["--fresh-processes"], "--fresh-processes"),
         (["--processes", "2"], "--processes"),
+        (["--backends", "onednn"], "--backends"),
+        (["--fusions", "auto"], "--fusions"),
         (["--model", "M", "M", "--fresh-processes", "--processes", "2"], "--processes"),
         (["--model", "M", "M", "--sizes", "100"], "--sizes"),
         (["--model", "M", "M", "--no-spinning"], "--no-spinning"),

@@ -125,21 +125,23 @@ def bench_models(
         feed_path = Path(scratch) / "inputs.npz"
         with open(feed_path, "wb") as stream:
             np.savez(stream, **feeds)  # type: ignore[arg-type]
-        live: dict[str, list[_LiveProcess]] = {}
+        live: dict[str, list[_LiveProcess]] = {v.label: [] for v in chosen}
         try:
             if not fresh_processes:
-                if progress is not None:
-                    progress(f"starting {processes * len(chosen)} processes")
-                for variant in chosen:  # all start at once; each then warms up alone
-                    command = _command(variant, feed_path, runs, warmup, threads, serve=True)
-                    live[variant.label] = [
-                        _LiveProcess(command, Path(scratch)) for _ in range(processes)
-                    ]
+                # One variant's processes at a time build their sessions: they would only
+                # share the 2 cores otherwise, and the peak memory would be all of them at once.
+                count = max(1, min(processes, rounds))  # a process per round at most
                 for variant in chosen:
-                    for process in live[variant.label]:
+                    if progress is not None:
+                        progress(f"starting {count} processes: {variant.label}")
+                    command = _command(variant, feed_path, runs, warmup, threads, serve=True)
+                    for _ in range(count):
+                        process = _LiveProcess(command, Path(scratch))
+                        live[variant.label].append(process)  # closed below whatever happens
                         failed = process.wait_ready()
                         if failed is not None:
                             results[variant.label].error = failed
+                            break
             for round_index in range(rounds):
                 shift = round_index % len(chosen)
                 order = chosen[shift:] + chosen[:shift]
@@ -164,9 +166,7 @@ def bench_models(
                     for label, value in measured.items():
                         results[label].ratios.append(value / base)
         finally:
-            for group in live.values():
-                for process in group:
-                    process.close()
+            _close_all([p for group in live.values() for p in group])
     return list(results.values())
 
 
@@ -196,27 +196,40 @@ class _LiveProcess:
     time it is asked (the worker's "serve" mode: one JSON line per answer)."""
 
     def __init__(self, command: list[str], scratch: Path) -> None:
-        # Its stderr goes to a file: an unread pipe could fill and block the worker. Closed by
-        # close(), which bench_models always calls.
+        # Its stdout and stderr go to a file (an unread pipe could fill and block the worker);
+        # its replies come on a pipe of their own. Closed by reap(), which bench_models always
+        # calls (_close_all).
         self._log = tempfile.TemporaryFile("w+", dir=scratch)  # noqa: SIM115
-        self._process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            text=True,
-        )
+        read_end, write_end = os.pipe()
+        try:
+            self._process = subprocess.Popen(
+                [*command, str(write_end)],
+                stdin=subprocess.PIPE,
+                stdout=self._log,
+                stderr=self._log,
+                pass_fds=(write_end,),
+                text=True,
+            )
+        except BaseException:
+            os.close(read_end)
+            self._log.close()
+            raise
+        finally:
+            os.close(write_end)  # the worker's now: end of file here when it exits
+        self._replies = os.fdopen(read_end, "r")
 
     def _answer(self) -> dict[str, object]:
-        assert self._process.stdout is not None
-        line = self._process.stdout.readline()
+        line = self._replies.readline()
         if line:
-            found: dict[str, object] = json.loads(line)
+            found: dict[str, object] = json.loads(line)  # the worker's own channel: JSON only
             return found
         code = self._process.wait()
         self._log.seek(0)
         lines = self._log.read().strip().splitlines()
-        return {"error": lines[-1] if lines else f"it exited with {code}"}
+        if lines:
+            return {"error": lines[-1]}
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with {code}"
+        return {"error": f"its process {how}"}
 
     def wait_ready(self) -> str | None:
         """None once the session is built and warm, else why not."""
@@ -246,17 +259,44 @@ class _LiveProcess:
         if number is not None and self._process.poll() is None:
             os.kill(self._process.pid, number)
 
-    def close(self) -> None:
-        if self._process.poll() is None:
+    def release(self) -> None:
+        """Let it go on and end: resumed, its input closed (neither blocks)."""
+        try:
             self._signal(_RESUME)
-            try:
-                assert self._process.stdin is not None
-                self._process.stdin.close()  # end of input: the worker returns
-                self._process.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
+            if self._process.stdin is not None:
+                self._process.stdin.close()
+        except OSError:
+            pass
+
+    def kill(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+
+    def reap(self) -> None:
+        """Wait for it to end (killed if it takes longer than 10 s)."""
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            if self._process.poll() is None:
                 self._process.kill()
                 self._process.wait()
-        self._log.close()
+            self._replies.close()
+            self._log.close()
+
+
+def _close_all(processes: list[_LiveProcess]) -> None:
+    """Every process released first, so that an interrupt while waiting for one leaves none
+    stopped with its input open; then each waited for, killed if need be."""
+    for process in processes:
+        process.release()
+    try:
+        for process in processes:
+            process.reap()
+    finally:
+        for process in processes:  # after an interrupt above: no process outlives the bench
+            process.kill()
 
 
 def _one_process(
@@ -284,7 +324,10 @@ def _worker(argv: list[str]) -> int:
     from ..testing import quiet_session_options
 
     spec, feeds_path, runs, warmup, threads, *mode = argv
-    serve = mode == ["serve"]
+    # Served, replies go on a pipe of their own (its descriptor follows "serve"): whatever else
+    # writes to stdout (a library's verbose mode, a sitecustomize) cannot get between them.
+    serve = bool(mode) and mode[0] == "serve"
+    reply = os.fdopen(int(mode[1]), "w") if serve else sys.stdout
     variant = Variant(**json.loads(spec))
     with np.load(feeds_path, allow_pickle=False) as data:
         feeds = {name: data[name] for name in data.files}
@@ -292,7 +335,7 @@ def _worker(argv: list[str]) -> int:
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, variant.level)
 
     def say(answer: dict[str, object]) -> None:
-        print(json.dumps(answer), flush=True)
+        print(json.dumps(answer), file=reply, flush=True)
 
     def timed() -> list[float]:
         times = []

@@ -87,9 +87,10 @@ class InferenceSession:
 
             register(options)
         self._session = ort.InferenceSession(source, options, providers=list(providers))
-        if not self._hooks:
+        if not self._hooks and type(self).run is InferenceSession.run:
             # Nothing to do around a run: callers reach onnxruntime's own method, without a
-            # Python frame of ours in between (0.3-0.8 us a call on a 31 us model).
+            # Python frame of ours in between (0.3-0.8 us a call on a 31 us model). A subclass
+            # that overrides run keeps its own.
             self.run = self._session.run  # type: ignore[method-assign]
         # Which build of an outside engine runs the ops (oneDNN's, on the onednn backend).
         self.onednn_version: str | None = self._backend.engine_version()

@@ -53,6 +53,9 @@ MODEL_TIMING_OPTIONS = stacked(
 
 # What kernel timing reads and whole-model timing would ignore.
 KERNELS_ONLY = ("sizes", "columns", "weights", "no_spinning")
+# What whole-model timing reads and kernel timing would ignore (--backends, --fusions and
+# --inputs are other groups' options, which bench gives to --model alone).
+MODELS_ONLY = ("rounds", "processes", "fresh_processes", "backends", "fusions", "inputs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +70,7 @@ class ModelTimingArgs(ArgGroup):
         """Options of one kind of timing given for the other are usage errors."""
         found = cls(**values)
         if not found.models:
-            refuse_given(("rounds", "processes", "fresh_processes"), "only with --model")
+            refuse_given(MODELS_ONLY, "only with --model")
             return cls(models=None)
         refuse_given(KERNELS_ONLY, "only to kernel timing, not with --model")
         if found.fresh_processes:
