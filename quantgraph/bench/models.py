@@ -128,20 +128,13 @@ def bench_models(
         live: dict[str, list[_LiveProcess]] = {v.label: [] for v in chosen}
         try:
             if not fresh_processes:
-                # One variant's processes at a time build their sessions: they would only
-                # share the 2 cores otherwise, and the peak memory would be all of them at once.
                 count = max(1, min(processes, rounds))  # a process per round at most
                 for variant in chosen:
                     if progress is not None:
                         progress(f"starting {count} processes: {variant.label}")
                     command = _command(variant, feed_path, runs, warmup, threads, serve=True)
-                    for _ in range(count):
-                        process = _LiveProcess(command, Path(scratch))
-                        live[variant.label].append(process)  # closed below whatever happens
-                        failed = process.wait_ready()
-                        if failed is not None:
-                            results[variant.label].error = failed
-                            break
+                    failed = _start(command, count, Path(scratch), live[variant.label])
+                    results[variant.label].error = failed
             for round_index in range(rounds):
                 shift = round_index % len(chosen)
                 order = chosen[shift:] + chosen[:shift]
@@ -168,6 +161,20 @@ def bench_models(
         finally:
             _close_all([p for group in live.values() for p in group])
     return list(results.values())
+
+
+def _start(command: list[str], count: int, scratch: Path, into: list[_LiveProcess]) -> str | None:
+    """``count`` processes of one variant, each ready (session built, warm) before the next
+    starts: together they would only share the cores, and hold all their memory at once.
+    Each goes into ``into`` as soon as it exists (the caller closes them whatever happens);
+    the first one's failure is the variant's."""
+    for _ in range(count):
+        process = _LiveProcess(command, scratch)
+        into.append(process)
+        failed = process.wait_ready()
+        if failed is not None:
+            return failed
+    return None
 
 
 def _command(
