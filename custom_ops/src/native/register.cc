@@ -30,8 +30,8 @@ class Kernel final : public OpKernel {
       zps_key = cfg_.has_zps_attr ? spec::kS32 : 0;
       zps32_.assign(cfg_.zps_attr.begin(), cfg_.zps_attr.end());  // CheckNode bounded them
     }
-    const RowKernels row = FindKernels(kind, cfg_.src, cfg_.dst, zps_key, arithmetic);
-    compute_ = row.compute;
+    const RowKernels found = FindKernels(kind, cfg_.src, cfg_.dst, zps_key, arithmetic);
+    compute_ = found.compute;
     if (compute_ == nullptr && arithmetic == Arithmetic::kOnednn) {
       std::string row = TypeName(cfg_.src) + " -> " + TypeName(cfg_.dst);
       if (zps_key != 0) row += " with " + TypeName(zps_key) + " zps";
@@ -45,13 +45,13 @@ class Kernel final : public OpKernel {
     }
     table_ = &kernels::GetKernelTable(kernels::SelectIsa());
     FixedParams fixed;
-    if (row.prepare != nullptr && FixedPerTensor(cfg_, fixed)) {
+    if (found.prepare != nullptr && FixedPerTensor(cfg_, fixed)) {
       CallArgs params{};
       params.scales = fixed.scales;
       params.scales_type = IsStatic(kind) ? spec::kF32 : cfg_.scales;
       params.scale_count = 1;
       params.zps = IsStatic(kind) ? (cfg_.has_zps_attr ? zps32_.data() : nullptr) : fixed.zps;
-      fixed_ = row.prepare(params, *table_);
+      fixed_ = found.prepare(params, *table_);
     }
     // The output buffer onnxruntime allocates has the node's output type: it must be the dst
     // the kernel writes (shape inference makes it so; a model can only contradict it by a
