@@ -85,7 +85,9 @@ def _assert_same(fed: np.ndarray, fixed: np.ndarray) -> None:
 
 SHAPES = st.one_of(
     st.lists(st.integers(0, 6), min_size=0, max_size=4).map(tuple),
-    st.sampled_from([(1, 256), (3, 1000), (40_000,)]),  # the last: on the intra-op pool
+    # (40_000,): on the intra-op pool; ranks 8 and above: the fixed path's dims live on the
+    # stack up to rank 8, higher ranks take the per-call path (native/register.cc).
+    st.sampled_from([(1, 256), (3, 1000), (40_000,), (1, 2, 1, 2, 1, 2, 1, 3), (2,) * 9]),
 )
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

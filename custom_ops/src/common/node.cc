@@ -425,25 +425,27 @@ void CheckScaleValues(const NodeConfig& cfg, const float* scales, size_t count) 
 
 namespace {
 
-// A tensor's shape into ``shape`` (its capacity reused) and its element count.
-size_t ReadShape(const Ort::ConstValue& value, std::vector<int64_t>& shape, int* type) {
+// A tensor's shape into ``shape`` (its capacity reused) and its element count. The count is
+// the product of the dims rather than one more API call: a lone spec op's call is mostly this
+// glue, and each call into onnxruntime touches code its own QuantizeLinear does not.
+size_t ReadShape(const Ort::ConstValue& value, std::vector<int64_t>& shape) {
   const auto info = value.GetTensorTypeAndShapeInfo();
-  if (type != nullptr) *type = static_cast<int>(info.GetElementType());
   shape.resize(info.GetDimensionsCount());
   info.GetDimensions(shape.data(), shape.size());
-  return info.GetElementCount();
+  size_t count = 1;
+  for (const int64_t d : shape) count *= static_cast<size_t>(d);
+  return count;
 }
 
 }  // namespace
 
-size_t ReadSrc(const NodeConfig& cfg, Ort::KernelContext& ctx, std::vector<int64_t>& dims,
+// src's element type is the node's (cfg.src): onnxruntime fixes a node's input types when it
+// creates the kernel, so a call does not read it again.
+size_t ReadSrc(const NodeConfig&, Ort::KernelContext& ctx, std::vector<int64_t>& dims,
                const void*& data) {
   const Ort::ConstValue src = ctx.GetInput(0);
-  int src_type = 0;
-  const size_t elements = ReadShape(src, dims, &src_type);
-  if (src_type != cfg.src) throw std::logic_error("src element type differs from the node's");
   data = src.GetTensorRawData();
-  return elements;
+  return ReadShape(src, dims);
 }
 
 bool FixedPerTensor(const NodeConfig& cfg, FixedParams& out) {
@@ -493,7 +495,7 @@ void ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx, CallInputs& call) 
   } else {
     const Ort::ConstValue scales = ctx.GetInput(1);
     if (scales == nullptr) ThrowRule(cfg.kind, cfg.node, "missing-input", {{"name", "scales"}});
-    call.scale_count = ReadShape(scales, call.scales_shape, nullptr);
+    call.scale_count = ReadShape(scales, call.scales_shape);
     call.scales = scales.GetTensorRawData();  // of type cfg.scales (checked by CheckNode)
   }
   bool has_zps = false;
@@ -505,7 +507,7 @@ void ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx, CallInputs& call) 
     const Ort::ConstValue zps = ctx.GetInput(2);
     if (zps != nullptr) {
       has_zps = true;
-      ReadShape(zps, call.zps_shape, nullptr);
+      ReadShape(zps, call.zps_shape);
       call.zps = zps.GetTensorRawData();
     }
   }

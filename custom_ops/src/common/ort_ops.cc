@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -48,6 +49,11 @@ OrtStatus* ToStatus(const OrtApi& api, const char* library) noexcept {
   } catch (...) {
     return api.CreateStatus(ORT_FAIL, (std::string(library) + ": unknown error").c_str());
   }
+}
+
+__attribute__((noinline, cold)) void ThrowStatus(OrtStatus* status) {
+  Ort::ThrowOnError(status);
+  throw std::logic_error("ThrowStatus without a status");
 }
 
 int OutputElementType(const OrtApi& api, const OrtKernelInfo* info) {

@@ -46,6 +46,10 @@ using DomainFor = std::function<Ort::CustomOpDomain&(const OrtApi&, OrtSessionOp
 OrtStatus* RegisterDomain(OrtSessionOptions* options, const OrtApiBase* api_base,
                           const char* library, const DomainFor& domain_for) noexcept;
 
+// Throws `status` (not null) as an Ort::Exception. Out of line and cold, so that a hot path
+// that checks a chain of C API statuses carries one call instead of an inlined throw a check.
+[[noreturn]] void ThrowStatus(OrtStatus* status);
+
 // The element type onnxruntime gave the node's output 0 (0 when unknown).
 int OutputElementType(const OrtApi& api, const OrtKernelInfo* info);
 

@@ -280,6 +280,11 @@ class PerTensorRun final : public FixedRun {
   }
 
   void Run(const void* src, void* dst, size_t elements, const ExecContext& ex) const override {
+    if (elements < kParallelMin) {  // RunWhole's path for it, without its code
+      run_[0](static_cast<const typename K::Src*>(src), static_cast<typename K::Dst*>(dst),
+              elements, row_);
+      return;
+    }
     const bool stream = elements * sizeof(typename K::Dst) >= kStreamMinBytes;
     RunWhole<K>(ex, src, dst, elements, run_[stream], row_, stream ? fence_ : nullptr);
   }

@@ -26,7 +26,7 @@ void DequantizeRunInt(const void* xv, float* y, size_t n, const DequantizeRow& p
   size_t i = 0;
   if constexpr (kAlignHead) {  // see AlignedHead
     i = HeadElements<V>(y, sizeof(float), n);
-    DequantizeRunInt<V, T, kZp, false, false>(x, y, i, p);
+    if (i != 0) DequantizeRunInt<V, T, kZp, false, false>(x, y, i, p);
   }
   const auto s = V::Set1(p.scale);
   const auto zp = V::Set1I(p.zp);
@@ -134,7 +134,7 @@ void DequantizeRunF8(const void* xv, float* y, size_t n, const DequantizeRow& p)
   size_t i = 0;
   if constexpr (kStream) {
     i = HeadElements<V>(y, sizeof(float), n);
-    DequantizeRunF8<V, A, Fmt, kZp, false>(x, y, i, p);
+    if (i != 0) DequantizeRunF8<V, A, Fmt, kZp, false>(x, y, i, p);
   }
   const auto s = V::Set1(p.scale);
   for (; i + W <= n; i += W) {

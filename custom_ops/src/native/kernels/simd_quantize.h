@@ -98,7 +98,7 @@ void QuantizeRunIntWith(const float* x, void* y, size_t n, const QuantizeRow& p)
   size_t i = 0;
   if constexpr (kAlignHead) {  // see AlignedHead
     i = HeadElements<V>(out, 1, n);
-    QuantizeRunIntWith<V, A, T, kZp, false, kTight, kPacked, false>(x, out, i, p);
+    if (i != 0) QuantizeRunIntWith<V, A, T, kZp, false, kTight, kPacked, false>(x, out, i, p);
   }
   constexpr float kMin = static_cast<float>(std::numeric_limits<T>::min());
   constexpr float kMax = static_cast<float>(std::numeric_limits<T>::max());
@@ -220,7 +220,7 @@ void QuantizeRunF8(const float* x, void* y, size_t n, const QuantizeRow& p) {
   size_t i = 0;
   if constexpr (kStream) {
     i = HeadElements<V>(out, 1, n);
-    QuantizeRunF8<V, A, Fmt, kZp, false>(x, out, i, p);
+    if (i != 0) QuantizeRunF8<V, A, Fmt, kZp, false>(x, out, i, p);
   }
   const auto s = V::Set1(p.scale);
   for (; i + 4 * W <= n; i += 4 * W) {
