@@ -11,6 +11,8 @@ op left alone, why.
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -427,10 +429,63 @@ def test_bench_model_replies_survive_other_output_on_stdout(
     assert all(len(row.ratios) == 2 for row in rows)
 
 
+HANGING_RUN = """
+import os, time
+import onnxruntime
+with open(os.environ["QG_TEST_PIDS"], "a") as pids:
+    pids.write(f"{os.getpid()}\\n")
+_run = onnxruntime.InferenceSession.run
+_calls = [0]
+def run(self, *args, **kwargs):
+    _calls[0] += 1
+    if _calls[0] > int(os.environ["QG_TEST_HANG_AFTER"]):
+        time.sleep(3600)
+    return _run(self, *args, **kwargs)
+onnxruntime.InferenceSession.run = run
+"""
+
+
+@pytest.mark.parametrize(("fresh", "hang_after"), [(False, 0), (False, 4), (True, 0)])
+def test_bench_model_kills_a_process_that_does_not_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh: bool, hang_after: int
+) -> None:
+    """A timed process that hangs (0: while warming up; 4: in its first turn, after the 3
+    warm-up calls of start-up and 1 of the turn) is killed after --turn-timeout and its
+    variant reported as failed, in bounded time, leaving no process behind."""
+    (tmp_path / "sitecustomize.py").write_text(HANGING_RUN)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("QG_TEST_HANG_AFTER", str(hang_after))
+    pids = tmp_path / "pids"
+    monkeypatch.setenv("QG_TEST_PIDS", str(pids))
+    from quantgraph.bench.models import bench_models
+
+    started = time.monotonic()
+    rows = bench_models(
+        ROOT / "models/cnn_u8.onnx",
+        ROOT / "models/cnn_u8.onnx",
+        fusions=("none",),
+        rounds=2,
+        runs=2,
+        warmup=3,
+        processes=1,
+        fresh_processes=fresh,
+        turn_timeout=3.0,
+    )
+    assert time.monotonic() - started < 60
+    for row in rows:
+        assert row.error == "no answer within 3 s (--turn-timeout): its process was killed"
+    started_pids = [int(line) for line in pids.read_text().split()]
+    assert len(started_pids) == 3  # one a variant
+    for pid in started_pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 @pytest.mark.parametrize(
     ("arguments", "named"),
     [
         (["--rounds", "3"], "--rounds"),
+        (["--turn-timeout", "5"], "--turn-timeout"),
         (["--fresh-processes"], "--fresh-processes"),
         (["--processes", "2"], "--processes"),
         (["--backends", "onednn"], "--backends"),

@@ -18,12 +18,17 @@ times on a shared machine, and the schedule answers both:
 A variant's figure is the median of its rounds' medians, its ratio the median of its round
 ratios. ``fresh_processes`` is the earlier schedule: a new process per variant per round (each
 round then lasts seconds, and holds each process's start-up).
+
+A process that takes longer than ``turn_timeout`` seconds to build its session or to answer a
+turn is killed and its variant reported as failed; the others go on (a kernel that hangs must
+not hang the bench).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import statistics
 import subprocess
@@ -37,6 +42,8 @@ from pathlib import Path
 import numpy as np
 
 BASELINE = "original ORT_ENABLE_ALL"
+# Seconds a timed process may take to build its session or to answer one turn.
+DEFAULT_TURN_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True)
@@ -114,6 +121,7 @@ def bench_models(
     progress: Callable[[str], None] | None = None,
     fresh_processes: bool = False,
     processes: int = 3,
+    turn_timeout: float = DEFAULT_TURN_TIMEOUT,
 ) -> list[Timing]:
     """Time every variant (see the module doc); ``inputs`` default to validation's."""
     from ..validation import make_inputs
@@ -133,7 +141,9 @@ def bench_models(
                     if progress is not None:
                         progress(f"starting {count} processes: {variant.label}")
                     command = _command(variant, feed_path, runs, warmup, threads, serve=True)
-                    failed = _start(command, count, Path(scratch), live[variant.label])
+                    failed = _start(
+                        command, count, Path(scratch), live[variant.label], turn_timeout
+                    )
                     results[variant.label].error = failed
             for round_index in range(rounds):
                 shift = round_index % len(chosen)
@@ -145,7 +155,9 @@ def bench_models(
                     if progress is not None:
                         progress(f"round {round_index + 1}/{rounds}: {variant.label}")
                     if fresh_processes:
-                        outcome = _one_process(variant, feed_path, runs, warmup, threads)
+                        outcome = _one_process(
+                            variant, feed_path, runs, warmup, threads, turn_timeout
+                        )
                     else:
                         mine = live[variant.label]
                         outcome = mine[round_index % len(mine)].time_calls()
@@ -163,13 +175,15 @@ def bench_models(
     return list(results.values())
 
 
-def _start(command: list[str], count: int, scratch: Path, into: list[_LiveProcess]) -> str | None:
+def _start(
+    command: list[str], count: int, scratch: Path, into: list[_LiveProcess], timeout: float
+) -> str | None:
     """``count`` processes of one variant, each ready (session built, warm) before the next
     starts: together they would only share the cores, and hold all their memory at once.
     Each goes into ``into`` as soon as it exists (the caller closes them whatever happens);
     the first one's failure is the variant's."""
     for _ in range(count):
-        process = _LiveProcess(command, scratch)
+        process = _LiveProcess(command, scratch, timeout)
         into.append(process)
         failed = process.wait_ready()
         if failed is not None:
@@ -202,7 +216,8 @@ class _LiveProcess:
     """A variant's process that builds its session once and then times ``runs`` calls each
     time it is asked (the worker's "serve" mode: one JSON line per answer)."""
 
-    def __init__(self, command: list[str], scratch: Path) -> None:
+    def __init__(self, command: list[str], scratch: Path, timeout: float) -> None:
+        self._timeout = timeout
         # Its stdout and stderr go to a file (an unread pipe could fill and block the worker);
         # its replies come on a pipe of their own. Closed by reap(), which bench_models always
         # calls (_close_all).
@@ -226,6 +241,12 @@ class _LiveProcess:
         self._replies = os.fdopen(read_end, "r")
 
     def _answer(self) -> dict[str, object]:
+        # A reply is one line written at once, so a readable pipe holds a whole line.
+        ready, _, _ = select.select([self._replies], [], [], self._timeout)
+        if not ready:
+            self.kill()
+            self._process.wait()
+            return {"error": _silent(self._timeout)}
         line = self._replies.readline()
         if line:
             found: dict[str, object] = json.loads(line)  # the worker's own channel: JSON only
@@ -306,12 +327,19 @@ def _close_all(processes: list[_LiveProcess]) -> None:
             process.kill()
 
 
+def _silent(timeout: float) -> str:
+    return f"no answer within {timeout:g} s (--turn-timeout): its process was killed"
+
+
 def _one_process(
-    variant: Variant, feeds: Path, runs: int, warmup: int, threads: int
+    variant: Variant, feeds: Path, runs: int, warmup: int, threads: int, timeout: float
 ) -> float | str:
     """The variant's median time per call in ms, timed in a fresh process, or its error."""
     command = _command(variant, feeds, runs, warmup, threads, serve=False)
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:  # run() has killed it
+        return _silent(timeout)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         text = (done.stderr.strip().splitlines() or ["it exited with " + str(done.returncode)])[-1]

@@ -87,6 +87,7 @@ def _bench_models(
         progress=progress,
         processes=timing.processes,
         fresh_processes=timing.fresh_processes,
+        turn_timeout=timing.turn_timeout,
     )
     if as_json:
         print_json([t.to_dict() for t in timings])

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ...bench.models import DEFAULT_TURN_TIMEOUT
 from .base import ArgGroup, group_option, refuse_given, stacked
 
 OWNER = "ModelTimingArgs"
@@ -43,6 +44,16 @@ MODEL_TIMING_OPTIONS = stacked(
     ),
     group_option(
         OWNER,
+        "--turn-timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=DEFAULT_TURN_TIMEOUT,
+        show_default=True,
+        metavar="SECONDS",
+        help="With --model: how long a timed process may take to build its session or to "
+        "answer one turn; past it the process is killed and its variant reported as failed.",
+    ),
+    group_option(
+        OWNER,
         "--fresh-processes",
         is_flag=True,
         help="With --model: a new process per variant per round instead of live processes "
@@ -55,7 +66,15 @@ MODEL_TIMING_OPTIONS = stacked(
 KERNELS_ONLY = ("sizes", "columns", "weights", "no_spinning")
 # What whole-model timing reads and kernel timing would ignore (--backends, --fusions and
 # --inputs are other groups' options, which bench gives to --model alone).
-MODELS_ONLY = ("rounds", "processes", "fresh_processes", "backends", "fusions", "inputs")
+MODELS_ONLY = (
+    "rounds",
+    "processes",
+    "turn_timeout",
+    "fresh_processes",
+    "backends",
+    "fusions",
+    "inputs",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +82,7 @@ class ModelTimingArgs(ArgGroup):
     models: tuple[Path, Path] | None = None
     rounds: int = 5
     processes: int = 3
+    turn_timeout: float = DEFAULT_TURN_TIMEOUT
     fresh_processes: bool = False
 
     @classmethod
