@@ -1440,7 +1440,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(report.summary())
     return 1 if report.mismatches else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
