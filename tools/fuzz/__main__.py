@@ -1,5 +1,5 @@
 """``python -m tools.fuzz``: the differential fuzzer's command line."""
 
-from tools.fuzz import main
+from tools.fuzz.cli import main
 
 raise SystemExit(main())
