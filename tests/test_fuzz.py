@@ -1,4 +1,4 @@
-"""The differential fuzzer (tools/fuzz.py) at CI size, and robustness checks it does not reach.
+"""The differential fuzzer (tools/fuzz/) at CI size, and robustness checks it does not reach.
 
 * The ``ci`` profile (250 examples per op) must find no mismatch between the native backend,
   the Python backend, quantgraph.reference and onnxruntime's QuantizeLinear/DequantizeLinear,

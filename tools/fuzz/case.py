@@ -1,5 +1,6 @@
 """What one fuzz example is: the profiles, the :class:`Signature` a model fixes and the
-:class:`Case` (one call: its tensors and the rule it breaks).
+:class:`Case` (one call: its tensors and the rule it breaks), and :func:`bits`, the raw bits
+a repro and a mismatch show.
 
 Plain data, apart from the strategy that draws it, so models, fuzzer and tests share it.
 """
