@@ -437,16 +437,16 @@ size_t ReadShape(const Ort::ConstValue& value, std::vector<int64_t>& shape) {
   return count;
 }
 
-}  // namespace
-
-// src's element type is the node's (cfg.src): onnxruntime fixes a node's input types when it
-// creates the kernel, so a call does not read it again.
-size_t ReadSrc(const NodeConfig&, Ort::KernelContext& ctx, std::vector<int64_t>& dims,
-               const void*& data) {
+// A call's src: its data, its dims into ``dims`` and its element count. Its element type is
+// the node's (cfg.src): onnxruntime fixes a node's input types when it creates the kernel, so
+// a call does not read it again.
+size_t ReadSrc(Ort::KernelContext& ctx, std::vector<int64_t>& dims, const void*& data) {
   const Ort::ConstValue src = ctx.GetInput(0);
   data = src.GetTensorRawData();
   return ReadShape(src, dims);
 }
+
+}  // namespace
 
 bool FixedPerTensor(const NodeConfig& cfg, FixedParams& out) {
   if (cfg.per_channel || cfg.per_group) return false;
@@ -471,7 +471,7 @@ bool FixedPerTensor(const NodeConfig& cfg, FixedParams& out) {
 }
 
 void ReadCall(const NodeConfig& cfg, Ort::KernelContext& ctx, CallInputs& call) {
-  call.elements = ReadSrc(cfg, ctx, call.dims, call.src);
+  call.elements = ReadSrc(ctx, call.dims, call.src);
   call.scales = call.zps = nullptr;
   call.scale_count = 0;
   const Dims src_dims{call.dims.data(), call.dims.size()};

@@ -92,17 +92,13 @@ struct CallInputs {
 
 // The parameters of a per_tensor node that never change between calls (a static op's
 // attributes; a dynamic op's scales and zps that are constant initializers), when they pass
-// every rule that does not need src: a call then needs src alone (ReadSrc). Pointers live as
+// every rule that does not need src: a call then reads src alone. Pointers live as
 // long as ``cfg``; zps nullptr: none (a static op's zps attribute stays in cfg.zps_attr).
 struct FixedParams {
   const void* scales = nullptr;
   const void* zps = nullptr;
 };
 bool FixedPerTensor(const NodeConfig& cfg, FixedParams& out);
-
-// A call's src: its data, its dims into ``dims`` (capacity reused) and its element count.
-size_t ReadSrc(const NodeConfig& cfg, Ort::KernelContext& ctx, std::vector<int64_t>& dims,
-               const void*& data);
 
 // Reads and checks one call of the node into ``call`` (throws SpecError with the spec's
 // message). Its vectors keep their capacity: a kernel reusing one per thread allocates nothing.
