@@ -42,8 +42,10 @@ from pathlib import Path
 import numpy as np
 
 BASELINE = "original ORT_ENABLE_ALL"
-# Seconds a timed process may take to build its session or to answer one turn.
+# Seconds a timed process may take to build its session or to answer one turn (at most a
+# week: select() and subprocess take no larger wait).
 DEFAULT_TURN_TIMEOUT = 600.0
+MAX_TURN_TIMEOUT = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,15 @@ def bench_models(
 ) -> list[Timing]:
     """Time every variant (see the module doc); ``inputs`` default to validation's."""
     from ..validation import make_inputs
+
+    if not 0 < turn_timeout <= MAX_TURN_TIMEOUT:  # also NaN
+        raise ValueError(
+            f"turn_timeout must be more than 0 and at most {MAX_TURN_TIMEOUT:g} seconds, "
+            f"got {turn_timeout}"
+        )
+    for name, count in (("rounds", rounds), ("runs", runs), ("processes", processes)):
+        if count < 1:
+            raise ValueError(f"{name} must be at least 1, got {count}")
 
     chosen = variants(str(original), str(rewritten), backends, fusions)
     feeds = inputs if inputs is not None else make_inputs(original)
@@ -238,16 +249,31 @@ class _LiveProcess:
             raise
         finally:
             os.close(write_end)  # the worker's now: end of file here when it exits
-        self._replies = os.fdopen(read_end, "r")
+        self._replies = read_end
+        self._pending = b""  # bytes read past the last reply
+
+    def _reply_line(self) -> bytes | None:
+        """The next reply line (b"": the worker has exited), or None when ``self._timeout``
+        seconds pass without one. Raw reads into a buffer of its own, so that neither a line
+        that arrives in pieces nor two lines in one read can mislead the wait."""
+        deadline = time.monotonic() + self._timeout
+        while b"\n" not in self._pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self._replies], [], [], left)[0]:
+                return None
+            chunk = os.read(self._replies, 1 << 16)
+            if not chunk:
+                return b""
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line
 
     def _answer(self) -> dict[str, object]:
-        # A reply is one line written at once, so a readable pipe holds a whole line.
-        ready, _, _ = select.select([self._replies], [], [], self._timeout)
-        if not ready:
+        line = self._reply_line()
+        if line is None:
             self.kill()
             self._process.wait()
             return {"error": _silent(self._timeout)}
-        line = self._replies.readline()
         if line:
             found: dict[str, object] = json.loads(line)  # the worker's own channel: JSON only
             return found
@@ -310,7 +336,7 @@ class _LiveProcess:
             if self._process.poll() is None:
                 self._process.kill()
                 self._process.wait()
-            self._replies.close()
+            os.close(self._replies)
             self._log.close()
 
 

@@ -280,6 +280,8 @@ class PerTensorRun final : public FixedRun {
   }
 
   void Run(const void* src, void* dst, size_t elements, const ExecContext& ex) const override {
+    // Below kParallelMin RunWhole runs on this thread without streaming stores (no fence).
+    static_assert((kParallelMin - 1) * sizeof(typename K::Dst) < kStreamMinBytes);
     if (elements < kParallelMin) {  // RunWhole's path for it, without its code
       run_[0](static_cast<const typename K::Src*>(src), static_cast<typename K::Dst*>(dst),
               elements, row_);

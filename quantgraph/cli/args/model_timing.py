@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ...bench.models import DEFAULT_TURN_TIMEOUT
+from ...bench.models import DEFAULT_TURN_TIMEOUT, MAX_TURN_TIMEOUT
 from .base import ArgGroup, group_option, refuse_given, stacked
 
 OWNER = "ModelTimingArgs"
@@ -45,7 +45,7 @@ MODEL_TIMING_OPTIONS = stacked(
     group_option(
         OWNER,
         "--turn-timeout",
-        type=click.FloatRange(min=0, min_open=True),
+        type=click.FloatRange(min=0, min_open=True, max=MAX_TURN_TIMEOUT),
         default=DEFAULT_TURN_TIMEOUT,
         show_default=True,
         metavar="SECONDS",
