@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import onnx
@@ -16,6 +17,9 @@ from tests.builders import (
     quantize_linear_model,
     tensor_info,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+; the project supports 3.10
 
 OPSETS = (10, 13, 19, 21, 23, 25)
 
@@ -39,6 +43,14 @@ TENSOR_ZP = {"u8": 3, "s8": -3}
 
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
+
+
+class QdqAttributes(TypedDict, total=False):
+    """The QuantizeLinear/DequantizeLinear attributes these builders set."""
+
+    axis: int
+    block_size: int
+    output_dtype: int
 
 
 @dataclass(frozen=True)
@@ -95,8 +107,8 @@ class Case:
 
     def model(self) -> onnx.ModelProto:
         names = ["x", "s"] + (["z"] if self.zero_point else [])
-        attrs: dict[str, int] = {} if self.axis is None else {"axis": self.axis}
-        q_attrs = dict(attrs)
+        attrs: QdqAttributes = {} if self.axis is None else {"axis": self.axis}
+        q_attrs = attrs.copy()
         if self.output_dtype:
             q_attrs["output_dtype"] = self.elem
         nodes = [
@@ -169,7 +181,7 @@ def dq_only(
     zero_point: bool = True,
     domain: str = "",
     out_type: int = TensorProto.FLOAT,
-    **attrs: int,
+    **attrs: Unpack[QdqAttributes],
 ) -> onnx.ModelProto:
     """A constant of ``elem`` (the type under test) dequantized."""
     scale = np.array(0.5, np.float32) if scale is None else scale
@@ -185,7 +197,7 @@ def dq_only(
     )
 
 
-def q_only(elem: int, *, opset: int = 21, **attrs: int) -> onnx.ModelProto:
+def q_only(elem: int, *, opset: int = 21, **attrs: Unpack[QdqAttributes]) -> onnx.ModelProto:
     """x quantized to ``elem`` (the type under test)."""
     return quantize_linear_model(
         (TensorProto.FLOAT, [4, 6]),
@@ -223,7 +235,9 @@ def f8_dq_model(elem: int, opset: int, zero_point: bool, *, typed: bool = True) 
     return model
 
 
-def qdq_nodes(prefix: str, source: str, scale: str, zp: str, out: str, **attrs: int) -> list:
+def qdq_nodes(
+    prefix: str, source: str, scale: str, zp: str, out: str, **attrs: Unpack[QdqAttributes]
+) -> list[onnx.NodeProto]:
     return [
         helper.make_node(
             "QuantizeLinear", [source, scale, zp], [f"{prefix}_q"], name=f"{prefix}_Q", **attrs

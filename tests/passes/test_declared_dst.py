@@ -3,6 +3,8 @@ data type of output logical tensor" when neither output_dtype nor s8/u8 zps deci
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypedDict
+
 import numpy as np
 import onnx
 import onnx_ir as ir
@@ -12,6 +14,9 @@ from onnx import TensorProto
 from quantgraph.passes import DeclaredDstPass
 from quantgraph.spec import SpecError
 from tests.builders import EVERY_BACKEND, attributes, run_quantgraph, spec_op_model
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack is 3.11+; the project supports 3.10
 
 F, S8, U8 = TensorProto.FLOAT, TensorProto.INT8, TensorProto.UINT8
 X = np.array([-1, 0, 1, 2], np.float32).reshape(1, 2, 2)
@@ -23,10 +28,18 @@ def _apply(model: onnx.ModelProto) -> tuple[onnx.ModelProto, bool]:
     return ir.to_proto(loaded), modified
 
 
-def _quantize(dst_type: int | None, **kwargs: object) -> onnx.ModelProto:
+class _Options(TypedDict, total=False):
+    """What the tests here vary of spec_op_model's DynamicQuantize."""
+
+    zps: np.ndarray
+    float_output: bool
+    output_dtype: int
+
+
+def _quantize(dst_type: int | None, **kwargs: Unpack[_Options]) -> onnx.ModelProto:
     return spec_op_model(
         "DynamicQuantize", (F, [1, 2, 2]), np.array([0.1], np.float32), dst_type=dst_type, **kwargs
-    )  # type: ignore[arg-type]
+    )
 
 
 def test_declared_s8_becomes_output_dtype() -> None:
@@ -50,7 +63,7 @@ def test_declared_in_value_info_counts_too() -> None:
         (S8, {"zps": np.array([0], np.uint8)}),  # zps decide (and the rules report the clash)
     ],
 )
-def test_nothing_to_pin(dst_type: int | None, kwargs: dict[str, object]) -> None:
+def test_nothing_to_pin(dst_type: int | None, kwargs: _Options) -> None:
     model = _quantize(dst_type, **kwargs)
     after, modified = _apply(model)
     assert not modified

@@ -278,10 +278,10 @@ def test_python_limits_pass_gives_another_dst_an_op_of_its_own(
     """onnxruntime-extensions overloads cannot differ only in output type: a dst that is not
     the zps type runs as DynamicQuantize_<dst> with an explicit output_dtype; dst u8 with u8
     zps runs as it is."""
-    attributes = {"output_dtype": output_dtype} if output_dtype else {}
-    other = ir.from_proto(
-        spec_op_model("DynamicQuantize", (F, [4]), (F, [1]), (zps, [1]), dst_type=dst, **attributes)
-    )
+    model = spec_op_model("DynamicQuantize", (F, [4]), (F, [1]), (zps, [1]), dst_type=dst)
+    if output_dtype:
+        model.graph.node[0].attribute.append(helper.make_attribute("output_dtype", output_dtype))
+    other = ir.from_proto(model)
     if stamped:
         StampOriginPass()(other)
     assert PythonLimitsPass()(other).modified

@@ -10,7 +10,7 @@ functions: test_qdq_to_spec_subgraphs.py; what convert guarantees of the whole m
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import cache
 
 import numpy as np
@@ -50,6 +50,7 @@ from tests.passes.qdq_models import (
     QUANT,
     SHAPE,
     Case,
+    QdqAttributes,
     dq_only,
     q_only,
 )
@@ -181,7 +182,7 @@ def test_scale_constant_zero_point_runtime_goes_dynamic_under_static() -> None:
     )
     result = quantgraph.convert(model, static=True)
     assert result.report.emitted == {"DynamicDequantize": 1, "DynamicQuantize": 1}
-    feeds = [
+    feeds: list[dict[str, np.ndarray]] = [
         {"x": (np.arange(24, dtype=np.float32).reshape(SHAPE) - 12) / 8, "z": np.array(z, np.uint8)}
         for z in (0, 128, 255)
     ]
@@ -237,7 +238,7 @@ def test_unnamed_nodes_and_empty_optional_zero_point() -> None:
         assert [(n.name, list(n.output)) for n in spec_nodes] == [("", ["q"]), ("", ["y"])]
         for node in spec_nodes:
             zero = initializers(result.proto)[node.input[2]]
-            assert (zero.dtype, zero.tolist()) == (np.uint8, [0])
+            assert (zero.dtype, zero.tolist()) == (np.dtype(np.uint8), [0])
         differential(model, result.proto, Case(13, "u8", "runtime", zero_point=False).feeds())
 
 
@@ -267,7 +268,7 @@ def _runtime_sessions(
 ) -> tuple[ort.InferenceSession, quantgraph.InferenceSession]:
     elem, _ = QUANT[quant]
     count = SHAPE[1] if per_channel else 1
-    attrs = {"axis": 1} if per_channel else {}
+    attrs: QdqAttributes = {"axis": 1} if per_channel else {}
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="q0", **attrs),
         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], name="dq0", **attrs),
@@ -309,7 +310,11 @@ def _qdq_inputs(draw: st.DrawFn) -> tuple[str, bool, dict[str, np.ndarray]]:
     s_b = scales.reshape((1, count, 1))
     ties = ((np.array(steps, np.float32) + 0.5).reshape(SHAPE) * s_b).astype(np.float32)
     x = np.where(np.array(tie).reshape(SHAPE), ties, np.array(raw, np.float32).reshape(SHAPE))
-    feed = {"x": x.astype(np.float32), "s": scales, "z": np.array(zp, np_type)}
+    feed: dict[str, np.ndarray] = {
+        "x": x.astype(np.float32),
+        "s": scales,
+        "z": np.array(zp, np_type),
+    }
     return quant, per_channel, feed
 
 
@@ -418,7 +423,7 @@ def _dq_output_dtype_model(output_dtype: int, opset: int) -> onnx.ModelProto:
     )
 
 
-DQ_FEED = {"x": np.arange(0, 255, 43, np.uint8).reshape(2, 3)}
+DQ_FEED = {"x": np.arange(0, 255, 43, dtype=np.uint8).reshape(2, 3)}
 
 
 @pytest.mark.parametrize("opset", [23, 25])
@@ -441,7 +446,7 @@ def test_dequantize_output_dtype_float16_is_left_alone(opset: int) -> None:
 # -- what the spec cannot express ---------------------------------------------------------------
 
 
-UNSUPPORTED = {
+UNSUPPORTED: dict[str, tuple[Callable[[], onnx.ModelProto], str]] = {
     "int32-bias": (lambda: dq_only(TensorProto.INT32, zero_point=False), "int32"),
     "int16": (lambda: dq_only(TensorProto.INT16), "int16"),
     "uint16": (lambda: dq_only(TensorProto.UINT16), "uint16"),
@@ -483,7 +488,7 @@ UNSUPPORTED = {
 
 
 # Converted since the spec took oneDNN v3.13's DynamicDequantize rows (4-bit, per_group, f16).
-NEWLY_CONVERTED = {
+NEWLY_CONVERTED: dict[str, tuple[Callable[[], onnx.ModelProto], str]] = {
     "int4": (lambda: dq_only(TensorProto.INT4), "s4, per_tensor"),
     "uint4": (lambda: dq_only(TensorProto.UINT4), "u4, per_tensor"),
     "blocked": (
@@ -522,6 +527,7 @@ def test_oneDNN_v3_13_rows_convert_and_run_on_the_reference(name: str, static: b
     assert (converted.new_op_type, converted.detail) == ("DynamicDequantize", detail)
     want = ort_session(model).run(None, {})
     got = ReferenceEvaluator(result.proto, new_ops=REFERENCE_OPS).run(None, {})
+    assert isinstance(got, list)  # run returns a dict only for intermediate=True
     assert compare("y", np.asarray(want[0]), np.asarray(got[0])).agree
 
 

@@ -23,7 +23,7 @@ from tests.passes.qdq_models import dq_only
 
 F, U8, S8 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8
 E4M3 = TensorProto.FLOAT8E4M3FN
-HALF = np.float32(0.5)
+HALF = np.array(0.5, np.float32)  # a 0-d scale initializer
 
 
 def _zp(elem: int, values: list[int], shape: list[int] | None = None) -> onnx.TensorProto:
@@ -137,7 +137,7 @@ CASES: dict[str, Job] = {
             block_size=3,
         ),
     ),
-    "scale-value": ("convert", lambda: quantize_linear_model((F, [2]), np.float32(0.0))),
+    "scale-value": ("convert", lambda: quantize_linear_model((F, [2]), np.array(0.0, np.float32))),
     "zero-point-range": (
         "lower",
         lambda: spec_op_model("Dequantize", (U8, [2]), scales=[0.5], zps=[300], dst_type=F),
