@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import onnx
@@ -37,6 +37,24 @@ requires_native = pytest.mark.skipif(
     not NATIVE_BUILT,
     reason="native library not built (pip install -e . builds it, or QUANTGRAPH_NATIVE_LIBRARY)",
 )
+
+
+class SpecAttributes(TypedDict, total=False):
+    """Spec-op attributes the native tests vary, as spec_model, run_native and run_reference
+    take them (the latter two take a static op's scales and zps as arguments)."""
+
+    qtype: str
+    axis: int
+    group_shape: list[int]
+    output_dtype: int
+
+
+class StaticSpecAttributes(SpecAttributes, total=False):
+    """A static op's attributes for spec_model, scales and zps included."""
+
+    scales: list[float]
+    zps: list[int]
+
 
 NUMPY_OF_ONNX: dict[int, np.dtype] = {d.onnx: d.numpy for d in dtypes.ALL}
 
@@ -229,13 +247,14 @@ def _ort_dequantize_session(
     }
     if zp_type:
         inputs["zp"] = (zp_type, params)
+    attributes: dict[str, Any] = dict(attrs)  # one_op_model's **attributes: Any
     model = one_op_model(
         "DequantizeLinear",
         inputs,
         {"y": (scale_type, None)},
         name="",
         graph_name="dq",
-        **dict(attrs),
+        **attributes,
     )
     return ort_session(model, options())
 

@@ -19,6 +19,7 @@ from quantgraph.reference.compare import compare
 from quantgraph.spec import DYNAMIC_DEQUANTIZE, dtypes
 from quantgraph.spec.dtypes import DType
 from tests.native.native_support import (
+    SpecAttributes,
     requires_native,
     run_native,
     run_ort_dequantize,
@@ -212,12 +213,13 @@ def test_s32_zero_points(isa: str, src: DType, zps: str) -> None:
     rng = np.random.default_rng(5)
     shape = (64, 96)
     for dst in (dtypes.F32, dtypes.F16, dtypes.BF16):
-        for attrs, params in [
+        cases: list[tuple[SpecAttributes, tuple[int, ...]]] = [
             ({"qtype": "per_group", "group_shape": [32, 1]}, (2, 96)),
             ({"qtype": "per_group", "group_shape": [1, 32]}, (64, 3)),
             ({"qtype": "per_channel", "axis": 1}, (96,)),
             ({}, (1,)),
-        ]:
+        ]
+        for attrs, params in cases:
             src_values = int_values(rng, shape, src)
             scales = scale_values(rng, params, dst)
             make = int_values if zps == "extreme" else small_zps
@@ -273,7 +275,11 @@ def test_rank_0(row: tuple[DType, DType, DType | None]) -> None:
     src_type, dst_type, zps_type = row
     rng = np.random.default_rng(0)
     src = int_values(rng, (), src_type)
-    for attrs, params in [({}, (1,)), ({"qtype": "per_group", "group_shape": []}, ())]:
+    cases: list[tuple[SpecAttributes, tuple[int, ...]]] = [
+        ({}, (1,)),
+        ({"qtype": "per_group", "group_shape": []}, ()),
+    ]
+    for attrs, params in cases:
         scales = scale_values(rng, params, dst_type)
         zps = None if zps_type is None else int_values(rng, params, zps_type)
         want = run_reference(OP, src, scales, zps, **attrs)

@@ -21,8 +21,8 @@ from onnx.backend.test.case.node import collect_testcases
 
 import quantgraph
 from quantgraph.spec import DOMAIN
-from quantgraph.testing import ort_session
-from tests.native.native_support import from_ort_value, requires_native, to_ort_value
+from quantgraph.testing import from_ort_value, ort_session, to_ort_value
+from tests.native.native_support import requires_native
 
 pytestmark = requires_native
 CASES = ("test_dequantizelinear_int4", "test_dequantizelinear_uint4")

@@ -30,9 +30,20 @@ from tests.native.native_support import (
 pytestmark = requires_native
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-ZP_DTYPES = {"s8": np.dtype(np.int8), "u8": np.dtype(np.uint8), "s32": np.dtype(np.int32)}
+ZP_DTYPES: dict[str, np.dtype] = {
+    "s8": np.dtype(np.int8),
+    "u8": np.dtype(np.uint8),
+    "s32": np.dtype(np.int32),
+}
 INT_DST = {"s8": TensorProto.INT8, "u8": TensorProto.UINT8}
 F8_DST = {"f8_e4m3": TensorProto.FLOAT8E4M3FN, "f8_e5m2": TensorProto.FLOAT8E5M2}
+
+
+def spec_onnx(dtype: np.dtype) -> int:
+    """The ONNX element type of a spec dtype (every dtype these tests produce is one)."""
+    found = dtypes.from_numpy(dtype)
+    assert found is not None, dtype
+    return found.onnx
 
 
 @st.composite
@@ -81,10 +92,8 @@ def test_dynamic_quantize(layout: dict[str, Any], zps: str | None, data: st.Data
     got = run_native("DynamicQuantize", src, scales, zp, **attrs)
     check(src, got, want, "reference")
     # onnxruntime's QuantizeLinear takes zero points of the dst type only.
-    if zp is None or (
-        zp.dtype == want.dtype and output_dtype in (0, dtypes.from_numpy(zp.dtype).onnx)
-    ):
-        out_type = dtypes.from_numpy(want.dtype).onnx
+    if zp is None or (zp.dtype == want.dtype and output_dtype in (0, spec_onnx(zp.dtype))):
+        out_type = spec_onnx(want.dtype)
         builtin = run_ort_qdq("QuantizeLinear", src, scales, zp, ort_axis(layout), out_type)
         check(src, got, builtin, "onnxruntime QuantizeLinear")
 
@@ -116,7 +125,7 @@ def test_quantize(layout: dict[str, Any], dst: str, with_zps: bool) -> None:
     want = run_reference("Quantize", src, **attrs)
     got = run_native("Quantize", src, **attrs)
     check(src, got, want, "reference")
-    out_type = dtypes.from_numpy(want.dtype).onnx
+    out_type = spec_onnx(want.dtype)
     if zps is None:
         builtin = run_ort_qdq("QuantizeLinear", src, scales, None, ort_axis(layout), out_type)
         if dst == "f8_e5m2":  # onnxruntime writes NaN as 0x7F, ml_dtypes as 0x7E

@@ -19,6 +19,8 @@ from quantgraph.backends import native
 from quantgraph.errors import BackendError
 from quantgraph.spec import SpecError, dtypes
 from tests.native.native_support import (
+    SpecAttributes,
+    StaticSpecAttributes,
     native_session,
     requires_native,
     run_native,
@@ -29,7 +31,7 @@ from tests.native.native_support import (
 pytestmark = requires_native
 
 F32 = np.float32
-ORT_TYPE_NAMES = {
+ORT_TYPE_NAMES: dict[int, str] = {
     TensorProto.UINT8: "tensor(uint8)",
     TensorProto.INT8: "tensor(int8)",
     TensorProto.FLOAT: "tensor(float)",
@@ -148,7 +150,7 @@ def test_isa_report_and_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     ],
 )
 def test_output_type_inference(
-    op: str, inputs: dict[str, np.ndarray], attrs: dict[str, object], expected: int
+    op: str, inputs: dict[str, np.ndarray], attrs: StaticSpecAttributes, expected: int
 ) -> None:
     """An untyped dst gets the spec's type (output_dtype, else the zps type, else u8)."""
     src = X if "Quantize" in op and "Dequantize" not in op else X.astype(np.int8)
@@ -255,9 +257,9 @@ def test_thread_counts_agree(threads: int) -> None:
     src = rng.standard_normal((513, 1031)).astype(F32) * 50
     scales = (rng.random(1031) + 0.1).astype(F32)
     zps = rng.integers(-20, 20, 1031).astype(np.int8)
-    attrs = {"qtype": "per_channel", "axis": -1}
+    attrs: SpecAttributes = {"qtype": "per_channel", "axis": -1}
     got = run_native("DynamicQuantize", src, scales, zps, threads=threads, **attrs)
-    want = reference.dynamic_quantize(src, scales, zps, **attrs)  # type: ignore[arg-type]
+    want = reference.dynamic_quantize(src, scales, zps, **attrs)
     assert np.array_equal(got, want)
 
 

@@ -38,7 +38,11 @@ from tests.native.native_support import (
 from tests.native.test_native_kernels import layouts
 
 STATIC_OPS = ("Quantize", "Dequantize")
-ZP_DTYPES = {"s8": np.dtype(np.int8), "u8": np.dtype(np.uint8), "s32": np.dtype(np.int32)}
+ZP_DTYPES: dict[str, np.dtype] = {
+    "s8": np.dtype(np.int8),
+    "u8": np.dtype(np.uint8),
+    "s32": np.dtype(np.int32),
+}
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -88,8 +92,8 @@ def run_native(
         op,
         onnx_type(src),
         src.ndim,
-        scales_type=onnx_type(inputs[0]) if present else None,
-        zps_type=onnx_type(inputs[1]) if len(present) > 1 else None,
+        scales_type=onnx_type(present[0]) if present else None,
+        zps_type=onnx_type(present[1]) if len(present) > 1 else None,
         **attributes,
     )
     feeds = {"src": src}
