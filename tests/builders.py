@@ -21,6 +21,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 import quantgraph
 from quantgraph import testing
@@ -270,6 +271,16 @@ def run_quantgraph(model: ModelLike, backend: str, feeds: Feeds) -> list[np.ndar
     backend."""
     session = quantgraph.InferenceSession(model, backend)
     return [np.asarray(out) for out in session.run(None, dict(feeds))]
+
+
+def run_evaluator(
+    evaluator: ReferenceEvaluator, outputs: Sequence[str] | None, feeds: Mapping[str, Any]
+) -> list[np.ndarray]:
+    """ReferenceEvaluator.run's outputs, typed as the list they are (its signature also allows
+    the dict that only ``intermediate=True`` gives)."""
+    result = evaluator.run(None if outputs is None else list(outputs), dict(feeds))
+    assert isinstance(result, list)
+    return result
 
 
 def run_spec_op(

@@ -4,6 +4,7 @@ tests/test_spec_checks.py): the oneDNN unit-test src and a few scales."""
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 from onnx import TensorProto
 
 from quantgraph.spec import NodeFacts
@@ -22,7 +23,7 @@ def f32(values: list[float]) -> np.ndarray:
     return np.asarray(values, F32)
 
 
-def u8(values: list[int]) -> np.ndarray:
+def u8(values: npt.ArrayLike) -> np.ndarray:  # nested lists too: tests of the rank rules
     return np.asarray(values, np.uint8)
 
 

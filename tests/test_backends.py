@@ -6,6 +6,7 @@ typo would), a session driven only through the object, and no module outside
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,8 @@ F, U8 = TensorProto.FLOAT, TensorProto.UINT8
 
 def _quantize_model() -> bytes:
     model = spec_op_model("DynamicQuantize", (F, [2, 3]), (F, [1]), (U8, [1]), dst_type=U8)
-    return model.SerializeToString()
+    data: bytes = model.SerializeToString()
+    return data
 
 
 @pytest.fixture
@@ -155,9 +157,9 @@ def test_onednn_without_its_kernel_library(no_library_variables: pytest.MonkeyPa
 
 
 def test_python_without_onnxruntime_extensions(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = python.importlib.util.find_spec
+    real = importlib.util.find_spec  # the module python.py imports
     monkeypatch.setattr(
-        python.importlib.util,
+        importlib.util,
         "find_spec",
         lambda name, *a: None if name == python.EXTENSIONS else real(name, *a),
     )
@@ -214,7 +216,11 @@ def test_a_session_runs_any_registered_backend_through_its_methods(
         None,
     )
     src = np.array([[0.0, 0.5, 1.0], [-1.0, 2.0, 3.0]], np.float32)
-    feeds = {"src": src, "scales": np.array([0.5], np.float32), "zps": np.array([3], np.uint8)}
+    feeds: dict[str, np.ndarray] = {
+        "src": src,
+        "scales": np.array([0.5], np.float32),
+        "zps": np.array([3], np.uint8),
+    }
     (got,) = session.run(None, feeds)
     np.testing.assert_array_equal(got, np.array([[3, 4, 5], [1, 7, 9]], np.uint8))
     assert counting.runs == ["before", "after"]

@@ -117,7 +117,14 @@ def test_convert_json(runner: CliRunner, work: Path) -> None:
 
 @pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
 def test_convert_validate_python_backend(runner: CliRunner, work: Path, static: bool) -> None:
-    args = ["convert", work / "cnn.onnx", work / "o.onnx", "--validate", "--backend", "python"]
+    args: list[str | Path] = [
+        "convert",
+        work / "cnn.onnx",
+        work / "o.onnx",
+        "--validate",
+        "--backend",
+        "python",
+    ]
     result = invoke(runner, *args, "--json", *(["--static"] if static else []))
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
@@ -404,14 +411,15 @@ def test_bad_model_files_are_one_line_errors(
 ) -> None:
     bad = _bad_inputs(work)[kind]
     good = work / "cnn.onnx"
-    args: list[str | Path] = {
+    every: dict[str, list[str | Path]] = {
         "convert": ["convert", bad, work / "o.onnx"],
         "lower": ["lower", bad, work / "o.onnx"],
         "validate-original": ["validate", bad, good],
         "validate-rewritten": ["validate", good, bad],
         "run": ["run", bad],
         "inspect": ["inspect", bad],
-    }[command]
+    }
+    args = every[command]
     line = assert_one_line_error(invoke(runner, *args))
     assert bad.name in line
     if kind == "cycle":

@@ -28,7 +28,7 @@ def test_each_command_is_its_own_small_module() -> None:
     assert sorted(main.commands) == sorted(COMMANDS)
     modules = {}
     for name, command in main.commands.items():
-        module = sys.modules[command.callback.__module__]  # type: ignore[union-attr]
+        module = sys.modules[command.callback.__module__]
         path = Path(module.__file__ or "")
         assert path.parent == CLI and path.stem == name, (name, path)
         modules[name] = path
@@ -68,7 +68,7 @@ def test_every_option_is_declared_once_in_the_source() -> None:
                 continue
             for arg in node.args:
                 if isinstance(arg, ast.Constant) and str(arg.value).startswith("--"):
-                    declared[arg.value].append(f"{path.relative_to(CLI)}:{node.lineno}")
+                    declared[str(arg.value)].append(f"{path.relative_to(CLI)}:{node.lineno}")
                     break
     assert "--dim" in declared and "--weights" in declared
     twice = {flag: where for flag, where in declared.items() if len(where) > 1}

@@ -5,6 +5,7 @@ in the model inferred (the pass's own tests: tests/passes/test_qdq_to_spec*.py).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -135,7 +136,7 @@ def test_everything_else_is_preserved(static: bool) -> None:
     differential(model, out, [feed])
 
 
-IDEMPOTENCE_MODELS = {
+IDEMPOTENCE_MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "pair": lambda: Case(21, "s8", "axis", axis=-1).model(),
     "runtime": lambda: Case(13, "u8", "runtime").model(),
     "rich": _rich_model,

@@ -170,6 +170,7 @@ def _onnx_node_tests() -> list[tuple[str, onnx.ModelProto, list[Any], list[Any]]
         name = test.name
         if test.model is not None and name.startswith("test_dynamicquantizelinear"):  # noqa: SIM102
             if not name.endswith("_expanded"):  # the expanded body is ONNX's own ops
+                assert test.data_sets is not None  # ONNX node tests carry their data
                 inputs, outputs = test.data_sets[0]
                 found.append((name, test.model, list(inputs), list(outputs)))
     return found

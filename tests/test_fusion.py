@@ -204,7 +204,8 @@ def test_a_shared_dequantize_is_copied_per_reader_as_onnxruntime_does() -> None:
         read = [v.name for v in (*relu.inputs, *add.inputs) if v is not None]
         assert len(set(read)) == 3  # every reader input has its own
         assert ("d" in read) == kept_by_first
-        assert all(v.producer().op_type == "DynamicDequantize" for v in relu.inputs if v)
+        makers = [v.producer() for v in relu.inputs if v]
+        assert all(m is not None and m.op_type == "DynamicDequantize" for m in makers)
         copies = [n for n in model.graph if n.op_type == "DynamicDequantize"]
         assert all(n.metadata_props.get("quantgraph.origin") == "x" for n in copies)
         assert unique_dequantize(model) == 0  # nothing left to copy
@@ -498,8 +499,8 @@ def test_bench_model_refuses_a_turn_timeout_out_of_range() -> None:
             bench_models(model, model, turn_timeout=bad)
     for value in ("0", "inf", "1e300"):
         given = ["bench", "--model", str(model), str(model), "--turn-timeout", value]
-        bad = CliRunner().invoke(main, given)
-        assert bad.exit_code == 2 and "--turn-timeout" in bad.output
+        refused = CliRunner().invoke(main, given)
+        assert refused.exit_code == 2 and "--turn-timeout" in refused.output
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,8 @@ def _dag(edges: list[list[int]], order: list[int], back_edge: tuple[int, int] | 
         nodes.append(helper.make_node("Sum", inputs, [f"v{index}"], name=f"n{index}"))
     x = tensor_info("x", TensorProto.FLOAT, [1])
     out = tensor_info(f"v{len(edges) - 1}", TensorProto.FLOAT, [1])
-    return make_model(nodes, [x], [out], check=False).SerializeToString()
+    data: bytes = make_model(nodes, [x], [out], check=False).SerializeToString()
+    return data
 
 
 @st.composite
@@ -59,7 +60,9 @@ def test_unsorted_acyclic_graphs_come_back_sorted(dag: tuple[list[list[int]], li
     edges, order = dag
     model = load_model(_dag(edges, order, None))
     assert _is_topological(model)
-    assert sorted(node.name for node in model.graph) == sorted(f"n{i}" for i in range(len(edges)))
+    assert sorted(node.name or "" for node in model.graph) == sorted(
+        f"n{i}" for i in range(len(edges))
+    )
     onnx.checker.check_model(ir.to_proto(model), full_check=True)
 
 

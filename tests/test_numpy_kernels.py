@@ -22,7 +22,8 @@ def _ties(scale: np.float32, count: int, rng: np.random.Generator) -> np.ndarray
     """Values whose float32 quotient by ``scale`` is exactly k + 0.5."""
     halves = (rng.integers(-400, 400, count) + 0.5).astype(np.float32)
     values = (halves * scale).astype(np.float32)
-    return values[(values / scale).astype(np.float32) == halves]
+    ties: np.ndarray = values[(values / scale).astype(np.float32) == halves]
+    return ties
 
 
 def _same_as_reference(

@@ -3,6 +3,7 @@ item 11): newer than supported says a downgrade is needed, older an upgrade."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,7 @@ def test_the_range_and_its_ends() -> None:
 def test_every_api_call_refuses_with_the_same_words(opset: int, words: str) -> None:
     model = _model(opset)
     expected = words.format(v=opset)
-    calls = [
+    calls: list[Callable[[], object]] = [
         lambda: quantgraph.convert(model),
         lambda: quantgraph.lower(model),
         lambda: quantgraph.validate(model, model),

@@ -5,6 +5,7 @@ format) and quantize_dynamic's integer ops, in `inspect`'s text and JSON and in 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import onnx
@@ -19,7 +20,7 @@ from tests.builders import make_model, tensor_info
 from tests.producers import dynamic_quantized, static_quantized, weight_only
 
 # producer -> (node, op type, code) the report must list, in graph order
-CASES = {
+CASES: dict[str, tuple[Callable[[], onnx.ModelProto], list[tuple[str, str, str]]]] = {
     "qoperator": (
         lambda: static_quantized(13, qoperator=True),
         [

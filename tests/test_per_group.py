@@ -21,7 +21,7 @@ import quantgraph
 from quantgraph import reference
 from quantgraph.reference.compare import compare
 from quantgraph.reference.evaluator import REFERENCE_OPS
-from tests.builders import ort_session
+from tests.builders import ort_session, run_evaluator
 
 TYPES = {
     TensorProto.INT4: ml_dtypes.int4,
@@ -57,7 +57,7 @@ def blocked_cases(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray |
     shape = [draw(st.integers(1, 4)) for _ in range(rank)]
     blocks = draw(st.integers(2, 3))  # onnxruntime takes a one-element scale as per-tensor
     shape[axis] = blocks * block
-    info = ml_dtypes.iinfo(np_type)
+    info = ml_dtypes.iinfo(np_type)  # type: ignore[no-untyped-call]  # ml_dtypes: no hints
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     src = rng.integers(info.min, info.max, shape, endpoint=True).astype(np_type)
     scale_shape = list(shape)
@@ -81,7 +81,7 @@ def test_per_group_reference_equals_onnxruntime(
     want = ort_session(model).run(None, {})[0]
     result = quantgraph.convert(model)
     assert result.report.skipped == [], result.report.skipped
-    got = ReferenceEvaluator(result.proto, new_ops=REFERENCE_OPS).run(None, {})[0]
+    got = run_evaluator(ReferenceEvaluator(result.proto, new_ops=REFERENCE_OPS), None, {})[0]
     assert got.dtype == want.dtype
     assert compare("y", want, got).agree
     groups = [block if d == axis else 1 for d in range(src.ndim)]
@@ -111,8 +111,8 @@ def test_benchdnn_dynamicdq_s4() -> None:
 def test_dst_rounds_once_from_f32(dst: type) -> None:
     """f16/bf16: the f32 product rounded once to nearest even (bf16 has no onnxruntime kernel)."""
     src = np.arange(-128, 128, dtype=np.int8).reshape(16, 16)
-    scales = np.full((1, 16), 0.3, np.float32).astype(dst)
+    scales: np.ndarray = np.full((1, 16), 0.3, np.float32).astype(dst)
     got = reference.dynamic_dequantize(src, scales, qtype="per_group", group_shape=[16, 1])
-    want = (src.astype(np.float32) * scales.astype(np.float32)).astype(dst)
+    want: np.ndarray = (src.astype(np.float32) * scales.astype(np.float32)).astype(dst)
     assert got.dtype == np.dtype(dst)
     assert compare("y", want, got).agree

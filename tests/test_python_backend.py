@@ -31,7 +31,7 @@ CI = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 Feed = dict[str, np.ndarray]
-NP = {"u8": np.uint8, "s8": np.int8, "s32": np.int32}
+NP: dict[str, type[np.integer[Any]]] = {"u8": np.uint8, "s8": np.int8, "s32": np.int32}
 ONNX = {"u8": TensorProto.UINT8, "s8": TensorProto.INT8, "s32": TensorProto.INT32}
 
 
@@ -540,7 +540,7 @@ def test_per_group_runs_on_the_python_backend(zps: str | None) -> None:
         inputs["zps"] = rng.integers(0, 256, (2, 2)).astype(np.uint8)
     elif zps == "s32":
         inputs["zps"] = rng.integers(-1000, 1000, (2, 2)).astype(np.int32)
-    attributes = {"qtype": "per_group", "group_shape": [2, 3]}
+    attributes: dict[str, Any] = {"qtype": "per_group", "group_shape": [2, 3]}
     got = run_spec_op("python", "DynamicDequantize", src, inputs, TensorProto.FLOAT, **attributes)
     want = reference.dynamic_dequantize(src, inputs["scales"], inputs.get("zps"), **attributes)
     assert compare("dst", want, got).agree

@@ -237,7 +237,7 @@ def add_weight_dq(
             container.initializer.append(_tensor(qname, q))
     else:
         container.input[list(container.input).index(name)] = qname
-    attrs = {"axis": axis} if per_channel else {}
+    attrs: dict[str, Any] = {"axis": axis} if per_channel else {}
     dq = helper.make_node(
         "DequantizeLinear",
         [qname, f"{name}_scale", f"{name}_zero_point"],
@@ -267,11 +267,13 @@ def _initializer(container: onnx.GraphProto, name: str) -> np.ndarray:
 
 
 def _find(model: onnx.ModelProto, op_type: str) -> onnx.NodeProto:
-    return next(n for n in model.graph.node if n.op_type == op_type)
+    node: onnx.NodeProto = next(n for n in model.graph.node if n.op_type == op_type)
+    return node
 
 
 def _body(node: onnx.NodeProto, attr: str) -> onnx.GraphProto:
-    return next(a.g for a in node.attribute if a.name == attr)
+    body: onnx.GraphProto = next(a.g for a in node.attribute if a.name == attr)
+    return body
 
 
 # -- float models built here --------------------------------------------------------------------

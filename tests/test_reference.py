@@ -26,6 +26,7 @@ from tests.builders import (
     graph_input,
     make_model,
     quantize_linear_model,
+    run_evaluator,
     run_ort,
     tensor_info,
 )
@@ -96,7 +97,8 @@ def float_bits_equal(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
     a = np.asarray(actual, F32)
     e = np.asarray(expected, F32)
     both_nan = np.isnan(a) & np.isnan(e)
-    return both_nan | (a.view(np.uint32) == e.view(np.uint32))
+    equal: np.ndarray = both_nan | (a.view(np.uint32) == e.view(np.uint32))
+    return equal
 
 
 def assert_float_bits_equal(actual: np.ndarray, expected: np.ndarray, what: str = "") -> None:
@@ -172,11 +174,12 @@ def _mix(
     offset = rng.choice(np.array([-1, -0.5, -0.25, 0, 0.25, 0.5, 1], F32), shape)
     edges = ((edge + offset) * sb).astype(F32)
     special = rng.choice(SPECIALS, shape)
-    return np.select(
+    chosen: np.ndarray = np.select(
         [kind == 0, kind == 1, kind == 2, kind == 3, kind == 4],
         [normal, ties, near, edges, special],
         default=(rng.standard_normal(shape) * 4).astype(F32),
     ).astype(F32)
+    return chosen
 
 
 def shapes_and_axes(
@@ -564,7 +567,7 @@ def evaluator_quantize(x: np.ndarray, scale: np.ndarray, axis: int, out_type: in
         (TensorProto.FLOAT, None), scale, check=False, axis=axis, output_dtype=out_type
     )
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        return np.asarray(ReferenceEvaluator(model).run(None, {"x": x})[0])
+        return np.asarray(run_evaluator(ReferenceEvaluator(model), None, {"x": x})[0])
 
 
 def ort_float8_roundtrip(x: np.ndarray, scale: np.ndarray, axis: int, out_type: int) -> np.ndarray:
@@ -637,6 +640,7 @@ def test_float8_quantize_per_channel(name: str, axis: int) -> None:
     onnx_type, _, *_ = F8[name]
     rng = np.random.default_rng(axis + 10)
     flat = f8_inputs(name, 1.0, rng)
+    x: np.ndarray
     if axis in (1, -2):
         x = flat[: flat.size // 24 * 24].reshape(-1, 4, 6)
     else:
@@ -670,7 +674,7 @@ def test_float8_dequantize_every_code(name: str) -> None:
             (onnx_type, [16, 16]), np.array(scale, F32), name="", check=False
         )
         with np.errstate(over="ignore", invalid="ignore"):
-            theirs = ReferenceEvaluator(model).run(None, {"x": src})[0]
+            theirs = run_evaluator(ReferenceEvaluator(model), None, {"x": src})[0]
         assert_float_bits_equal(got, np.asarray(theirs, F32), f"evaluator scale={scale}")
     per_channel = reference.dequantize(src, scales=[0.5] * 8 + [4.0] * 8, qtype="per_channel")
     channel_scales = np.array([0.5] * 8 + [4.0] * 8, F32)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import resource
 import threading
+from typing import Any
 
 import numpy as np
 import onnx
@@ -20,7 +21,7 @@ import quantgraph
 from tests.builders import BACKENDS, requires_native, spec_op_model
 
 
-def _dynamic_model(op: str, src_type: int, dst_type: int, **attributes: object) -> onnx.ModelProto:
+def _dynamic_model(op: str, src_type: int, dst_type: int, **attributes: Any) -> onnx.ModelProto:
     """One quantgraph op whose src, scales and zps are graph inputs of any length."""
     return spec_op_model(
         op,
@@ -34,7 +35,7 @@ def _dynamic_model(op: str, src_type: int, dst_type: int, **attributes: object) 
     )
 
 
-GOOD = {
+GOOD: dict[str, np.ndarray] = {
     "src": np.linspace(-3, 3, 12, dtype=np.float32).reshape(4, 3),
     "scales": np.array([0.5, 0.25, 0.125], np.float32),
     "zps": np.array([1, 2, 3], np.uint8),
@@ -92,7 +93,7 @@ def test_eight_threads_on_one_native_session_agree() -> None:
     )
     session = quantgraph.InferenceSession(model, "native")
     rng = np.random.default_rng(7)
-    feeds = [
+    feeds: list[dict[str, np.ndarray]] = [
         {
             "src": rng.standard_normal((512, 257)).astype(np.float32) * 40,
             "scales": rng.uniform(0.05, 2.0, 257).astype(np.float32),
@@ -134,7 +135,7 @@ def test_ten_thousand_native_runs_do_not_grow_memory() -> None:
         "DynamicDequantize", TensorProto.UINT8, TensorProto.FLOAT, qtype="per_tensor"
     )
     session = quantgraph.InferenceSession(model, "native")
-    feeds = {
+    feeds: dict[str, np.ndarray] = {
         "src": np.arange(4096, dtype=np.uint8).reshape(64, 64),
         "scales": np.array([0.5], np.float32),
         "zps": np.array([3], np.uint8),

@@ -15,10 +15,17 @@ from onnx.reference import ReferenceEvaluator
 from quantgraph import reference
 from quantgraph.ir import onnx_schemas as schemas
 from quantgraph.spec import DOMAIN, OPS, OPSET_VERSION, dtypes
-from tests.builders import EVERY_BACKEND, Operand, graph_input, run_quantgraph, spec_op_model
+from tests.builders import (
+    EVERY_BACKEND,
+    Operand,
+    graph_input,
+    run_evaluator,
+    run_quantgraph,
+    spec_op_model,
+)
 
 F32 = np.float32
-Shape = list[int | str | None] | None
+Shape = Sequence[int | str | None] | None
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -28,7 +35,7 @@ def _registered() -> None:
 
 def op_model(
     op: str,
-    inputs: list[tuple[str, int, Shape]],
+    inputs: Sequence[tuple[str, int, Shape]],
     attributes: dict[str, Any] | None = None,
     initializers: Sequence[onnx.TensorProto] = (),
     node_name: str = "node0",
@@ -48,7 +55,7 @@ def op_model(
 def inferred_dst(model: onnx.ModelProto) -> onnx.TypeProto:
     onnx.checker.check_model(model, full_check=True)
     inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-    found = [v.type for v in inferred.graph.value_info if v.name == "dst"]
+    found: list[onnx.TypeProto] = [v.type for v in inferred.graph.value_info if v.name == "dst"]
     assert len(found) == 1, inferred.graph.value_info
     return found[0]
 
@@ -246,7 +253,7 @@ def test_a_declared_dst_passes_the_checker_and_runs(backend: str, declared: int,
     zps = np.array([-5], np.int32) if case == "dynamic-s32-zps" else None
     if case == "static-no-zps":
         model = spec_op_model("Quantize", graph_input(src), [0.1], dst_type=declared)
-        feeds = {"src": src}
+        feeds: dict[str, np.ndarray] = {"src": src}
     else:
         operands: list[Any] = [graph_input(src), graph_input(scales)]
         feeds = {"src": src, "scales": scales}
@@ -596,7 +603,7 @@ def test_reference_evaluator_runs_the_ops(
     ]
     model = op_model(op, inputs, attributes)
     onnx.checker.check_model(model, full_check=True)
-    got = ReferenceEvaluator(model, new_ops=new_ops).run(["dst"], feeds)[0]
+    got = run_evaluator(ReferenceEvaluator(model, new_ops=new_ops), ["dst"], feeds)[0]
     assert got.dtype == expected.dtype
     np.testing.assert_array_equal(
         np.asarray(got).view(np.uint8) if got.dtype.itemsize == 1 else got,

@@ -208,7 +208,10 @@ def formula_dequantize(
     zero = 0.0 if zps is None else _bcast(zps.astype(np.float64), axis)
     difference = (q.astype(np.float64) - zero).astype(np.float32)
     with np.errstate(all="ignore"):
-        return (difference * _bcast(scales.astype(np.float32), axis)).astype(np.float32)
+        product: np.ndarray = (difference * _bcast(scales.astype(np.float32), axis)).astype(
+            np.float32
+        )
+    return product
 
 
 def ort_quantize(

@@ -199,7 +199,7 @@ def test_inside_an_if_branch_with_a_dynamic_quantize_linear() -> None:
             helper.make_tensor("w", TensorProto.INT4, [4, 2], [1, -2, 3, 4, -5, 6, 7, -8]),
             numpy_helper.from_array(np.full((2, 2), 0.5, np.float32), "ws"),
             numpy_helper.from_array(np.ones((3, 2), np.float32), "xx"),
-            numpy_helper.from_array(np.float32(1), "one"),
+            numpy_helper.from_array(np.array(1, np.float32), "one"),
         ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)

@@ -157,11 +157,11 @@ def test_check_order_type_before_shape_before_value() -> None:
     ("call", "message"),
     [
         (
-            lambda: R.dynamic_quantize(X, None, node="q"),
+            lambda: R.dynamic_quantize(X, None, node="q"),  # type: ignore[arg-type]  # on purpose
             "DynamicQuantize node 'q': input 'scales' is required [rule missing-input]",
         ),
         (
-            lambda: R.dynamic_dequantize(XU8, None, node="dd"),
+            lambda: R.dynamic_dequantize(XU8, None, node="dd"),  # type: ignore[arg-type]  # on purpose
             "DynamicDequantize node 'dd': input 'scales' is required [rule missing-input]",
         ),
     ],
@@ -341,7 +341,8 @@ def test_dtype_table() -> None:
         assert dtypes.from_onnx(d.onnx) is d
         assert dtypes.from_numpy(d.numpy) is d
         if d.is_float8:
-            assert d.float8_max == float(ml_dtypes.finfo(d.numpy).max)
+            finfo = ml_dtypes.finfo(d.numpy)  # type: ignore[no-untyped-call]  # ml_dtypes: no hints
+            assert d.float8_max == float(finfo.max)
         elif d.numpy.kind in "iu":
             info = np.iinfo(d.numpy)
             assert d.int_range == (info.min, info.max)

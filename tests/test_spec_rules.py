@@ -153,7 +153,7 @@ FAILS: dict[str, Fail] = {
     ),
     "scales-rank/scalar": Fail(
         "scales-rank",
-        lambda: R.dynamic_dequantize(XU8, np.float32(0.5).reshape(()), node="dd"),
+        lambda: R.dynamic_dequantize(XU8, np.array(0.5, np.float32), node="dd"),
         "DynamicDequantize node 'dd': scales must be a 1-D tensor; got rank 0 [rule scales-rank]",
     ),
     # --- zps-rank --------------------------------------------------------------------------
@@ -164,7 +164,7 @@ FAILS: dict[str, Fail] = {
     ),
     "zps-rank/scalar": Fail(
         "zps-rank",
-        lambda: R.dynamic_quantize(X, S1, np.uint8(3).reshape(()), node="q"),
+        lambda: R.dynamic_quantize(X, S1, np.array(3, np.uint8), node="q"),
         "DynamicQuantize node 'q': zps must be a 1-D tensor; got rank 0 [rule zps-rank]",
     ),
     # --- per-tensor-scale-count ------------------------------------------------------------
@@ -375,12 +375,12 @@ FAILS: dict[str, Fail] = {
     # --- missing-attribute -----------------------------------------------------------------
     "missing-attribute/quantize": Fail(
         "missing-attribute",
-        lambda: R.quantize(X, scales=None, node="q"),  # type: ignore[arg-type]
+        lambda: R.quantize(X, scales=None, node="q"),
         "Quantize node 'q': attribute 'scales' is required [rule missing-attribute]",
     ),
     "missing-attribute/dequantize": Fail(
         "missing-attribute",
-        lambda: R.dequantize(XU8, scales=None, node="d"),  # type: ignore[arg-type]
+        lambda: R.dequantize(XU8, scales=None, node="d"),
         "Dequantize node 'd': attribute 'scales' is required [rule missing-attribute]",
     ),
     "missing-attribute/check-function": Fail(

@@ -43,7 +43,7 @@ def test_ort_values_round_trip_every_spec_type(dtype: dtypes.DType) -> None:
 def test_one_op_model_runs_in_onnxruntime_and_drops_trailing_absent_inputs() -> None:
     model = testing.one_op_model(
         "DequantizeLinear",
-        {"x": (TensorProto.INT4, [5]), "scale": np.float32(0.5), "zero_point": None},
+        {"x": (TensorProto.INT4, [5]), "scale": np.array(0.5, np.float32), "zero_point": None},
         {"y": (TensorProto.FLOAT, [5])},
         check=True,
     )
@@ -57,7 +57,7 @@ def test_one_op_model_runs_in_onnxruntime_and_drops_trailing_absent_inputs() -> 
 def test_one_op_model_keeps_an_explicit_empty_input_and_casts_float_outputs() -> None:
     model = testing.one_op_model(
         "QuantizeLinear",
-        {"x": (TensorProto.FLOAT, [2]), "scale": np.float32(1.0), "zp": ""},
+        {"x": (TensorProto.FLOAT, [2]), "scale": np.array(1.0, np.float32), "zp": ""},
         {"y": (TensorProto.FLOAT8E4M3FN, [2])},
         float_output="y_float",
         opset=21,
@@ -75,9 +75,9 @@ def test_assert_bit_identical_follows_the_compare_rule() -> None:
     other_nan = np.array([0xFFC00001], np.uint32).view(np.float32)
     testing.assert_bit_identical([nan], [other_nan])  # any two NaNs are equal
     with pytest.raises(AssertionError, match=r"output 0 differs in 1 of 1 elements, at \[0\]"):
-        testing.assert_bit_identical(np.float32([0.0]), np.float32([-0.0]))
+        testing.assert_bit_identical(np.array([0.0], np.float32), np.array([-0.0], np.float32))
     with pytest.raises(AssertionError, match="dtype float64, expected float32"):
-        testing.assert_bit_identical(np.float32([1.0]), np.float64([1.0]))
+        testing.assert_bit_identical(np.array([1.0], np.float32), np.array([1.0], np.float64))
     with pytest.raises(AssertionError, match="shape"):
         testing.assert_bit_identical(np.zeros(2, np.uint8), np.zeros(3, np.uint8))
 

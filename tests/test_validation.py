@@ -352,6 +352,7 @@ def test_tolerances_judge_the_optimized_comparison_only(runner: CliRunner) -> No
     assert loose.agree and loose.optimized[0].within_tolerance
     assert loose.optimized[0].beyond_tolerance == 0
     payload = loose.to_dict()["optimized"]
+    assert isinstance(payload, dict)
     assert payload["within_tolerance"] and payload["atol"] == 1.0
 
 

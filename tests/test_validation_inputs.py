@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -105,7 +106,7 @@ def gru_model() -> onnx.ModelProto:
 
 
 def gru_quantized() -> onnx.ModelProto:
-    samples = [
+    samples: list[dict[str, np.ndarray]] = [
         {
             "x": RNG.standard_normal((5, 2, 8)).astype(np.float32),
             "lengths": np.array([5, 3], np.int64),
@@ -350,7 +351,8 @@ def test_metadata_imgsz_sizes_the_image(models: dict[str, Path]) -> None:
     path = models["detector"]
     report = quantgraph.validate(path, _converted(path), backend="python")
     assert report.agree and report.inputs["images"]["shape"] == [1, 3, 320, 320]
-    assert report.inputs["images"]["shape_from"][2:] == ["metadata 'imgsz'"] * 2
+    shape_from = report.inputs["images"]["shape_from"]
+    assert isinstance(shape_from, list) and shape_from[2:] == ["metadata 'imgsz'"] * 2
     code, out, _ = _cli("validate", path, _converted(path))
     assert code == 0 and "sizes: axes 2, 3 = 320 (metadata 'imgsz')" in out
     # --dim still wins over the metadata.
@@ -669,6 +671,7 @@ def _chains(draw: st.DrawFn) -> tuple[onnx.ModelProto, int, str]:
     nodes: list[onnx.NodeProto] = []
     constants: list[TensorProto] = []
     ops: list[str] = []
+    shape: tuple[int, ...]
     name, shape = "ids", (2, 3)
     for count in range(draw(st.integers(1, 4))):
         steps = _steps(name, f"v{count}", f"c{count}", shape)
@@ -786,10 +789,11 @@ def test_a_seed_draws_what_one_whole_array_draw_gives(
     from quantgraph.validation import inputs
 
     monkeypatch.setattr(inputs, "DRAW_CHUNK", 7)
-    dtype = inputs.ir.DataType(elem)
+    dtype = ir.DataType(elem)
     spec = inputs.InputSpec("x", dtype, (5, 6), low, high, "test")
     got = spec.draw(np.random.default_rng(3))
     rng = np.random.default_rng(3)
+    whole: np.ndarray
     if np.isinf(low):
         whole = rng.standard_normal((5, 6))
     elif elem == F:

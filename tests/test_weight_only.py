@@ -25,7 +25,7 @@ from quantgraph.reference.evaluator import REFERENCE_OPS
 from quantgraph.spec import DOMAIN
 from quantgraph.testing import ort_session
 from tests import producers
-from tests.builders import requires_native
+from tests.builders import requires_native, run_evaluator
 
 CASES = [(sym, block) for sym in (True, False) for block in (32, 128)]
 IDS = [f"{'int4-sym' if sym else 'uint4-asym'}-block{block}" for sym, block in CASES]
@@ -109,7 +109,7 @@ def test_the_reference_computes_what_onnxruntime_computes(symmetric: bool, block
     x = _x()
     names = [o.name for o in original.graph.output]
     want = dict(zip(names, _onnxruntime_all(original, x), strict=True))
-    got = ReferenceEvaluator(converted, new_ops=REFERENCE_OPS).run(names, {"x": x})
+    got = run_evaluator(ReferenceEvaluator(converted, new_ops=REFERENCE_OPS), names, {"x": x})
     for name, value in zip(names[1:], got[1:], strict=True):
         assert compare(name, want[name], value).agree, name
     np.testing.assert_allclose(got[0], want["y"], rtol=1e-5, atol=1e-5)

@@ -243,8 +243,9 @@ def test_two_concurrent_writers_exactly_one_succeeds(work: Path) -> None:
         (loser,) = [err for code, _, err in ended if code == 2]
         assert loser.startswith("quantgraph: error:") and len(loser.strip().splitlines()) == 1
         assert "same.onnx: already exists (use --force to replace it)" in loser
-        (winner,) = [w.args[4] for w, (code, _, _) in zip(writers, ended, strict=True) if not code]
-        assert onnx.load(str(out)).graph.name == onnx.load(str(winner)).graph.name
+        (winner,) = [w for w, (code, _, _) in zip(writers, ended, strict=True) if not code]
+        assert isinstance(winner.args, list)  # the command as given: its source model at [4]
+        assert onnx.load(str(out)).graph.name == onnx.load(str(winner.args[4])).graph.name
         assert listing(work) == {"cnn.onnx", "transformer.onnx", "same.onnx"}
 
 

@@ -5,8 +5,10 @@ refuses, and the per-channel zero points it would collapse (refused by quantgrap
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto
 
@@ -28,7 +30,7 @@ def _ties() -> np.ndarray:
     return ((k + 0.5) * SCALE).astype(np.float32)
 
 
-def _dynamic_quantize(src: np.ndarray, zp: int) -> tuple[object, list[np.ndarray]]:
+def _dynamic_quantize(src: np.ndarray, zp: int) -> tuple[onnx.ModelProto, list[np.ndarray]]:
     model = spec_op_model(
         "DynamicQuantize",
         (F, list(src.shape)),
@@ -42,7 +44,7 @@ def _dynamic_quantize(src: np.ndarray, zp: int) -> tuple[object, list[np.ndarray
 def test_quantize_ties_follow_onednns_arithmetic_not_onnxs() -> None:
     src = _ties()
     model, inputs = _dynamic_quantize(src, 128)
-    (got,) = run_quantgraph(model, "onednn", {"src": src})  # type: ignore[arg-type]
+    (got,) = run_quantgraph(model, "onednn", {"src": src})
     onnx_result = reference.run("DynamicQuantize", inputs)
     onednn_model = reference.run("DynamicQuantize", inputs, arithmetic="onednn")
     differ = compare("dst", onnx_result, got).mismatches
@@ -54,7 +56,7 @@ def test_quantize_ties_follow_onednns_arithmetic_not_onnxs() -> None:
 def test_native_onednn_arithmetic_equals_onednn_on_ties() -> None:
     src = _ties()
     model, _ = _dynamic_quantize(src, 128)
-    (expected,) = run_quantgraph(model, "onednn", {"src": src})  # type: ignore[arg-type]
+    (expected,) = run_quantgraph(model, "onednn", {"src": src})
     session = quantgraph.InferenceSession(model, "native", arithmetic="onednn")
     (got,) = session.run(None, {"src": src})
     np.testing.assert_array_equal(got, expected)
@@ -63,7 +65,7 @@ def test_native_onednn_arithmetic_equals_onednn_on_ties() -> None:
 def test_random_normal_data_quantizes_identically() -> None:
     src = np.random.default_rng(0).standard_normal(65536).astype(np.float32)
     model, inputs = _dynamic_quantize(src, 128)
-    (got,) = run_quantgraph(model, "onednn", {"src": src})  # type: ignore[arg-type]
+    (got,) = run_quantgraph(model, "onednn", {"src": src})
     assert compare("dst", reference.run("DynamicQuantize", inputs), got).mismatches == 0
 
 
@@ -79,7 +81,7 @@ def test_dequantize_is_onnxs_arithmetic(src_type: int, per_channel: bool, with_z
     count = 16 if per_channel else 1
     scales = rng.uniform(0.001, 1.0, count).astype(np.float32)
     zps = rng.integers(info.min, info.max + 1, count).astype(dtype) if with_zps else None
-    attrs = {"qtype": "per_channel", "axis": 1} if per_channel else {}
+    attrs: dict[str, Any] = {"qtype": "per_channel", "axis": 1} if per_channel else {}
     model = spec_op_model(
         "DynamicDequantize", (src_type, [8, 16, 32]), scales, zps, dst_type=F, **attrs
     )
@@ -191,7 +193,7 @@ def test_the_page_of_this_onednn_is_current() -> None:
 
 # Zero points that are all 0 mean what absent ones mean; oneDNN refuses per_channel zps even
 # then, and every symmetric QDQ weight has them: they reach oneDNN as absent.
-PC = {"qtype": "per_channel", "axis": 1}
+PC: dict[str, Any] = {"qtype": "per_channel", "axis": 1}
 SCALES2 = np.array([0.1, 0.2], np.float32)
 Q_SRC = np.array([0, 10, 20, 30], np.uint8).reshape(1, 2, 2)
 

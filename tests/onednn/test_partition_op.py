@@ -74,8 +74,8 @@ def matmul_data(k: int = 64, n: int = 32, seed: int = 0) -> Unit:
     )
 
 
-def _const(name: str, value: np.ndarray) -> TensorProto:
-    return numpy_helper.from_array(value, name)
+def _const(name: str, value: np.ndarray | np.generic) -> TensorProto:
+    return numpy_helper.from_array(np.asarray(value), name)
 
 
 def qdq_nodes(kind: str, unit: Unit, x: str, w: str, b: str, y: str) -> list[onnx.NodeProto]:
@@ -159,7 +159,7 @@ def _run_both(
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     got = session(built[0]).run(None, {"x": x})
     want = reference_session(built[1]).run(None, {"x": x})
-    return got, want  # type: ignore[return-value]
+    return got, want
 
 
 def assert_within_one_step(got: np.ndarray, want: np.ndarray) -> None:
@@ -201,8 +201,8 @@ def test_full_range_weights_compute_as_onnxruntimes_fused_kernels(kind: str) -> 
     (got,) = session(built[0]).run(None, {"x": x})
     (fused,) = _fused_reference(built[1]).run(None, {"x": x})
     (exact,) = reference_session(built[1]).run(None, {"x": x})
-    assert_within_one_step(got, fused)  # type: ignore[arg-type]
-    off = np.abs(got.astype(np.int32) - exact.astype(np.int32))  # type: ignore[union-attr]
+    assert_within_one_step(got, fused)
+    off = np.abs(got.astype(np.int32) - exact.astype(np.int32))
     if int8_saturates():
         assert int(off.max()) > 1, "no saturation any more: update docs/onednn.md"
     else:
@@ -232,7 +232,7 @@ def test_two_nodes_of_identical_description_keep_their_own_weights() -> None:
         want = reference_session(built[1]).run(None, {"x": x})
         assert not np.array_equal(want[0], want[1])
         for g, w in zip(got, want, strict=True):
-            assert_within_one_step(g, w)  # type: ignore[arg-type]
+            assert_within_one_step(g, w)
 
 
 def test_changing_input_shapes_recompile() -> None:
@@ -243,7 +243,7 @@ def test_changing_input_shapes_recompile() -> None:
         (got,) = partition.run(None, {"x": x})
         (want,) = reference_session(built[1]).run(None, {"x": x})
         assert got.shape == (shape[0], 16, shape[2], shape[3])
-        assert_within_one_step(got, want)  # type: ignore[arg-type]
+        assert_within_one_step(got, want)
 
 
 def test_a_node_that_cannot_compile_is_refused_in_one_line() -> None:
@@ -345,7 +345,7 @@ def test_the_partition_runs_from_several_threads() -> None:
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda x: partition.run(None, {"x": x})[0], inputs))
     for x, got in zip(inputs, results, strict=True):
-        assert_within_one_step(got, reference.run(None, {"x": x})[0])  # type: ignore[arg-type]
+        assert_within_one_step(got, reference.run(None, {"x": x})[0])
 
 
 @pytest.mark.parametrize(
