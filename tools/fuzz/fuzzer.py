@@ -178,36 +178,36 @@ class Fuzzer:
         else:
             sessions = self._sessions(case.sig)
             session = sessions.native if arithmetic == "onnx" else sessions.native_onednn
-        if isinstance(session, BaseException):
-            return session
-        try:
-            return _run_raw(session, self._feeds(case))
-        except Exception as error:
-            return error
+        return self._outcome(case, session, _run_raw)
 
     def run_onednn(self, case: Case) -> Outcome:
-        if case.static:
-            session = _create(static_model(case), "onednn", 1)
-            self._stats(case).sessions += 1
-        else:
-            session = self._sessions(case.sig).onednn
-        if isinstance(session, BaseException):
-            return session
-        try:
-            return _run_raw(session, self._feeds(case))
-        except Exception as error:
-            return error
+        return self._outcome(case, self._session(case, "onednn"), _run_raw)
 
     def run_python(self, case: Case) -> Outcome:
+        def run(session: Any, feeds: dict[str, np.ndarray]) -> np.ndarray:
+            return np.asarray(session.run(None, feeds)[0])
+
+        return self._outcome(case, self._session(case, "python"), run)
+
+    def _session(self, case: Case, backend: str) -> Any:
+        """A static case's own session (one thread), else the signature's cached one."""
         if case.static:
-            session = _create(static_model(case), "python", 1)
+            session = _create(static_model(case), backend, 1)
             self._stats(case).sessions += 1
-        else:
-            session = self._sessions(case.sig).python
+            return session
+        return getattr(self._sessions(case.sig), backend)
+
+    def _outcome(
+        self,
+        case: Case,
+        session: Any,
+        run: Callable[[Any, dict[str, np.ndarray]], np.ndarray],
+    ) -> Outcome:
+        """What running the case gave: its output, or the error of creating or running it."""
         if isinstance(session, BaseException):
             return session
         try:
-            return np.asarray(session.run(None, self._feeds(case))[0])
+            return run(session, self._feeds(case))
         except Exception as error:
             return error
 
