@@ -94,3 +94,31 @@ def test_ctrl_c_during_run_startup(work: Path) -> None:
     done = _interrupt(["run", "cnn.onnx", "--output", "o.npz"], work, 0.7)
     _assert_interrupted(done)
     assert not (work / "o.npz").exists()
+
+
+def test_ctrl_c_inside_an_import_is_raised_once_the_import_is_done(tmp_path: Path) -> None:
+    """Raised inside an extension module's initialisation, Interrupted can crash the process
+    (SIGSEGV, SIGABRT under load): the handler waits until no import runs, then raises."""
+    (tmp_path / "slow_module.py").write_text(
+        "import os, signal, time\n"
+        "os.kill(os.getpid(), signal.SIGINT)\n"
+        "time.sleep(0.2)\n"
+        "DONE = True\n"
+    )
+    code = (
+        "import sys, time\n"
+        "from quantgraph.interrupt import Interrupted, install_interrupt_handler\n"
+        "install_interrupt_handler()\n"
+        "try:\n"
+        "    import slow_module\n"
+        "    time.sleep(10)\n"
+        "    print('not interrupted')\n"
+        "except Interrupted:\n"
+        "    module = sys.modules.get('slow_module')\n"
+        "    print('interrupted; import done:', getattr(module, 'DONE', False))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "interrupted; import done: True", done.stderr[-2000:]
