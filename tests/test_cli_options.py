@@ -18,6 +18,7 @@ from click.testing import CliRunner, Result
 
 import quantgraph
 from quantgraph.cli import main
+from quantgraph.cpu import cpu
 from quantgraph.errors import ModelError
 from quantgraph.validation import input_samples, load_inputs
 
@@ -340,24 +341,52 @@ def test_unrelated_models_fail_before_anything_runs(
 # -- --optimized (item 14) ----------------------------------------------------------------------
 
 
+def _optimized_difference(args: list[str | Path]) -> float:
+    payload = json.loads(invoke(*args, "--json").stdout)
+    assert payload["optimized"]["part_of_verdict"] is False
+    assert "not part of the verdict" in payload["optimized"]["comparison"]
+    assert len(payload["comparison"]) < 100 and payload["comparison_note"]
+    return max(float(o["max_abs_diff"]) for o in payload["optimized"]["outputs"])
+
+
 def test_optimized_says_it_is_not_part_of_the_verdict(models: Path) -> None:
+    """Both sides of the tolerance, whatever the CPU: the tolerance is set from the difference
+    measured here (how large it is depends on the CPU, see the next test)."""
     args: list[str | Path] = [
         "validate",
         models / "cnn.onnx",
         models / "cnn_qg.onnx",
         "--optimized",
     ]
-    text = invoke(*args, "--atol", "0.001")
-    assert text.exit_code == 0, text.output  # BEYOND tolerance there, yet the models agree
-    lines = text.stdout.splitlines()
-    assert max(map(len, lines)) <= 100, lines
-    assert any("BEYOND tolerance" in line for line in lines)
-    assert any(line.startswith("informational, not part of the verdict:") for line in lines)
-    assert lines[-1] == "verdict: the models agree (from the ORT_DISABLE_ALL comparison only)"
-    payload = json.loads(invoke(*args, "--json").stdout)
-    assert payload["optimized"]["part_of_verdict"] is False
-    assert "not part of the verdict" in payload["optimized"]["comparison"]
-    assert len(payload["comparison"]) < 100 and payload["comparison_note"]
+    difference = _optimized_difference(args)
+    tolerances = [difference * 2 + 1e-6]
+    if difference > 0:
+        tolerances.append(difference / 2)
+    for atol in tolerances:
+        text = invoke(*args, "--atol", f"{atol:.3g}")
+        assert text.exit_code == 0, text.output  # the optimized run never decides the verdict
+        lines = text.stdout.splitlines()
+        assert max(map(len, lines)) <= 100, lines
+        assert any("BEYOND tolerance" in line for line in lines) == (atol < difference), lines
+        assert any(line.startswith("informational, not part of the verdict:") for line in lines)
+        assert lines[-1] == "verdict: the models agree (from the ORT_DISABLE_ALL comparison only)"
+
+
+def test_optimized_difference_follows_the_cpu(models: Path) -> None:
+    """onnxruntime's fused int8 kernels saturate u8 x s8 product pairs in int16 on x86 CPUs
+    without VNNI (steps away from the unfused composition); with VNNI they sum in int32 and stay
+    within float rounding (measured: within 1e-3 on an AVX-512 VNNI EPYC)."""
+    args: list[str | Path] = [
+        "validate",
+        models / "cnn.onnx",
+        models / "cnn_qg.onnx",
+        "--optimized",
+    ]
+    difference = _optimized_difference(args)
+    if cpu().int8_products_saturate:
+        assert difference > 1e-3, (cpu().describe(), difference)
+    else:
+        assert difference <= 1e-3, (cpu().describe(), difference)
 
 
 # -- convert's options (item 15) ----------------------------------------------------------------

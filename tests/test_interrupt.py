@@ -89,11 +89,69 @@ def test_ctrl_c_during_convert_validate_leaves_no_partial_out(work: Path, after:
         onnx.checker.check_model(str(work / "out.onnx"), full_check=True)
 
 
-def test_ctrl_c_during_run_startup(work: Path) -> None:
-    """onnxruntime's import is the slow part of `run`'s start-up."""
-    done = _interrupt(["run", "cnn.onnx", "--output", "o.npz"], work, 0.7)
+# A start-up hook instead of a delay (a fast CPU finished `run` before a fixed delay was up): a
+# sitecustomize on PYTHONPATH makes the import of MODULE write a marker file and then go on
+# for HOLD seconds, inside the import; the test sends SIGINT once the marker exists.
+_STARTUP_HOOK = """
+import importlib.abc, os, sys, time
+
+class _Hold(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["QG_TEST_HOLD_MODULE"]:
+            sys.meta_path.remove(self)
+            with open(os.environ["QG_TEST_MARKER"], "w") as marker:
+                marker.write(name)
+            end = time.monotonic() + float(os.environ["QG_TEST_HOLD"])
+            while time.monotonic() < end:  # sleep() resumes after the handler returns
+                time.sleep(0.01)
+        return None
+
+sys.meta_path.insert(0, _Hold())
+"""
+
+
+def _interrupt_inside_import(
+    args: list[str | Path], cwd: Path, module: str, hold: float = 0.5
+) -> subprocess.CompletedProcess[str]:
+    """Start ``python -m quantgraph ARGS`` and send SIGINT while it imports ``module``."""
+    hooks = cwd / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(_STARTUP_HOOK)
+    marker = cwd / "hooks" / "marker"
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{hooks}",
+        "PYTHONFAULTHANDLER": "1",
+        "QG_TEST_HOLD_MODULE": module,
+        "QG_TEST_MARKER": str(marker),
+        "QG_TEST_HOLD": str(hold),
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "quantgraph", *map(str, args)],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not marker.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert marker.exists(), f"{module} was never imported: {process.poll()}"
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    shutil.rmtree(hooks)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+@pytest.mark.parametrize("module", ["onnxruntime", "onnx", "numpy"])
+def test_ctrl_c_during_run_startup(work: Path, module: str) -> None:
+    """Imports are the slow part of `run`'s start-up (onnxruntime's most of all): SIGINT
+    inside each of them, whatever the CPU's speed."""
+    done = _interrupt_inside_import(["run", "cnn.onnx", "--output", "o.npz"], work, module)
     _assert_interrupted(done)
     assert not (work / "o.npz").exists()
+    assert _temporaries(work) == []
 
 
 def test_ctrl_c_inside_an_import_is_raised_once_the_import_is_done(tmp_path: Path) -> None:

@@ -24,7 +24,6 @@ one shared int4/uint4 input, scales and zero points initializers
 from __future__ import annotations
 
 import os
-import platform
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +33,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto
 
+from ..cpu import cpu as this_cpu
 from ..spec import DEQUANTIZE, DOMAIN, PER_TENSOR, QUANTIZE
 from ..testing import one_op_model
 from . import weights as bench_weights
@@ -351,15 +351,7 @@ def environment(threads: int | None = None) -> str:
         isa = native.isa() if native.is_available() else "not built"
     except Exception as error:  # pragma: no cover - informational only
         isa = f"unknown ({error})"
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = this_cpu().describe()
     count = SETTINGS.threads if threads is None else threads
     return (
         f"onnxruntime {ort.__version__}, native ISA {isa}, {os.cpu_count()} CPUs ({cpu}), "
