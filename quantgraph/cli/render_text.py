@@ -129,19 +129,17 @@ def print_validation(report: Any) -> None:
     if report.optimized:
         from ..validation.report import OPTIMIZED_NOTE  # validation loads onnxruntime
 
-        atol, rtol = report.tolerance
-        click.echo(
-            f"informational, not part of the verdict: original at ORT_ENABLE_ALL vs rewritten "
-            f"(atol={atol:g} rtol={rtol:g})"
+        _informational(report, "original at ORT_ENABLE_ALL", OPTIMIZED_NOTE, report.optimized)
+    if getattr(report, "onnx_arithmetic", None):
+        from ..validation.report import ONEDNN_NOTE
+
+        _informational(
+            report,
+            "original in ONNX's arithmetic",
+            ONEDNN_NOTE,
+            report.onnx_arithmetic,
+            report.onnx_arithmetic_steps,
         )
-        _wrapped(f"why: {OPTIMIZED_NOTE}")
-        for output in report.optimized:
-            verdict = "within tolerance" if output.within_tolerance else "BEYOND tolerance"
-            click.echo(
-                f"  {output.name}: {verdict}  max_abs_diff={output.max_abs_diff:g} "
-                f"mismatches={output.mismatches}/{output.elements} "
-                f"beyond_tolerance={output.beyond_tolerance}"
-            )
     if report.intermediate is not None:
         found = report.intermediate
         click.echo(
@@ -159,7 +157,33 @@ def print_validation(report: Any) -> None:
     verdict = "the models agree" if report.agree else "the models DISAGREE"
     if report.optimized:
         verdict += " (from the ORT_DISABLE_ALL comparison only)"
+    elif getattr(report, "onnx_arithmetic", None):
+        verdict += " (in oneDNN's arithmetic)"
     click.echo(f"verdict: {verdict}")
+
+
+def _informational(
+    report: Any,
+    what: str,
+    note: str,
+    comparisons: Any,
+    steps: dict[str, float | None] | None = None,
+) -> None:
+    """A comparison beside the verdict, judged by the tolerance, never deciding it."""
+    atol, rtol = report.tolerance
+    click.echo(
+        f"informational, not part of the verdict: {what} vs rewritten (atol={atol:g} rtol={rtol:g})"
+    )
+    _wrapped(f"why: {note}")
+    for output in comparisons:
+        verdict = "within tolerance" if output.within_tolerance else "BEYOND tolerance"
+        apart = (steps or {}).get(output.name)
+        click.echo(
+            f"  {output.name}: {verdict}  max_abs_diff={output.max_abs_diff:g} "
+            f"mismatches={output.mismatches}/{output.elements} "
+            f"beyond_tolerance={output.beyond_tolerance}"
+            + ("" if apart is None else f" max_diff_steps={apart:.3g}")
+        )
 
 
 def _in_steps(report: Any, name: str) -> str:

@@ -115,6 +115,22 @@ DEFS: dict[str, Schema] = {
             "outputs": _array({"$ref": "#/$defs/tensor_comparison"}),
         }
     ),
+    "onnx_arithmetic": _object(
+        {
+            "comparison": STRING,
+            "comparison_note": STRING,
+            "part_of_verdict": {"const": False},
+            "atol": {"type": "number"},
+            "rtol": {"type": "number"},
+            "within_tolerance": BOOL,
+            "outputs": _array({"$ref": "#/$defs/tensor_comparison"}),
+            # per output: its largest difference in quantization steps (null: no single step)
+            "max_abs_diff_steps": {
+                "type": "object",
+                "additionalProperties": {"type": ["number", "null"]},
+            },
+        }
+    ),
     "divergence": _object(
         {
             "node": STRING,
@@ -159,6 +175,8 @@ DEFS: dict[str, Schema] = {
             },
             "outputs": _array({"$ref": "#/$defs/tensor_comparison"}),
             "optimized": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/optimized"}]},
+            "reference_arithmetic": {"enum": ["onnx", "onednn"]},
+            "onnx_arithmetic": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/onnx_arithmetic"}]},
             "intermediate": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/intermediate"}]},
             "input_search": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/input_search"}]},
             "float_reference": BOOL,

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..reference.compare import TensorComparison
 from . import svg
 from .error_stats import ErrorStats, abs_bin_labels, abs_bin_ranges, step_bin_labels
 from .report import ValidationReport
@@ -57,6 +58,7 @@ def render(
         _inputs(report),
         _outputs(report),
         _optimized(report),
+        _onnx_arithmetic(report),
         _intermediate(report),
         _conversion(conversion),
         _fusion(fusion_plan if fusion_plan is not None else report.fusion_plan),
@@ -162,22 +164,46 @@ def _histograms(stats: ErrorStats) -> str:
 
 
 def _optimized(report: ValidationReport) -> str:
-    if not report.optimized:
+    return _informational(
+        "Original at ORT_ENABLE_ALL (informational)",
+        "onnxruntime's fused integer kernels round differently; this comparison is not part of "
+        "the verdict.",
+        report.optimized,
+    )
+
+
+def _onnx_arithmetic(report: ValidationReport) -> str:
+    return _informational(
+        "Original in ONNX's arithmetic (informational)",
+        "The verdict compares the original evaluated in oneDNN's arithmetic; this is how far the "
+        "original as onnxruntime runs it is, in its own rounding: ties land a step apart.",
+        report.onnx_arithmetic,
+        report.onnx_arithmetic_steps,
+    )
+
+
+def _informational(
+    title: str,
+    why: str,
+    comparisons: list[TensorComparison],
+    steps: dict[str, float | None] | None = None,
+) -> str:
+    if not comparisons:
         return ""
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (
             escape(o.name),
             "within tolerance" if o.within_tolerance else "<span class='bad'>beyond</span>",
             f"{o.mismatches:,} / {o.elements:,}",
             _num(o.max_abs_diff),
+            *(() if steps is None else (_steps(steps.get(o.name)),)),
         )
-        for o in report.optimized
+        for o in comparisons
     ]
-    return (
-        "<h2>Original at ORT_ENABLE_ALL (informational)</h2><p class='muted'>onnxruntime's "
-        "fused integer kernels round differently; this comparison is not part of the verdict."
-        "</p>" + _table(("output", "tolerance", "mismatches", "max abs diff"), rows)
-    )
+    head: tuple[str, ...] = ("output", "tolerance", "mismatches", "max abs diff")
+    if steps is not None:
+        head += ("max diff in steps",)
+    return f"<h2>{escape(title)}</h2><p class='muted'>{escape(why)}</p>" + _table(head, rows)
 
 
 def _intermediate(report: ValidationReport) -> str:
@@ -327,6 +353,10 @@ def _num(value: float) -> str:
     if isinstance(value, float) and (math.isinf(value) or math.isnan(value)):
         return str(value)
     return f"{value:.4g}"
+
+
+def _steps(value: float | None) -> str:
+    return "no single step" if value is None else _num(value)
 
 
 def _json_num(value: float) -> float | None:

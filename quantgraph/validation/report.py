@@ -24,6 +24,20 @@ ONEDNN_NOTE = (
     "values at or near .5 ties can land one quantization step apart (and so can everything "
     "computed from them), and float8 overflow becomes NaN where ONNX saturates"
 )
+ONEDNN_LIKE = (
+    "original in oneDNN's arithmetic vs rewritten as {engine} computes it, both at {level}: "
+    "must be identical"
+)
+ONEDNN_LIKE_NOTE = (
+    "oneDNN quantizes as rne(x * (1/s) + zp) in float32, ONNX as rne(x / s) + zp (the spec leaves "
+    "rounding open), so the original is evaluated in oneDNN's arithmetic: converted, on the native "
+    "backend's model of oneDNN (bit for bit with oneDNN in the conformance tests); its distance "
+    "to the original in ONNX's arithmetic is information, in quantization steps"
+)
+ONNX_ARITHMETIC = (
+    "original in ONNX's arithmetic vs rewritten: informational, not part of the verdict; judged "
+    "by --atol/--rtol"
+)
 FUSED = (
     "original vs rewritten with fusion '{fusion}' on the {backend} backend, both at "
     "ORT_ENABLE_ALL: must be identical"
@@ -135,13 +149,21 @@ class ValidationReport:
     fusion_plan: Any = None  # its FusionPlan when fusion was used
     # Distributions of the differences, outputs then intermediate tensors (the HTML page).
     error_stats: dict[str, ErrorStats] = field(default_factory=dict)
+    # The arithmetic the original was evaluated in: "onednn" where the rewritten side computes
+    # oneDNN's (see quantgraph.validation.onednn_reference), then the comparison with the
+    # original in ONNX's arithmetic is information, with each output's difference in steps.
+    reference_arithmetic: str = "onnx"
+    onnx_arithmetic: list[TensorComparison] = field(default_factory=list)
+    onnx_arithmetic_steps: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def exact_expected(self) -> bool:
-        """Both sides compute ONNX's arithmetic: any difference is a disagreement (oneDNN
-        partitions, fusion "onednn"/"auto", requantize with oneDNN's arithmetic)."""
+        """Both sides compute one arithmetic (ONNX's, or oneDNN's on both): any difference is
+        a disagreement. Not so against a float original, nor with oneDNN partitions (fusion
+        "onednn"/"auto": they requantize and accumulate their own way)."""
         onednn_fused = self.fusion in PARTITION_MODES
-        return self.arithmetic == "onnx" and not self.float_reference and not onednn_fused
+        same = self.arithmetic == self.reference_arithmetic
+        return same and not self.float_reference and not onednn_fused
 
     @property
     def agree(self) -> bool:
@@ -177,6 +199,19 @@ class ValidationReport:
                 "outputs": [o.to_dict() for o in self.optimized],
             }
             if self.optimized
+            else None,
+            "reference_arithmetic": self.reference_arithmetic,
+            "onnx_arithmetic": {
+                "comparison": ONNX_ARITHMETIC,
+                "comparison_note": ONEDNN_NOTE,
+                "part_of_verdict": False,
+                "atol": atol,
+                "rtol": rtol,
+                "within_tolerance": all(o.within_tolerance for o in self.onnx_arithmetic),
+                "outputs": [o.to_dict() for o in self.onnx_arithmetic],
+                "max_abs_diff_steps": dict(self.onnx_arithmetic_steps),
+            }
+            if self.onnx_arithmetic
             else None,
             "intermediate": None if self.intermediate is None else self.intermediate.to_dict(),
             "float_reference": self.float_reference,

@@ -24,7 +24,7 @@ from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.opsets import check_opset
 from ..reference.compare import TensorComparison, compare, merge, typed
 from ..runtime.session import InferenceSession
-from . import feeds
+from . import feeds, onednn_reference
 from .error_stats import ErrorStats, has_quantization, quantization_steps
 from .inputs import FIRST, InputSpec, describe_feeds
 from .inputs import plan_inputs as plan
@@ -37,6 +37,8 @@ from .report import (
     FUSED_ONEDNN,
     FUSED_ONEDNN_NOTE,
     ONEDNN_ARITHMETIC,
+    ONEDNN_LIKE,
+    ONEDNN_LIKE_NOTE,
     ONEDNN_NOTE,
     QUANTIZATION_ERROR,
     QUANTIZATION_NOTE,
@@ -220,6 +222,12 @@ def validate(
     outputs = [o.name for o in session.get_outputs()][: len(source.ir.graph.outputs)]
     declared = {o.name: ELEM_TYPES.get(o.type) for o in session.get_outputs()}
     tensor_names = [n for n in tensor_names if n not in outputs]
+    float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
+    reference = _onednn_reference(
+        source, float_reference, backend, arithmetic, fusion, level, intermediate
+    )
+    if reference is not None:  # compare the tensors both compute under one name
+        tensor_names = [n for n in tensor_names if n in reference.names]
     wanted = outputs + tensor_names
 
     if inputs is not None:
@@ -249,7 +257,13 @@ def validate(
         described = {spec.name: spec.to_dict() for spec in specs}
         used_seed = seed
 
-    float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
+    onnx_expected: list[list[np.ndarray]] = []
+    if reference is not None:
+        tell("reference", 0, len(samples))
+        onnx_expected, expected = expected, []
+        for done, sample in enumerate(samples, 1):
+            expected.append(reference.run(wanted, sample))
+            tell("reference", done, len(samples))
     tell("rewritten", 0, len(samples))
     candidate_model: ModelLike = rewritten
     if intermediate:
@@ -262,7 +276,9 @@ def validate(
         fusion=fusion,
     )
     onednn_fused = fusion in PARTITION_MODES
-    exact = candidate.arithmetic == "onnx" and not float_reference and not onednn_fused
+    reference_arithmetic = "onnx" if reference is None else onednn_reference.ONEDNN
+    same_arithmetic = candidate.arithmetic == reference_arithmetic
+    exact = same_arithmetic and not float_reference and not onednn_fused
     candidate_names = {o.name for o in candidate.get_outputs()}
     alias = after_quantization(rewritten_ir.graph) if float_reference else {}
     common = [n for n in tensor_names if alias.get(n, n) in candidate_names]
@@ -283,6 +299,12 @@ def validate(
             fusion=fusion, backend=backend_name, engine=onednn.version()
         )
         note = FUSED_ONEDNN_NOTE
+    elif exact and reference is not None:
+        comparison = ONEDNN_LIKE.format(
+            engine=candidate.onednn_version or "oneDNN's arithmetic on the native backend",
+            level="ORT_DISABLE_ALL" if fusion == "none" else f"ORT_ENABLE_ALL (fusion '{fusion}')",
+        )
+        note = ONEDNN_LIKE_NOTE
     elif exact and fusion != "none":
         comparison, note = FUSED.format(fusion=fusion, backend=backend_name), FUSED_NOTE
     elif exact:
@@ -290,6 +312,8 @@ def validate(
     else:
         engine = candidate.onednn_version or "oneDNN's arithmetic on the native backend"
         comparison, note = ONEDNN_ARITHMETIC.format(engine=engine), ONEDNN_NOTE
+        if not onednn_reference.available():
+            note += f"; {onednn_reference.UNAVAILABLE}"
         if fusion != "none":
             comparison = comparison.replace(
                 "both at ORT_DISABLE_ALL", f"both at ORT_ENABLE_ALL (fusion '{fusion}')"
@@ -319,6 +343,7 @@ def validate(
         float_reference=float_reference,
         fusion=fusion,
         fusion_plan=candidate.fusion_plan if fusion != "none" else None,
+        reference_arithmetic=reference_arithmetic,
     )
     index = {name: i for i, name in enumerate(wanted)}
     report.error_stats = _error_stats(
@@ -328,6 +353,14 @@ def validate(
         actual,
         {**quantization_steps(rewritten_ir.graph), **quantization_steps(source.ir.graph)},
     )
+    if onnx_expected:
+        first_outputs = [[e[index[n]] for n in outputs] for e in onnx_expected]
+        report.onnx_arithmetic = _aggregate(
+            outputs, declared, first_outputs, [a[:n_out] for a in actual], tolerance=(atol, rtol)
+        )
+        steps = quantization_steps(source.ir.graph)
+        apart = _error_stats(outputs, declared, first_outputs, actual, steps)
+        report.onnx_arithmetic_steps = {name: apart[name].max_steps for name in outputs}
     if optimized:
         tell("optimized", 0, len(samples))
         fused = source.session(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
@@ -358,6 +391,30 @@ def _error_stats(
             elem_type = declared.get(name)
             found[name].add(typed(want[index], elem_type), typed(got[index], elem_type))
     return found
+
+
+def _onednn_reference(
+    source: _Original,
+    float_reference: bool,
+    backend: str | None,
+    arithmetic: str | None,
+    fusion: str,
+    level: ort.GraphOptimizationLevel,
+    intermediate: bool,
+) -> onednn_reference.OnednnReference | None:
+    """The original in oneDNN's arithmetic where the rewritten side computes it (and neither a
+    float original nor oneDNN's partitions make the comparison inexact anyway)."""
+    from ..backends import require, resolve_arithmetic
+
+    if float_reference or fusion in PARTITION_MODES or not has_quantization(source.ir.graph):
+        return None
+    if resolve_arithmetic(require(backend), arithmetic) != onednn_reference.ONEDNN:
+        return None
+    if not onednn_reference.available():
+        return None
+    return onednn_reference.OnednnReference(
+        source.ir, quiet_options(level), fusion, source.label, intermediate
+    )
 
 
 def _runnable_specs(
