@@ -22,6 +22,15 @@ class BackendLimit(BackendError):
     Callers that count such refusals (the fuzzer) test this type, not the message's words."""
 
 
+class QuantgraphWarning(UserWarning):
+    """Something a user asked for was done differently than they may assume (the message says
+    what and why); the CLI prints it as one line, ``quantgraph: warning: ...``."""
+
+
+class FusionWarning(QuantgraphWarning):
+    """An explicitly requested fusion formed no unit: every spec op runs alone."""
+
+
 class KernelError(QuantgraphError, RuntimeError):
     """A kernel rejected its inputs at run time; the message names op, node and rule."""
 

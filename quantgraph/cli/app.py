@@ -11,7 +11,13 @@ from .bench import bench
 from .convert import convert
 from .inspect import inspect
 from .lower import lower
-from .process import DebugAnywhere, Interrupted, exit_interrupted, install_interrupt_handler
+from .process import (
+    DebugAnywhere,
+    Interrupted,
+    exit_interrupted,
+    install_interrupt_handler,
+    warnings_in_one_line,
+)
 from .render_json import JsonErrorGroup
 from .run import run
 from .validate import validate
@@ -41,6 +47,7 @@ def main(debug: bool) -> None:
       quantgraph validate model.onnx out.onnx --json
       quantgraph run out.onnx --inputs in.npz --output out.npz
     """
+    warnings_in_one_line()
 
 
 for _command in (convert, lower, validate, run, inspect, bench):

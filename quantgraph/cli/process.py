@@ -8,13 +8,14 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TextIO, TypeVar
 
 import click
 
-from ..errors import ModelError, one_line
+from ..errors import ModelError, QuantgraphWarning, one_line
 from ..interrupt import (
     EXIT_INTERRUPTED,
     Interrupted,
@@ -41,11 +42,37 @@ __all__ = [
     "interrupted",
     "quiet_onnxruntime",
     "validation_failed",
+    "warnings_in_one_line",
 ]
 
 EXIT_OK, EXIT_DISAGREE, EXIT_ERROR = 0, 1, 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what shells report for a reader that went away
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def warnings_in_one_line() -> None:
+    """quantgraph's own warnings (QuantgraphWarning) as one line on stderr,
+    ``quantgraph: warning: ...``, not Python's two lines naming our source file."""
+    shown = warnings.showwarning
+    if getattr(shown, "quantgraph", False):
+        return
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if not issubclass(category, QuantgraphWarning):
+            shown(message, category, filename, lineno, file, line)
+            return
+        erase()
+        click.echo(f"quantgraph: warning: {' '.join(str(message).split())}", err=True)
+
+    show.quantgraph = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
 
 
 def fail(message: str) -> NoReturn:

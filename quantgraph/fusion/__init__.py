@@ -10,16 +10,26 @@ Modes: ``"none"`` (each spec op alone: the spec's exact composition, the default
 
 from __future__ import annotations
 
+import warnings
+
 import onnx_ir as ir
 
-from ..errors import BackendError
+from ..errors import BackendError, FusionWarning
 from .plan import AUTO, MODES, NONE, ONEDNN, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 
 
 def apply(model: ir.Model, mode: str, *, level: int) -> FusionPlan:
     """Plan ``mode`` on ``model`` (rewritten in place to carry the plan out) for a session at
     onnxruntime optimization ``level``. The plan does not depend on the session's backend:
-    the spec ops it leaves alone run on whichever the session registers."""
+    the spec ops it leaves alone run on whichever the session registers. A mode that forms no
+    unit on a model with spec ops says so in a :class:`FusionWarning` (and ``plan.no_unit``)."""
+    plan = _plan(model, mode, level=level)
+    if plan.no_unit is not None:
+        warnings.warn(plan.no_unit, FusionWarning, stacklevel=3)
+    return plan
+
+
+def _plan(model: ir.Model, mode: str, *, level: int) -> FusionPlan:
     if mode not in MODES:
         raise BackendError(f"unknown fusion {mode!r}; choose one of {', '.join(MODES)}")
     if mode == NONE:

@@ -164,6 +164,11 @@ class Translator:
 
     def _node(self, node: ir.Node) -> None:
         self._current = node
+        if node.outputs and all(_is_constant(v) for v in node.outputs):
+            # A Constant node (PyTorch's exporter writes them) makes constants, as initializers
+            # are: no op of the description produces them (oneDNN refuses a Wildcard with a
+            # constant output, and with it the whole graph).
+            return
         if self._fold_bias(node):
             return
         spec = spec_op(node)

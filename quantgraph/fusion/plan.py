@@ -4,6 +4,7 @@ reports print them."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from ..passes.report import SkippedNode
@@ -62,6 +63,23 @@ class FusionPlan:
     def fused_nodes(self) -> int:
         return sum(len(u.nodes) for u in self.units)
 
+    @property
+    def no_unit(self) -> str | None:
+        """Why a fusion that was asked for formed no unit (None when it formed one, or had
+        no spec op to fuse): the reasons its spec ops give, the most frequent first."""
+        if self.mode == NONE or self.units or not self.alone:
+            return None
+        counts = Counter(a.reason for a in self.alone)
+        reasons = "; ".join(
+            f"{reason} ({count} spec op{'s' if count > 1 else ''})"
+            for reason, count in counts.most_common(3)
+        )
+        more = len(counts) - 3
+        return (
+            f"fusion '{self.mode}' formed no unit: all {len(self.alone)} spec ops run alone: "
+            f"{reasons}{f'; {more} other reasons' if more > 0 else ''}"
+        )
+
     def to_dict(self) -> dict[str, object]:
         return {
             "mode": self.mode,
@@ -69,4 +87,5 @@ class FusionPlan:
             "spec_ops_alone": len(self.alone),
             "units": [u.to_dict() for u in self.units],
             "alone": [a.to_dict() for a in self.alone],
+            "no_unit": self.no_unit,
         }

@@ -220,6 +220,7 @@ DEFS: dict[str, Schema] = {
             "spec_ops_alone": INT,
             "units": _array({"$ref": "#/$defs/fusion_unit"}),
             "alone": _array({"$ref": "#/$defs/fusion_alone"}),
+            "no_unit": NULLABLE_STRING,  # why a requested fusion formed no unit
         }
     ),
     "model_timing": _object(
