@@ -451,3 +451,37 @@ def test_generation_options_with_inputs_are_usage_errors(
     assert both.stderr.strip().splitlines()[-1] == (
         "Error: --dim, --val-range apply only to generated inputs, not with --inputs"
     )
+
+
+# -- --dim sizes (issue 32, item 4) -------------------------------------------------------------
+
+
+def _dim_commands(models: Path, out: Path) -> dict[str, list[str | Path]]:
+    """Each command that takes --dim, with the arguments it needs to read it."""
+    return {
+        "run": ["run", models / "cnn_qg.onnx"],
+        "validate": ["validate", models / "cnn.onnx", models / "cnn_qg.onnx"],
+        "convert": ["convert", models / "cnn.onnx", out, "--validate"],
+    }
+
+
+@pytest.mark.parametrize("value", ["batch=0", "input:0=-3", "input:2=0"])
+def test_a_dim_size_below_one_is_a_usage_error_everywhere(
+    models: Path, tmp_path: Path, value: str
+) -> None:
+    """A size of 0 made empty inputs (nothing compared, nothing timed) and a negative one
+    numpy's error: both are refused as the command line is read, by every command."""
+    commands = _dim_commands(models, tmp_path / "o.onnx")
+    taking = {name for name, c in main.commands.items() if any(p.name == "dims" for p in c.params)}
+    assert taking == set(commands)
+    for args in commands.values():
+        line = usage_error(invoke(*args, "--dim", value), "--dim")
+        assert line.endswith(f"Invalid value for '--dim': '{value}': a size must be >= 1"), line
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_the_api_refuses_a_dim_size_below_one(models: Path) -> None:
+    from quantgraph.validation import InputOptionError, make_inputs
+
+    with pytest.raises(InputOptionError, match=r"--dim: 'input:0=0': a size must be >= 1"):
+        make_inputs(models / "cnn.onnx", dims={"input:0": 0})
