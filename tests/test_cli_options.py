@@ -373,6 +373,12 @@ def test_optimized_says_it_is_not_part_of_the_verdict(models: Path) -> None:
         ["--iterations", "3"],
         ["--seed", "4"],
         ["--iterations", "1", "--seed", "0"],  # given, even at the default value
+        ["--inputs", "{npz}"],
+        ["--intermediate"],
+        ["--optimized"],
+        ["--atol", "0.1", "--rtol", "0.1"],
+        ["--fusion", "onnxruntime"],
+        ["--report", "{tmp}/page.html"],
     ],
     ids=lambda g: " ".join(g),
 )
@@ -380,6 +386,8 @@ def test_convert_validation_options_need_validate(
     models: Path, tmp_path: Path, given: list[str]
 ) -> None:
     out = tmp_path / "o.onnx"
+    np.savez(tmp_path / "in.npz", input=_good())
+    given = [g.format(npz=tmp_path / "in.npz", tmp=tmp_path) for g in given]
     result = invoke("convert", models / "cnn.onnx", out, *given)
     assert result.exit_code == 2, result.output
     named = {g for g in given if g.startswith("--")}
@@ -387,7 +395,7 @@ def test_convert_validation_options_need_validate(
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith("Error: ") and line.endswith(rule), line
     assert set(line.removeprefix("Error: ").removesuffix(rule).split(", ")) == named
-    assert not out.exists()
+    assert not out.exists() and not (tmp_path / "page.html").exists()
 
 
 def test_convert_seed_and_dry_run_validate(models: Path, tmp_path: Path) -> None:
