@@ -470,6 +470,7 @@ def _dim_commands(models: Path, out: Path) -> dict[str, list[str | Path]]:
         "run": ["run", models / "cnn_qg.onnx"],
         "validate": ["validate", models / "cnn.onnx", models / "cnn_qg.onnx"],
         "convert": ["convert", models / "cnn.onnx", out, "--validate"],
+        "bench": ["bench", "--model", models / "cnn.onnx", models / "cnn_qg.onnx"],
     }
 
 
