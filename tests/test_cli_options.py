@@ -402,6 +402,12 @@ def test_optimized_difference_follows_the_cpu(models: Path) -> None:
         ["--iterations", "3"],
         ["--seed", "4"],
         ["--iterations", "1", "--seed", "0"],  # given, even at the default value
+        ["--inputs", "{npz}"],
+        ["--intermediate"],
+        ["--optimized"],
+        ["--atol", "0.1", "--rtol", "0.1"],
+        ["--fusion", "onnxruntime"],
+        ["--report", "{tmp}/page.html"],
     ],
     ids=lambda g: " ".join(g),
 )
@@ -409,6 +415,8 @@ def test_convert_validation_options_need_validate(
     models: Path, tmp_path: Path, given: list[str]
 ) -> None:
     out = tmp_path / "o.onnx"
+    np.savez(tmp_path / "in.npz", input=_good())
+    given = [g.format(npz=tmp_path / "in.npz", tmp=tmp_path) for g in given]
     result = invoke("convert", models / "cnn.onnx", out, *given)
     assert result.exit_code == 2, result.output
     named = {g for g in given if g.startswith("--")}
@@ -416,7 +424,7 @@ def test_convert_validation_options_need_validate(
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith("Error: ") and line.endswith(rule), line
     assert set(line.removeprefix("Error: ").removesuffix(rule).split(", ")) == named
-    assert not out.exists()
+    assert not out.exists() and not (tmp_path / "page.html").exists()
 
 
 def test_convert_seed_and_dry_run_validate(models: Path, tmp_path: Path) -> None:
@@ -480,3 +488,38 @@ def test_generation_options_with_inputs_are_usage_errors(
     assert both.stderr.strip().splitlines()[-1] == (
         "Error: --dim, --val-range apply only to generated inputs, not with --inputs"
     )
+
+
+# -- --dim sizes (issue 32, item 4) -------------------------------------------------------------
+
+
+def _dim_commands(models: Path, out: Path) -> dict[str, list[str | Path]]:
+    """Each command that takes --dim, with the arguments it needs to read it."""
+    return {
+        "run": ["run", models / "cnn_qg.onnx"],
+        "validate": ["validate", models / "cnn.onnx", models / "cnn_qg.onnx"],
+        "convert": ["convert", models / "cnn.onnx", out, "--validate"],
+        "bench": ["bench", "--model", models / "cnn.onnx", models / "cnn_qg.onnx"],
+    }
+
+
+@pytest.mark.parametrize("value", ["batch=0", "input:0=-3", "input:2=0"])
+def test_a_dim_size_below_one_is_a_usage_error_everywhere(
+    models: Path, tmp_path: Path, value: str
+) -> None:
+    """A size of 0 made empty inputs (nothing compared, nothing timed) and a negative one
+    numpy's error: both are refused as the command line is read, by every command."""
+    commands = _dim_commands(models, tmp_path / "o.onnx")
+    taking = {name for name, c in main.commands.items() if any(p.name == "dims" for p in c.params)}
+    assert taking == set(commands)
+    for args in commands.values():
+        line = usage_error(invoke(*args, "--dim", value), "--dim")
+        assert line.endswith(f"Invalid value for '--dim': '{value}': a size must be >= 1"), line
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def test_the_api_refuses_a_dim_size_below_one(models: Path) -> None:
+    from quantgraph.validation import InputOptionError, make_inputs
+
+    with pytest.raises(InputOptionError, match=r"--dim: 'input:0=0': a size must be >= 1"):
+        make_inputs(models / "cnn.onnx", dims={"input:0": 0})

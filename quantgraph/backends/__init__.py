@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from ..errors import BackendError, KernelError
 from . import native, onednn, python
 from .base import (
+    ARITHMETIC_SUMMARIES,
     ARITHMETICS,
     Arithmetic,
     Backend,
@@ -109,6 +110,7 @@ def session_options(
 
 __all__ = [
     "ARITHMETICS",
+    "ARITHMETIC_SUMMARIES",
     "ARITHMETIC_ENTRY",
     "BACKENDS",
     "Arithmetic",

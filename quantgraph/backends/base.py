@@ -30,7 +30,12 @@ if TYPE_CHECKING:  # onnxruntime loads when a session is made, not when the CLI 
     import onnxruntime as ort
 
 Arithmetic = Literal["onnx", "onednn"]
-ARITHMETICS: tuple[Arithmetic, ...] = ("onnx", "onednn")
+# Each arithmetic and what it computes where the spec leaves rounding open (help texts say it).
+ARITHMETIC_SUMMARIES: dict[Arithmetic, str] = {
+    "onnx": "bit-exact with onnxruntime's QuantizeLinear",
+    "onednn": "oneDNN's rounding, x * (1/s) + zp rounded once, float8 unsaturated",
+}
+ARITHMETICS: tuple[Arithmetic, ...] = tuple(ARITHMETIC_SUMMARIES)
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,7 @@ class Backend(ABC):
 
 __all__ = [
     "ARITHMETICS",
+    "ARITHMETIC_SUMMARIES",
     "Arithmetic",
     "Backend",
     "BackendUnavailable",

@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -65,6 +65,8 @@ class Timing:
     process_medians_ms: list[float] = field(default_factory=list)  # one per round
     ratios: list[float] = field(default_factory=list)  # to the baseline of the same round
     error: str | None = None
+    # What every variant was fed, by input name: validate's description of each input.
+    inputs: dict[str, dict[str, object]] = field(default_factory=dict)
 
     @property
     def median_ms(self) -> float | None:
@@ -124,10 +126,16 @@ def bench_models(
     fresh_processes: bool = False,
     processes: int = 3,
     turn_timeout: float = DEFAULT_TURN_TIMEOUT,
+    seed: int = 0,
+    dims: Mapping[str, int] | None = None,
+    val_ranges: Mapping[str, tuple[float, float]] | None = None,
 ) -> list[Timing]:
-    """Time every variant (see the module doc); ``inputs`` default to validation's."""
-    from ..validation import make_inputs
-
+    """Time every variant (see the module doc) on one sample: ``inputs``, checked against the
+    original, or else generated as validate plans them (``seed``, ``dims``, ``val_ranges``;
+    the first plan: no search, a timing has no outputs to compare). Every row's ``inputs``
+    says what they were."""
+    if inputs is not None and (dims or val_ranges):
+        raise ValueError("dims and val_ranges shape generated inputs only, not given inputs")
     if not 0 < turn_timeout <= MAX_TURN_TIMEOUT:  # also NaN
         raise ValueError(
             f"turn_timeout must be more than 0 and at most {MAX_TURN_TIMEOUT:g} seconds, "
@@ -138,8 +146,8 @@ def bench_models(
             raise ValueError(f"{name} must be at least 1, got {count}")
 
     chosen = variants(str(original), str(rewritten), backends, fusions)
-    feeds = inputs if inputs is not None else make_inputs(original)
-    results = {v.label: Timing(v.label) for v in chosen}
+    feeds, described = _feeds(original, inputs, seed, dims, val_ranges)
+    results = {v.label: Timing(v.label, inputs=described) for v in chosen}
     with tempfile.TemporaryDirectory(prefix="quantgraph-bench-") as scratch:
         feed_path = Path(scratch) / "inputs.npz"
         with open(feed_path, "wb") as stream:
@@ -184,6 +192,30 @@ def bench_models(
         finally:
             _close_all([p for group in live.values() for p in group])
     return list(results.values())
+
+
+def _feeds(
+    original: str | os.PathLike[str],
+    inputs: dict[str, np.ndarray] | None,
+    seed: int,
+    dims: Mapping[str, int] | None,
+    val_ranges: Mapping[str, tuple[float, float]] | None,
+) -> tuple[dict[str, np.ndarray], dict[str, dict[str, object]]]:
+    """The sample every variant is timed on, and what each input is (as validate's report
+    describes inputs)."""
+    from ..ir.model_files import load_model
+    from ..validation import input_samples, plan_inputs
+    from ..validation.run import draw
+
+    model = load_model(original)
+    if inputs is not None:
+        (given,) = input_samples(inputs, model)  # checked against the model's inputs
+        return given, {
+            name: {"dtype": str(a.dtype), "shape": list(a.shape), "from": "--inputs"}
+            for name, a in given.items()
+        }
+    specs = plan_inputs(model, dims=dims, val_ranges=val_ranges)
+    return draw(specs, seed), {spec.name: spec.to_dict() for spec in specs}
 
 
 def _start(

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from ..progress import shown
 from .args import BackendArgs, InputArgs, KernelArgs, ModelTimingArgs, parsed
 from .args.backend import BENCH_LIST_OPTIONS
-from .args.inputs import inputs_option
+from .args.inputs import DIM_OPTION, SEED_OPTION, VAL_RANGE_OPTION, inputs_option
 from .args.kernels import KERNEL_OPTIONS
 from .args.model_timing import MODEL_TIMING_OPTIONS
 from .process import errors_are_one_line
@@ -22,6 +20,9 @@ from .render_json import JSON_OPTION, print_json
 @MODEL_TIMING_OPTIONS
 @BENCH_LIST_OPTIONS
 @inputs_option("bench")
+@DIM_OPTION
+@VAL_RANGE_OPTION
+@SEED_OPTION
 @JSON_OPTION
 @errors_are_one_line
 @parsed(kernels=KernelArgs, timing=ModelTimingArgs, engine=BackendArgs, feeds=InputArgs)
@@ -39,9 +40,11 @@ def bench(
     Examples:
       quantgraph bench --sizes 1048576 --weights ''
       quantgraph bench --model model.onnx model_qg.onnx --fusions none,onnxruntime --rounds 7
+      quantgraph bench --model lm.onnx lm_qg.onnx --dim batch=8 --dim sequence=128
+      quantgraph bench --model det.onnx det_qg.onnx --inputs image.npz
     """
     if timing.models:
-        _bench_models(timing, engine, kernels, feeds.file, as_json)
+        _bench_models(timing, engine, kernels, feeds, as_json)
         return
     from ..bench import kernels as benchmarks
 
@@ -66,7 +69,7 @@ def _bench_models(
     timing: ModelTimingArgs,
     engine: BackendArgs,
     kernels: KernelArgs,
-    inputs: Path | None,
+    feeds: InputArgs,
     as_json: bool,
 ) -> None:
     from ..bench.models import bench_models
@@ -75,15 +78,19 @@ def _bench_models(
     chosen, modes = engine.bench_lists()
     progress = (lambda text: click.echo(text, err=True)) if shown(as_json) else None
     assert timing.models is not None
+    original = timing.models[0]
     timings = bench_models(
-        timing.models[0],
+        original,
         timing.models[1],
         backends=chosen,
         fusions=modes,
         rounds=timing.rounds,
         runs=kernels.repeat,
         threads=kernels.threads,
-        inputs=load_inputs(inputs) if inputs else None,
+        inputs=load_inputs(feeds.file, original) if feeds.file else None,
+        seed=feeds.seed,
+        dims=feeds.dims,
+        val_ranges=feeds.val_ranges,
         progress=progress,
         processes=timing.processes,
         fresh_processes=timing.fresh_processes,
@@ -92,6 +99,9 @@ def _bench_models(
     if as_json:
         print_json([t.to_dict() for t in timings])
         return
+    if timings:
+        source = f"from {feeds.file}" if feeds.file else f"generated, seed {feeds.seed}"
+        click.echo(f"inputs ({source}): {_inputs_text(timings[0].inputs)}")
     click.echo(
         f"{'variant':<40} {'median ms':>10} {'ratio':>7} {'rounds 25-75%':>13}"
         "  (ratio: to the original at ENABLE_ALL in the same round, median over rounds)"
@@ -104,3 +114,13 @@ def _bench_models(
         ratio_text = "-" if ratio is None else f"{ratio:.2f}x"
         spread = "-" if quartiles is None else f"{quartiles[0]:.2f}-{quartiles[1]:.2f}"
         click.echo(f"{row.label:<40} {median or 0:>10.3f} {ratio_text:>7} {spread:>13}")
+
+
+def _inputs_text(inputs: dict[str, dict[str, object]]) -> str:
+    """``x: float32[1,3,224,224], ids: int64[1,16]``: what every variant was fed."""
+    parts = []
+    for name, value in inputs.items():
+        shape = value["shape"]
+        assert isinstance(shape, list)
+        parts.append(f"{name}: {value['dtype']}[{','.join(map(str, shape))}]")
+    return ", ".join(parts) or "none"

@@ -10,17 +10,26 @@ from typing import Any
 import click
 
 from ..progress import Bar, Status
-from .args import BackendArgs, ConversionArgs, InputArgs, OutputArgs, parsed, refuse_given
-from .args.backend import BACKEND_OPTIONS
+from .args import (
+    BackendArgs,
+    ConversionArgs,
+    InputArgs,
+    OutputArgs,
+    ToleranceArgs,
+    ValidationArgs,
+    parsed,
+    refuse_given,
+)
 from .args.conversion import KEEP_CONTRIB_OPTION, static_option
-from .args.inputs import DIM_OPTION, ITERATIONS_OPTION, SEED_OPTION, VAL_RANGE_OPTION
 from .args.output import EXTERNAL_DATA_OPTION, force_option, report_option
+from .args.validation import VALIDATION_FIELDS, VALIDATION_OPTIONS, validate_arguments
 from .process import EXIT_DISAGREE, errors_are_one_line, quiet_onnxruntime, validation_failed
 from .render_json import JSON_OPTION, print_json
 from .render_text import print_conversion, print_validation
 
-# The options only --validate uses (refused without it: an ignored option is an error).
-VALIDATE_OPTIONS = (*BackendArgs.fields(), *InputArgs.GENERATION, "report_path")
+# The options only --validate uses (refused without it: an ignored option is an error):
+# validate's own, shared (args/validation.py), and the page of --report.
+VALIDATE_OPTIONS = (*VALIDATION_FIELDS, "report_path")
 
 
 @click.command()
@@ -31,9 +40,10 @@ VALIDATE_OPTIONS = (*BackendArgs.fields(), *InputArgs.GENERATION, "report_path")
     "--validate",
     "validate_result",
     is_flag=True,
-    help="Run original and rewritten model on the same random inputs and compare.",
+    help="Run original and rewritten model on the same inputs and compare, as validate does "
+    "(the options from --inputs to --fusion are validate's, with the same meaning and rules).",
 )
-@BACKEND_OPTIONS
+@VALIDATION_OPTIONS
 @EXTERNAL_DATA_OPTION
 @KEEP_CONTRIB_OPTION
 @click.option(
@@ -42,14 +52,17 @@ VALIDATE_OPTIONS = (*BackendArgs.fields(), *InputArgs.GENERATION, "report_path")
     help="Show what would change; write nothing (with --validate: validate the result in memory).",
 )
 @force_option("OUT")
-@DIM_OPTION
-@VAL_RANGE_OPTION
-@SEED_OPTION
-@ITERATIONS_OPTION
 @report_option(with_validate=True)
 @JSON_OPTION
 @errors_are_one_line
-@parsed(conversion=ConversionArgs, engine=BackendArgs, feeds=InputArgs, out=OutputArgs)
+@parsed(
+    conversion=ConversionArgs,
+    engine=BackendArgs,
+    feeds=InputArgs,
+    tolerance=ToleranceArgs,
+    checks=ValidationArgs,
+    out=OutputArgs,
+)
 def convert(
     model_in: Path,
     model_out: Path | None,
@@ -59,13 +72,16 @@ def convert(
     conversion: ConversionArgs,
     engine: BackendArgs,
     feeds: InputArgs,
+    tolerance: ToleranceArgs,
+    checks: ValidationArgs,
     out: OutputArgs,
 ) -> None:
     """Rewrite IN's Q/DQ nodes into quantgraph ops and write OUT (atomically).
 
     IN is never modified. Nodes the spec cannot express (int32 bias dequantize, int16, blocked
-    QuantizeLinear, ...) are kept and listed with the reason. --backend, --arithmetic, --dim,
-    --val-range, --seed and --iterations are --validate's options.
+    QuantizeLinear, ...) are kept and listed with the reason. validate's options (--inputs,
+    --backend, --arithmetic, --seed, --iterations, --dim, --val-range, --intermediate,
+    --optimized, --atol, --rtol, --fusion) and --report apply with --validate only.
     """
     from ..converter import convert as run_convert
     from ..ir.model_files import ModelLike, has_external_data
@@ -75,17 +91,30 @@ def convert(
     if not validate_result:
         refuse_given(VALIDATE_OPTIONS, "only with --validate")
     if model_out is not None and not dry_run:
-        out.check(model_out, protect=(model_in,))
+        out.check(model_out, protect=(model_in, *feeds.inputs))
     with Bar("rewriting Q/DQ nodes", quiet=as_json) as progress:
         result = run_convert(
             model_in, static=conversion.static, contrib=conversion.contrib, progress=progress
         )
     payload: dict[str, Any] = result.report.to_dict()
     validation = None
-    if validate_result and not dry_run:  # the model's word on --dim/--val-range, before writing
-        from ..validation import check_input_options
+    if validate_result and not dry_run:  # the models' word on the options, before writing
+        from ..validation import check_input_options, check_tolerance, input_samples
 
-        check_input_options(result.original(), dims=feeds.dims, val_ranges=feeds.val_ranges)
+        original = result.original()
+        if feeds.inputs:
+            input_samples(list(feeds.inputs), original)
+        check_input_options(original, dims=feeds.dims, val_ranges=feeds.val_ranges)
+        check_tolerance(
+            original,
+            result.model,
+            engine.backend,
+            engine.arithmetic,
+            engine.fusion,
+            checks.optimized,
+            tolerance.atol,
+            tolerance.rtol,
+        )
     if not dry_run:
         assert model_out is not None
         result.save(model_out, external_data=out.external_data, force=out.force)
@@ -104,12 +133,7 @@ def convert(
                 validation = run_validate(
                     result.original(),
                     rewritten,
-                    backend=engine.backend,
-                    arithmetic=engine.arithmetic,
-                    seed=feeds.seed,
-                    dims=feeds.dims,
-                    val_ranges=feeds.val_ranges,
-                    iterations=feeds.iterations,
+                    **validate_arguments(feeds, engine, tolerance, checks),
                     progress=status.validation,
                 )
             except Exception as error:

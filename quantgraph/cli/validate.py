@@ -8,17 +8,9 @@ from pathlib import Path
 import click
 
 from ..progress import Status
-from .args import BackendArgs, InputArgs, OutputArgs, ToleranceArgs, parsed
-from .args.backend import BACKEND_OPTIONS, FUSION_OPTION
-from .args.inputs import (
-    DIM_OPTION,
-    ITERATIONS_OPTION,
-    SEED_OPTION,
-    VAL_RANGE_OPTION,
-    inputs_option,
-)
+from .args import BackendArgs, InputArgs, OutputArgs, ToleranceArgs, ValidationArgs, parsed
 from .args.output import force_option, report_option
-from .args.tolerance import TOLERANCE_OPTIONS
+from .args.validation import VALIDATION_OPTIONS, validate_arguments
 from .process import EXIT_DISAGREE, EXIT_OK, errors_are_one_line, quiet_onnxruntime
 from .render_json import JSON_OPTION, print_json
 from .render_text import print_validation
@@ -27,40 +19,26 @@ from .render_text import print_validation
 @click.command()
 @click.argument("original", type=click.Path(path_type=Path))
 @click.argument("rewritten", type=click.Path(path_type=Path))
-@inputs_option("samples")
-@BACKEND_OPTIONS
-@SEED_OPTION
-@ITERATIONS_OPTION
-@DIM_OPTION
-@VAL_RANGE_OPTION
-@click.option(
-    "--intermediate",
-    is_flag=True,
-    help="Also compare every tensor both models compute under one name and report the first "
-    "node whose output differs.",
-)
-@click.option(
-    "--optimized",
-    is_flag=True,
-    help="Also compare against the original at ORT_ENABLE_ALL (fused integer kernels; not "
-    "expected to be exact: judged by --atol/--rtol, not part of the verdict).",
-)
-@TOLERANCE_OPTIONS
+@VALIDATION_OPTIONS
 @report_option(with_validate=False)
 @force_option("--report")
-@FUSION_OPTION
 @JSON_OPTION
 @errors_are_one_line
-@parsed(feeds=InputArgs, engine=BackendArgs, tolerance=ToleranceArgs, out=OutputArgs)
+@parsed(
+    feeds=InputArgs,
+    engine=BackendArgs,
+    tolerance=ToleranceArgs,
+    checks=ValidationArgs,
+    out=OutputArgs,
+)
 def validate(
     original: Path,
     rewritten: Path,
-    intermediate: bool,
-    optimized: bool,
     as_json: bool,
     feeds: InputArgs,
     engine: BackendArgs,
     tolerance: ToleranceArgs,
+    checks: ValidationArgs,
     out: OutputArgs,
 ) -> None:
     """Run ORIGINAL (at ORT_DISABLE_ALL) and REWRITTEN on the same inputs; compare outputs.
@@ -85,18 +63,7 @@ def validate(
     report = run_validate(
         original,
         rewritten,
-        inputs=list(feeds.inputs) or None,
-        backend=engine.backend,
-        arithmetic=engine.arithmetic,
-        seed=feeds.seed,
-        dims=feeds.dims,
-        val_ranges=feeds.val_ranges,
-        iterations=feeds.iterations,
-        intermediate=intermediate,
-        optimized=optimized,
-        atol=tolerance.atol,
-        rtol=tolerance.rtol,
-        fusion=engine.fusion,
+        **validate_arguments(feeds, engine, tolerance, checks),
         progress=status.validation,
     )
     status.close()

@@ -13,7 +13,18 @@ NONE = "none"
 ONNXRUNTIME = "onnxruntime"
 ONEDNN = "onednn"
 AUTO = "auto"
-MODES: tuple[str, ...] = (NONE, ONNXRUNTIME, ONEDNN, AUTO)
+# Each mode and what it runs (the command line's help texts are made from these).
+MODE_SUMMARIES: dict[str, str] = {
+    NONE: "each spec op alone (the spec's exact composition)",
+    ONNXRUNTIME: "units of spec ops and their compute (DQ -> Conv -> Q, int4 weight -> "
+    "MatMul, ...) run as onnxruntime's fused kernels at ORT_ENABLE_ALL, as for the original "
+    "QDQ model; the other spec ops on the backend",
+    ONEDNN: "the partitions of spec ops and compute oneDNN Graph forms, compiled by oneDNN "
+    "(needs oneDNN; it requantizes with its own rounding: not bit-exact)",
+    AUTO: "each partition oneDNN forms goes to oneDNN or to onnxruntime's fused kernels by "
+    "one rule table (fusion/auto_engine.py), the rest as onnxruntime",
+}
+MODES: tuple[str, ...] = tuple(MODE_SUMMARIES)
 # Modes whose units may requantize in oneDNN's arithmetic (partitions): never exact by design.
 PARTITION_MODES: frozenset[str] = frozenset({ONEDNN, AUTO})
 

@@ -28,6 +28,13 @@ SHAPE: Schema = {"type": "array", "items": {"type": "integer", "minimum": 0}}
 # JSON has no inf or NaN: such a float is printed as one of these strings.
 FLOAT: Schema = {"oneOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]}
 COUNTS: Schema = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}
+# Input name -> what it was: generated (planned as validate plans) or read from --inputs.
+INPUTS: Schema = {
+    "type": "object",
+    "additionalProperties": {
+        "oneOf": [{"$ref": "#/$defs/generated_input"}, {"$ref": "#/$defs/given_input"}]
+    },
+}
 
 
 def _object(required: dict[str, Schema], optional: dict[str, Schema] | None = None) -> Schema:
@@ -164,15 +171,7 @@ DEFS: dict[str, Schema] = {
             "rtol": {"type": "number"},
             "seed": {"type": ["integer", "null"]},
             "samples": {"type": "integer", "minimum": 1},
-            "inputs": {
-                "type": "object",
-                "additionalProperties": {
-                    "oneOf": [
-                        {"$ref": "#/$defs/generated_input"},
-                        {"$ref": "#/$defs/given_input"},
-                    ]
-                },
-            },
+            "inputs": INPUTS,
             "outputs": _array({"$ref": "#/$defs/tensor_comparison"}),
             "optimized": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/optimized"}]},
             "reference_arithmetic": {"enum": ["onnx", "onednn"]},
@@ -229,6 +228,7 @@ DEFS: dict[str, Schema] = {
             "process_medians_ms": _array({"type": "number"}),
             "ratios": _array({"type": "number"}),
             "error": NULLABLE_STRING,
+            "inputs": INPUTS,
             "median_ms": {"type": ["number", "null"]},
             "ratio_to_original": {"type": ["number", "null"]},
             "ratio_quartiles": {

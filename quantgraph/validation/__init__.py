@@ -4,7 +4,7 @@ say how far they agree, output by output (and tensor by tensor)."""
 from .inputs import InputSpec, check_input_options, plan_inputs
 from .options import InputOptionError, parse_dim, parse_val_range
 from .report import EXACT, OPTIMIZED, Divergence, InputSearch, IntermediateReport, ValidationReport
-from .run import input_samples, load_inputs, make_inputs, validate
+from .run import check_tolerance, input_samples, load_inputs, make_inputs, validate
 
 __all__ = [
     "EXACT",
@@ -16,6 +16,7 @@ __all__ = [
     "IntermediateReport",
     "ValidationReport",
     "check_input_options",
+    "check_tolerance",
     "input_samples",
     "load_inputs",
     "make_inputs",

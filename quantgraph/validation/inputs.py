@@ -195,6 +195,8 @@ def _bind_dims(fed: list[ir.Value], dims: dict[str, int]) -> dict[DimKey, tuple[
     bound: dict[DimKey, tuple[int, str]] = {}
     for key, size in dims.items():
         source = f"--dim {key}={size}"
+        if size < 1:  # the API's dims; the command line refuses them as it parses
+            raise InputOptionError("--dim", f"'{key}={size}': a size must be >= 1")
         if key in names:
             bound[(key, None)] = (size, source)
             continue

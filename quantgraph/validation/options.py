@@ -42,8 +42,8 @@ def parse_dim(text: str) -> tuple[str, int]:
     if not re.fullmatch(r"[+-]?\d+", number.strip()):
         raise ValueError(f"{text!r}: VALUE must be an integer")
     value = int(number)
-    if value < 0:
-        raise ValueError(f"{text!r}: VALUE must be >= 0 (a dimension's size)")
+    if value < 1:  # a size of 0 makes empty inputs: nothing would be validated or timed
+        raise ValueError(f"{text!r}: a size must be >= 1")
     return key, value
 
 

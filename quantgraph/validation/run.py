@@ -210,7 +210,7 @@ def validate(
     source = _Original(original)
     rewritten_ir = load_model(rewritten)
     _same_inputs(source, rewritten_ir, _label(rewritten, rewritten_ir, "the rewritten model"))
-    _tolerance_is_used(source.ir, rewritten_ir, backend, arithmetic, fusion, optimized, atol, rtol)
+    check_tolerance(source.ir, rewritten_ir, backend, arithmetic, fusion, optimized, atol, rtol)
     tell("original", 0, iterations)
     exposed, tensor_names = with_all_outputs(source.ir) if intermediate else (None, [])
     level = (
@@ -510,7 +510,7 @@ def _label(model: ModelLike, loaded: ir.Model, default: str) -> str:
     return str(files[0]) if files else default
 
 
-def _tolerance_is_used(
+def check_tolerance(
     original: ir.Model,
     rewritten: ir.Model,
     backend: str | None,
@@ -521,7 +521,7 @@ def _tolerance_is_used(
     rtol: float,
 ) -> None:
     """A tolerance where the comparison must be exact would be silently unused: say so before
-    any model runs."""
+    any model runs (convert --validate asks before it writes OUT)."""
     if optimized or not (atol or rtol) or fusion in PARTITION_MODES:
         return
     if not has_quantization(original.graph) and has_quantization(rewritten.graph):

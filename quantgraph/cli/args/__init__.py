@@ -7,6 +7,8 @@ inputs.py      --inputs, --dim, --val-range, --seed, --iterations
 output.py      --output, --force, --external-data, --report
 tolerance.py   --atol, --rtol
 conversion.py  --static, --keep-contrib
+validation.py  --intermediate, --optimized; and the stack of every option a validation takes
+               (validate and convert --validate share it)
 kernels.py     bench's --sizes, --repeat, --columns, --threads, --weights, --no-spinning
 model_timing.py  bench's --model, --rounds, --processes, --fresh-processes
 """
@@ -21,6 +23,7 @@ from .kernels import KernelArgs
 from .model_timing import ModelTimingArgs
 from .output import OutputArgs
 from .tolerance import ToleranceArgs
+from .validation import ValidationArgs
 
 __all__ = [
     "ArgGroup",
@@ -32,6 +35,7 @@ __all__ = [
     "ModelTimingArgs",
     "OutputArgs",
     "ToleranceArgs",
+    "ValidationArgs",
     "parsed",
     "refuse_given",
 ]

@@ -7,30 +7,43 @@ import dataclasses
 
 import click
 
-from ...backends import ARITHMETICS, BACKENDS
+from ...backends import ARITHMETIC_SUMMARIES, ARITHMETICS, BACKENDS, get
+from ...fusion.plan import MODE_SUMMARIES
 from ...fusion.plan import MODES as FUSION_MODES
 from .base import ArgGroup, group_option, stacked
 
 OWNER = "BackendArgs"
 
+
+# The help texts name every choice from the registries (a new backend, arithmetic or fusion
+# mode is listed without editing them; tests/test_cli_help.py checks every --help).
+def _backend_help() -> str:
+    each = "; ".join(f"{name}: {get(name).engine}" for name in BACKENDS)
+    picked = [name for name in BACKENDS if get(name).by_default]
+    default = ", else ".join([f"{name} when it can run here" for name in picked[:-1]] + picked[-1:])
+    return f"Kernel backend for the spec ops. {each}. Default: {default}."
+
+
+def _arithmetic_help() -> str:
+    def computing(arithmetic: str) -> str:
+        return ", ".join(b for b in BACKENDS if arithmetic in get(b).arithmetics)
+
+    each = "; ".join(
+        f"{name}: {summary} (backends {computing(name)})"
+        for name, summary in ARITHMETIC_SUMMARIES.items()
+    )
+    default = "; ".join(f"{b}: {get(b).arithmetics[0]}" for b in BACKENDS)
+    return f"Where the spec leaves rounding open. {each}. Default: the backend's own ({default})."
+
+
+def _fusion_help() -> str:
+    return "; ".join(f"{mode}: {summary}" for mode, summary in MODE_SUMMARIES.items()) + "."
+
+
 # --backend and --arithmetic (commands take both, in this order).
 BACKEND_OPTIONS = stacked(
-    group_option(
-        OWNER,
-        "--backend",
-        type=click.Choice(BACKENDS),
-        help="Kernel backend for the spec ops: native (C++ library, fastest), python "
-        "(onnxruntime-extensions) or onednn (oneDNN's Graph API: what oneDNN computes). Default: "
-        "native when built, else python.",
-    ),
-    group_option(
-        OWNER,
-        "--arithmetic",
-        type=click.Choice(ARITHMETICS),
-        help="Where the spec leaves rounding open: onnx (bit-exact with onnxruntime's "
-        "QuantizeLinear; default on native and python) or onednn (oneDNN's: x * (1/s) + zp "
-        "rounded once, float8 unsaturated; native and onednn backends).",
-    ),
+    group_option(OWNER, "--backend", type=click.Choice(BACKENDS), help=_backend_help()),
+    group_option(OWNER, "--arithmetic", type=click.Choice(ARITHMETICS), help=_arithmetic_help()),
 )
 FUSION_OPTION = group_option(
     OWNER,
@@ -38,9 +51,7 @@ FUSION_OPTION = group_option(
     type=click.Choice(FUSION_MODES),
     default="none",
     show_default=True,
-    help="none: each spec op alone (the spec's exact composition). onnxruntime: units of spec "
-    "ops and their compute (DQ -> Conv -> Q, int4 weight -> MatMul, ...) run as onnxruntime's "
-    "fused kernels at ORT_ENABLE_ALL, as for the original QDQ model; the rest on --backend.",
+    help=_fusion_help(),
 )
 # bench --model's lists (checked only when --model is given: see BackendArgs.bench_lists).
 BENCH_LIST_OPTIONS = stacked(
@@ -49,14 +60,15 @@ BENCH_LIST_OPTIONS = stacked(
         "--backends",
         default="native",
         show_default=True,
-        help="With --model: comma-separated backends for REWRITTEN.",
+        help=f"With --model: comma-separated backends for REWRITTEN ({', '.join(BACKENDS)}).",
     ),
     group_option(
         OWNER,
         "--fusions",
         default="none,onnxruntime",
         show_default=True,
-        help="With --model: comma-separated fusion modes for REWRITTEN.",
+        help="With --model: comma-separated fusion modes for REWRITTEN "
+        f"({', '.join(FUSION_MODES)}).",
     ),
 )
 

@@ -22,7 +22,8 @@ _INPUTS_HELP = {
     "samples": f"{FILES_HELP}, or a directory of them; repeatable: each file is one sample "
     "(default: generated from --seed).",
     "sample": f"{FILES_HELP}: one sample (validate takes several; default: generated from --seed).",
-    "bench": "With --model: an .npz of inputs (default: generated as validate does).",
+    "bench": f"With --model: the one sample every variant is timed on. {FILES_HELP} "
+    "(default: generated as validate plans them, from --dim, --val-range and --seed).",
 }
 
 
@@ -82,9 +83,9 @@ DIM_OPTION = group_option(
     type=DimType(),
     metavar="NAME=VALUE|INPUT:AXIS=VALUE",
     help="Size of a dimension the model leaves open (symbolic NAME, or axis AXIS of input "
-    "INPUT, also for unnamed and -1 dims) in the generated inputs (repeatable). Unbound: the "
-    "model's metadata, 224 for the spatial dims of image-like inputs, else 1; other sizes are "
-    "tried when the original refuses them.",
+    "INPUT, also for unnamed and -1 dims) in the generated inputs (repeatable; a size is >= 1). "
+    "Unbound: the model's metadata, 224 for the spatial dims of image-like inputs, else 1 "
+    "(validate tries other sizes when the original refuses them).",
 )
 VAL_RANGE_OPTION = group_option(
     OWNER,

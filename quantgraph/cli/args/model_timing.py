@@ -65,7 +65,7 @@ MODEL_TIMING_OPTIONS = stacked(
 # What kernel timing reads and whole-model timing would ignore.
 KERNELS_ONLY = ("sizes", "columns", "weights", "no_spinning")
 # What whole-model timing reads and kernel timing would ignore (--backends, --fusions and
-# --inputs are other groups' options, which bench gives to --model alone).
+# the inputs' options are other groups', which bench gives to --model alone).
 MODELS_ONLY = (
     "rounds",
     "processes",
@@ -74,6 +74,9 @@ MODELS_ONLY = (
     "backends",
     "fusions",
     "inputs",
+    "dims",
+    "val_ranges",
+    "seed",
 )
 
 

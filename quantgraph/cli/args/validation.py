@@ -1,0 +1,87 @@
+"""Validation: what `validate` compares and how (--intermediate, --optimized), and the one stack
+of every option a validation takes, which `validate` and `convert --validate` share: the same
+flags, the same meaning, the same rules (their groups' parsing), and one mapping onto
+quantgraph.validation.validate's arguments."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .backend import BACKEND_OPTIONS, FUSION_OPTION, BackendArgs
+from .base import ArgGroup, group_option, stacked
+from .inputs import (
+    DIM_OPTION,
+    ITERATIONS_OPTION,
+    SEED_OPTION,
+    VAL_RANGE_OPTION,
+    InputArgs,
+    inputs_option,
+)
+from .tolerance import TOLERANCE_OPTIONS, ToleranceArgs
+
+OWNER = "ValidationArgs"
+
+VALIDATION_OPTIONS = stacked(
+    inputs_option("samples"),
+    BACKEND_OPTIONS,
+    SEED_OPTION,
+    ITERATIONS_OPTION,
+    DIM_OPTION,
+    VAL_RANGE_OPTION,
+    group_option(
+        OWNER,
+        "--intermediate",
+        is_flag=True,
+        help="Also compare every tensor both models compute under one name and report the "
+        "first node whose output differs.",
+    ),
+    group_option(
+        OWNER,
+        "--optimized",
+        is_flag=True,
+        help="Also compare against the original at ORT_ENABLE_ALL (fused integer kernels; not "
+        "expected to be exact: judged by --atol/--rtol, not part of the verdict).",
+    ),
+    TOLERANCE_OPTIONS,
+    FUSION_OPTION,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidationArgs(ArgGroup):
+    intermediate: bool = False
+    optimized: bool = False
+
+
+# The parameters VALIDATION_OPTIONS declares (bench's --backends/--fusions are BackendArgs'
+# too, but no validation's).
+VALIDATION_FIELDS: tuple[str, ...] = (
+    *InputArgs.fields(),
+    "backend",
+    "arithmetic",
+    "fusion",
+    *ToleranceArgs.fields(),
+    *ValidationArgs.fields(),
+)
+
+
+def validate_arguments(
+    feeds: InputArgs, engine: BackendArgs, tolerance: ToleranceArgs, checks: ValidationArgs
+) -> dict[str, Any]:
+    """quantgraph.validation.validate's keyword arguments from the parsed groups (the same
+    call from every command)."""
+    return {
+        "inputs": list(feeds.inputs) or None,
+        "backend": engine.backend,
+        "arithmetic": engine.arithmetic,
+        "seed": feeds.seed,
+        "dims": feeds.dims,
+        "val_ranges": feeds.val_ranges,
+        "iterations": feeds.iterations,
+        "intermediate": checks.intermediate,
+        "optimized": checks.optimized,
+        "atol": tolerance.atol,
+        "rtol": tolerance.rtol,
+        "fusion": engine.fusion,
+    }
