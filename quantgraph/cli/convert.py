@@ -13,7 +13,14 @@ from ..progress import Bar, Status
 from .args import BackendArgs, ConversionArgs, InputArgs, OutputArgs, parsed, refuse_given
 from .args.backend import BACKEND_OPTIONS
 from .args.conversion import KEEP_CONTRIB_OPTION, static_option
-from .args.inputs import DIM_OPTION, ITERATIONS_OPTION, SEED_OPTION, VAL_RANGE_OPTION
+from .args.inputs import (
+    DIM_OPTION,
+    ITERATIONS_OPTION,
+    MEMORY_BUDGET_OPTION,
+    SEARCH_TIMEOUT_OPTION,
+    SEED_OPTION,
+    VAL_RANGE_OPTION,
+)
 from .args.output import EXTERNAL_DATA_OPTION, force_option, report_option
 from .process import EXIT_DISAGREE, errors_are_one_line, quiet_onnxruntime, validation_failed
 from .render_json import JSON_OPTION, print_json
@@ -46,6 +53,8 @@ VALIDATE_OPTIONS = (*BackendArgs.fields(), *InputArgs.GENERATION, "report_path")
 @VAL_RANGE_OPTION
 @SEED_OPTION
 @ITERATIONS_OPTION
+@MEMORY_BUDGET_OPTION
+@SEARCH_TIMEOUT_OPTION
 @report_option(with_validate=True)
 @JSON_OPTION
 @errors_are_one_line
@@ -65,7 +74,8 @@ def convert(
 
     IN is never modified. Nodes the spec cannot express (int32 bias dequantize, int16, blocked
     QuantizeLinear, ...) are kept and listed with the reason. --backend, --arithmetic, --dim,
-    --val-range, --seed and --iterations are --validate's options.
+    --val-range, --seed, --iterations, --memory-budget and --search-timeout are --validate's
+    options.
     """
     from ..converter import convert as run_convert
     from ..ir.model_files import ModelLike, has_external_data
@@ -110,6 +120,8 @@ def convert(
                     dims=feeds.dims,
                     val_ranges=feeds.val_ranges,
                     iterations=feeds.iterations,
+                    memory_budget=feeds.memory_budget,
+                    search_timeout=feeds.search_timeout,
                     progress=status.validation,
                 )
             except Exception as error:

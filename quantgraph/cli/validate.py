@@ -13,6 +13,8 @@ from .args.backend import BACKEND_OPTIONS, FUSION_OPTION
 from .args.inputs import (
     DIM_OPTION,
     ITERATIONS_OPTION,
+    MEMORY_BUDGET_OPTION,
+    SEARCH_TIMEOUT_OPTION,
     SEED_OPTION,
     VAL_RANGE_OPTION,
     inputs_option,
@@ -31,6 +33,8 @@ from .render_text import print_validation
 @BACKEND_OPTIONS
 @SEED_OPTION
 @ITERATIONS_OPTION
+@MEMORY_BUDGET_OPTION
+@SEARCH_TIMEOUT_OPTION
 @DIM_OPTION
 @VAL_RANGE_OPTION
 @click.option(
@@ -92,6 +96,8 @@ def validate(
         dims=feeds.dims,
         val_ranges=feeds.val_ranges,
         iterations=feeds.iterations,
+        memory_budget=feeds.memory_budget,
+        search_timeout=feeds.search_timeout,
         intermediate=intermediate,
         optimized=optimized,
         atol=tolerance.atol,

@@ -34,6 +34,10 @@ def infer(model: ir.Model, planned: Mapping[str, tuple[int, ...]]) -> Inferred:
                 for size in planned[info.name]:
                     dims.add().dim_value = size
         _weights_as_inputs(graph)
+        del graph.value_info[:]  # declared for other sizes (-1, names): inferred afresh
+        for info in graph.output:
+            if info.type.HasField("tensor_type"):
+                info.type.tensor_type.ClearField("shape")
         found = onnx.shape_inference.infer_shapes(proto, data_prop=True).graph
     except Exception:  # e.g. a custom op's domain: nothing breaks, sizes stay unknown
         return {}
@@ -43,7 +47,10 @@ def infer(model: ir.Model, planned: Mapping[str, tuple[int, ...]]) -> Inferred:
         if info.type.HasField("tensor_type") and tensor.HasField("shape"):
             shapes[info.name] = (
                 tensor.elem_type,
-                tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim),
+                tuple(
+                    d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+                    for d in tensor.shape.dim
+                ),
             )
     return shapes
 

@@ -420,3 +420,23 @@ def describe_shape(shape: list[int], shape_from: list[str]) -> str:
         label = "axis" if len(axes) == 1 else "axes"
         parts.append(f"{label} {', '.join(map(str, axes))} = {size} ({source})")
     return ", ".join(parts)
+
+
+def is_default(source: str) -> bool:
+    """Whether a ``shape_from`` entry is a default (not the model, an option, metadata or a
+    search attempt)."""
+    return source in (FROM_DEFAULT, FROM_IMAGE_DEFAULT) or source.startswith(FROM_SEQUENCE)
+
+
+def describe_defaulted(inputs: Mapping[str, Mapping[str, object]]) -> str:
+    """Every dim a default sized, in one line: ``input_ids:1 = 128 (sequence default 128), x:0 =
+    1 (default 1)``; empty when none did."""
+    parts = []
+    for name, spec in inputs.items():
+        shape, shape_from = spec.get("shape"), spec.get("shape_from")
+        if not isinstance(shape, list) or not isinstance(shape_from, list):
+            continue  # inputs from files
+        for axis, (size, source) in enumerate(zip(shape, shape_from, strict=False)):
+            if is_default(str(source)):
+                parts.append(f"{name}:{axis} = {size} ({source})")
+    return ", ".join(parts)

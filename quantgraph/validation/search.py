@@ -15,8 +15,11 @@ three families, one attempt from each in turn, at most :data:`MAX_ATTEMPTS` atte
   overlap: an index or size the graph does not show (an index doubled on its way), a flag.
 
 Every plan's memory is estimated from its shapes first (:mod:`.memory`). The first plan runs if
-its estimate fits the budget; the attempts are then tried smallest estimate first (estimates
-within one power of two count as equal and keep the order above), none over the budget, and
+its estimate fits the budget. If the original refused it, the attempts are tried smallest
+estimate first (start small and grow); if it was over the budget, largest first (the plan
+closest to the first that fits: a sequence of 128 shrinks to 64, not to 1). Growing, estimates
+(less the weights) within one power of two count as equal and keep the order above. None over
+the budget runs, and
 none once the search has taken ``timeout`` seconds (checked between attempts: a run in progress
 finishes). An attempt whose inputs would be too large is not tried. The report lists every
 plan considered (:class:`.report.Tried`).
@@ -145,7 +148,9 @@ def find_plan(
         first_error = _over(first, memory_budget)
         status = OVER_BUDGET
     tried = [Tried(0, FIRST.label, first.total, status)]
-    ordered = _order(model, specs, dims, val_ranges, estimate_of, late)
+    ordered = _order(
+        model, specs, dims, val_ranges, estimate_of, late, fits, shrink=status != FAILED
+    )
     for number, (attempt, found) in enumerate(ordered, 1):
         attempt = replace(attempt, number=number)
         if isinstance(found, str):
@@ -177,9 +182,13 @@ def _order(
     val_ranges: Mapping[str, tuple[float, float]] | None,
     estimate_of: Callable[[Sequence[InputSpec]], Estimate],
     late: Callable[[], bool],
+    fits: Callable[[Estimate], bool],
+    *,
+    shrink: bool,
 ) -> list[tuple[Attempt, Estimate | str]]:
-    """The attempts that change the inputs, smallest estimate first (stable); then those whose
-    inputs are too large, then those the clock left unestimated (their status as a string)."""
+    """The attempts that change the inputs, smallest estimate first (within a power of two in
+    the families' order; ``shrink``: largest first); then those whose inputs are too large, then
+    those the clock left unestimated (their status as a string)."""
     sized: list[tuple[Attempt, Estimate]] = []
     too_large: list[tuple[Attempt, Estimate | str]] = []
     unreached: list[tuple[Attempt, Estimate | str]] = []
@@ -195,7 +204,10 @@ def _order(
         if _same_draw(varied, first):  # nothing this attempt varies applies here
             continue
         sized.append((attempt, estimate_of(varied)))
-    sized.sort(key=lambda pair: pair[1].total.bit_length())  # within a power of two: in order
+    if shrink:  # those over the budget last
+        sized.sort(key=lambda pair: (not fits(pair[1]), -pair[1].total))
+    else:  # what a plan adds to the weights, within a power of two: in the families' order
+        sized.sort(key=lambda pair: (pair[1].total - pair[1].weights).bit_length())
     return [*sized, *too_large, *unreached]
 
 
