@@ -313,3 +313,13 @@ def test_budgets_are_validate_options(rec: tuple[Path, Path], tmp_path: Path) ->
     assert parse_size(input_args.MEMORY_BUDGET_DEFAULT) == search.DEFAULT_MEMORY_BUDGET
     assert input_args.InputArgs().memory_budget == search.DEFAULT_MEMORY_BUDGET
     assert input_args.SEARCH_TIMEOUT_DEFAULT == search.DEFAULT_SEARCH_TIMEOUT
+
+
+def test_a_budget_nothing_fits_is_one_line_naming_the_option(rec: tuple[Path, Path]) -> None:
+    original, rewritten = rec
+    args = ["validate", str(original), str(rewritten), "--memory-budget", "1KiB"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert "the generated inputs (x: float32[1,3,224,224]) are estimated to need " in line
+    assert "over --memory-budget 1 KiB" in line and "raise --memory-budget" in line
