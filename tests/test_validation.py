@@ -200,7 +200,7 @@ def test_an_original_that_fails_on_generated_inputs_says_so_in_one_line(tmp_path
     assert len(lines) == 1, run.stderr
     (line,) = lines
     assert line.startswith(f"quantgraph: error: {model}: the original model fails on the")
-    assert "ids: int64[1,1]" in line and "indices element out of data bounds" in line
+    assert "ids: int64[1,128]" in line and "indices element out of data bounds" in line
     assert "--dim" in line and "--val-range" in line and "--inputs" in line
     assert run.stdout == ""
 

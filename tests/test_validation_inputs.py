@@ -306,17 +306,17 @@ def test_a_reflect_pad_gets_a_longer_input_from_the_search(models: dict[str, Pat
     assert report.inputs["audio"]["shape"] == [1, 64]
     assert report.inputs["audio"]["shape_from"] == [
         "default 1",
-        "search attempt 3: dim 'samples' = 64",
+        "search attempt 2: dim 'samples' = 64",
     ]
     search = report.input_search
-    assert search is not None and search.attempt == 3 and search.plan == "dim 'samples' = 64"
+    assert search is not None and search.attempt == 2 and search.plan == "dim 'samples' = 64"
     assert search.first_error.startswith("Pad node 'reflect': Pad reflect requires axis length")
     payload = _validate_json(path)
     assert payload["input_search"] == search.to_dict()
     code, out, _ = _cli("validate", path, _converted(path))
     assert code == 0
-    assert "search attempt 3 runs: dim 'samples' = 64" in out
-    assert "sizes: axis 0 = 1 (default 1), axis 1 = 64 (search attempt 3: dim 'samples'" in out
+    assert "search attempt 2 runs: dim 'samples' = 64" in out
+    assert "sizes: axis 0 = 1 (default 1), axis 1 = 64 (search attempt 2: dim 'samples'" in out
     # A bound dim is never varied: the original's refusal is the answer.
     code, _, err = _cli("validate", path, _converted(path), "--dim", "samples=2")
     assert code == 2 and "Pad reflect: pre-pad (20) exceeds" in err
@@ -391,7 +391,7 @@ def test_a_model_no_plan_runs_says_how_many_were_tried(models: dict[str, Path]) 
     code, out, err = _cli("validate", path, _converted(path), "--val-range", "ids:5,5")
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
-    assert "the original model fails on the generated inputs (ids: int64[1,1])" in line
+    assert "the original model fails on the generated inputs (ids: int64[1,128])" in line
     tried = int(line.split(" other plans failed too")[0].rsplit(" ", 1)[1])
     assert 1 <= tried <= MAX_ATTEMPTS
     assert "--dim INPUT:AXIS=VALUE" in line
@@ -713,18 +713,24 @@ def test_any_chain_of_value_passing_ops_keeps_indices_in_range(
 
 
 def test_the_readme_states_the_search_as_the_code_does() -> None:
-    from quantgraph.validation import inputs, search
+    from quantgraph.validation import inputs, memory, search
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     section = readme[readme.index("## Validation") : readme.index("## Evidence")]
     text = " ".join(section.split())
     assert f"at most {search.MAX_ATTEMPTS} attempts" in text
     assert f"image sizes ({', '.join(map(str, search.SPATIAL_SIZES))})" in text
-    assert f"longer dims ({', '.join(map(str, search.LENGTHS))})" in text
+    assert f"other lengths ({', '.join(map(str, search.LENGTHS))})" in text
     ranges = ", ".join(f"[{low}, {high}]" for low, high in search.INTEGER_RANGES)
     assert f"narrower integer ranges ({ranges}," in text
     assert f"no input over {inputs.MAX_INPUT_BYTES >> 30} GiB" in text
-    assert f"or {inputs.SPATIAL_DEFAULT}, else {inputs.DEFAULT_DIM}." in text
+    assert f"or {inputs.SPATIAL_DEFAULT}, else for a sequence-like dim" in text
+    assert f"sequence-like dim {inputs.SEQUENCE_DEFAULT}, else {inputs.DEFAULT_DIM}." in text
+    words = ", ".join(f"`{w}`" for w in sorted(inputs.SEQUENCE_WORDS))
+    assert all(f"`{w}`" in text for w in inputs.SEQUENCE_WORDS), words
+    assert f"(default {search.DEFAULT_MEMORY_BUDGET >> 30}GiB;" in text
+    assert f"(default {search.DEFAULT_SEARCH_TIMEOUT:g};" in text
+    assert "2 x the peak" in text and memory.SCRATCH_FACTOR == 2
     assert "[-100, 100]" in text and inputs.INTEGER_RANGE == (-100, 100)
 
 

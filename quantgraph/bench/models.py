@@ -205,7 +205,7 @@ def _feeds(
     describes inputs)."""
     from ..ir.model_files import load_model
     from ..validation import input_samples, plan_inputs
-    from ..validation.run import draw
+    from ..validation.inputs import draw
 
     model = load_model(original)
     if inputs is not None:

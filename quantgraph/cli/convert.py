@@ -80,8 +80,9 @@ def convert(
 
     IN is never modified. Nodes the spec cannot express (int32 bias dequantize, int16, blocked
     QuantizeLinear, ...) are kept and listed with the reason. validate's options (--inputs,
-    --backend, --arithmetic, --seed, --iterations, --dim, --val-range, --intermediate,
-    --optimized, --atol, --rtol, --fusion) and --report apply with --validate only.
+    --backend, --arithmetic, --seed, --iterations, --memory-budget, --search-timeout, --dim,
+    --val-range, --intermediate, --optimized, --atol, --rtol, --fusion) and --report apply with
+    --validate only.
     """
     from ..converter import convert as run_convert
     from ..ir.model_files import ModelLike, has_external_data

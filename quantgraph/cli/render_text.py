@@ -88,8 +88,42 @@ def _print_other_quantized(nodes: list[Any], limit: int) -> None:
         click.echo(f"  [{code}] {advice}")
 
 
+def _memory_text(memory: Any) -> str:
+    from ..validation.options import size_text
+
+    budget = "no budget" if memory.budget is None else f"--memory-budget {size_text(memory.budget)}"
+    text = f"estimated {size_text(memory.estimate)} (weights {size_text(memory.weights)}); {budget}"
+    if memory.unresolved:
+        text += (
+            f"; {memory.unresolved} tensor(s) shape inference could not size counted as their "
+            "known dims or their node's largest input"
+        )
+    return text
+
+
+def _print_tried(tried: Any, memory: Any) -> None:
+    """What the search did with every plan: those run one a line, the skipped ones by reason."""
+    from ..validation.options import size_text
+
+    def estimate(one: Any) -> str:
+        return "not estimated" if one.estimate is None else size_text(one.estimate)
+
+    click.echo("  tried, smallest estimated memory first:")
+    skipped: dict[str, list[Any]] = {}
+    for one in tried:
+        if one.status in ("ran", "failed"):
+            click.echo(f"    {one.number} {one.plan}: {estimate(one)}, {one.status}")
+        else:
+            skipped.setdefault(one.status, []).append(one)
+    for status, plans in skipped.items():
+        first = plans[0]
+        click.echo(
+            f"    {len(plans)} {status} (from {first.number} {first.plan}: {estimate(first)})"
+        )
+
+
 def print_validation(report: Any) -> None:
-    from ..validation.inputs import describe_shape
+    from ..validation.inputs import describe_defaulted, describe_shape
 
     click.echo(f"comparison: {report.comparison}")
     if report.comparison_note:
@@ -99,10 +133,19 @@ def print_validation(report: Any) -> None:
     click.echo(f"inputs: {samples}{seed}")
     search = getattr(report, "input_search", None)
     if search is not None:
+        refused = "the original refused the first plan"
+        if search.tried and search.tried[0].status == "over budget":
+            refused = "the first plan was not run"
         click.echo(
-            f"  the original refused the first plan ({search.first_error}); "
+            f"  {refused} ({search.first_error}); "
             f"search attempt {search.attempt} runs: {search.plan}"
         )
+        _print_tried(search.tried, report.memory)
+    if getattr(report, "memory", None) is not None:
+        click.echo(f"  memory: {_memory_text(report.memory)}")
+    defaulted = describe_defaulted(report.inputs)
+    if defaulted:
+        _wrapped(f"defaulted: {defaulted}")
     for name, spec in report.inputs.items():
         shape = "x".join(map(str, spec["shape"])) or "scalar"
         source = spec.get("why") or spec.get("from", "")

@@ -109,7 +109,30 @@ DEFS: dict[str, Schema] = {
             "shape_from": _array(STRING),  # per axis: where its size came from
         }
     ),
-    "input_search": _object({"first_error": STRING, "attempt": INT, "plan": STRING}),
+    "input_search": _object(
+        {
+            "first_error": STRING,
+            "attempt": INT,
+            "plan": STRING,
+            "tried": _array({"$ref": "#/$defs/tried_plan"}),
+        }
+    ),
+    "tried_plan": _object(
+        {
+            "number": INT,
+            "plan": STRING,
+            "estimate": {"type": ["integer", "null"]},
+            "status": {"enum": ["ran", "failed", "over budget", "too large", "not reached"]},
+        }
+    ),
+    "memory": _object(
+        {
+            "estimate": INT,
+            "weights": INT,
+            "unresolved": INT,
+            "budget": {"type": ["integer", "null"]},
+        }
+    ),
     "given_input": _object({"dtype": STRING, "shape": SHAPE, "from": {"const": "--inputs"}}),
     "optimized": _object(
         {
@@ -178,6 +201,7 @@ DEFS: dict[str, Schema] = {
             "onnx_arithmetic": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/onnx_arithmetic"}]},
             "intermediate": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/intermediate"}]},
             "input_search": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/input_search"}]},
+            "memory": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/memory"}]},
             "float_reference": BOOL,
             "fusion": {"enum": ["none", "onnxruntime", "onednn", "auto"]},
             "fusion_plan": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/fusion_plan"}]},

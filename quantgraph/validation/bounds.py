@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import onnx_ir as ir
 
 from ..ir.values import constant_array
+from .inference import infer
 
 COUNT_RANGE = (1, 8)
 # Ops whose first input's values reach their outputs unchanged (or a selection of them).
@@ -124,34 +125,9 @@ class Sizes:
         if array is not None:
             return tuple(array.shape)
         if self._inferred is None:
-            self._inferred = _infer(self._model, self._planned)
+            found = infer(self._model, self._planned)
+            self._inferred = {name: dims for name, (_, dims) in found.items()}
         return self._inferred.get(value.name or "")
-
-
-def _infer(
-    model: ir.Model, planned: Mapping[str, tuple[int, ...]]
-) -> dict[str, tuple[int | None, ...]]:
-    import onnx
-
-    try:
-        proto = ir.to_proto(model)
-        for info in proto.graph.input:
-            if info.name in planned and info.type.HasField("tensor_type"):
-                dims = info.type.tensor_type.shape.dim
-                del dims[:]
-                for size in planned[info.name]:
-                    dims.add().dim_value = size
-        found = onnx.shape_inference.infer_shapes(proto, data_prop=True).graph
-    except Exception:  # a hint only: without it a bound is not found, nothing breaks
-        return {}
-    shapes: dict[str, tuple[int | None, ...]] = {}
-    for info in [*found.value_info, *found.output]:
-        if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
-            shapes[info.name] = tuple(
-                d.dim_value if d.HasField("dim_value") else None
-                for d in info.type.tensor_type.shape.dim
-            )
-    return shapes
 
 
 def bound(use: Use, sizes: Sizes) -> tuple[int, int, str] | None:
@@ -189,3 +165,61 @@ def value_bounds(value: ir.Value, sizes: Sizes) -> list[tuple[int, int, str]]:
     """Every bound the uses of ``value`` put on its values."""
     found = (bound(use, sizes) for use in uses(value))
     return [b for b in found if b is not None]
+
+
+def position_rows(model: ir.Model, fed: list[ir.Value]) -> tuple[int, str] | None:
+    """The fewest rows of a constant table (or its DequantizeLinear) that a Gather reads at
+    positions (a position embedding), and that Gather; None without one. Positions are indices
+    that a fed input named like ``position_ids`` holds, or that are computed from a Range or a
+    Slice of a constant without reading any fed input's values (its shape only, through Shape
+    or Size): token ids choose rows by value, positions by place in the sequence."""
+    best: tuple[int, str] | None = None
+    for node in model.graph:
+        if node.op_type != "Gather" or len(node.inputs) != 2 or node.inputs[1] is None:
+            continue
+        if node.attributes.get_int("axis", 0) != 0 or not _positions(node.inputs[1]):
+            continue
+        rows = _table_rows(node.inputs[0])
+        if rows is not None and rows >= 2 and (best is None or rows < best[0]):
+            best = rows, f"'{node.name}' (Gather)" if node.name else "a Gather"
+    return best
+
+
+def _positions(indices: ir.Value) -> bool:
+    """Whether ``indices`` are positions (:func:`position_rows`)."""
+    found = False
+    seen: set[int] = set()
+    stack = [indices]
+    while stack:
+        value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        producer = value.producer()
+        if producer is None:
+            if value.is_graph_input():
+                if "position" not in (value.name or "").lower():
+                    return False  # chosen by a fed input's values
+                found = True
+            continue
+        if producer.op_type in ("Shape", "Size"):
+            continue
+        if producer.op_type == "Range" or (
+            producer.op_type == "Slice" and constant_array(producer.inputs[0]) is not None
+        ):
+            found = True
+        stack.extend(v for v in producer.inputs if v is not None)
+    return found
+
+
+def _table_rows(value: ir.Value | None) -> int | None:
+    """Rows of a rank-2 constant, read through DequantizeLinear, Cast or Identity."""
+    while value is not None:
+        array = constant_array(value)
+        if array is not None:
+            return int(array.shape[0]) if array.ndim == 2 else None
+        producer = value.producer()
+        if producer is None or producer.op_type not in ("DequantizeLinear", "Cast", "Identity"):
+            return None
+        value = producer.inputs[0] if producer.inputs else None
+    return None

@@ -6,28 +6,31 @@ order: ``--dim INPUT:AXIS=V``, ``--dim NAME=V`` (a symbolic name: every input us
 ``metadata_props`` entry named like the dim holding an integer, for the spatial dims of an
 image-like input (rank 4, float, 1, 3 or 4 channels: NCHW or NHWC) an image size in the
 metadata (``imgsz``, ``img_size``, ``image_size`` or ``input_size``: ``320``, ``[320, 320]``) or
-else 224, and otherwise 1. Values: ``--val-range`` if given; else the bounds the graph puts on
-them (:mod:`.bounds`: indices inside what they index, sequence lengths inside the sequence, counts
-in [1, 8], followed through ops that pass values on); else [-100, 100] for integers (clipped to
-the type), booleans, standard normal floats. When the original refuses these, :mod:`.search`
-varies the defaults. No input over :data:`MAX_INPUT_BYTES` is generated.
+else 224, for a sequence-like dim (:func:`sequence_like`) 128, or fewer when a position table has
+fewer rows (:func:`.bounds.position_rows`), and otherwise 1. Values: ``--val-range`` if given;
+else the bounds the graph puts on them (:mod:`.bounds`: indices inside what they index, sequence
+lengths inside the sequence, counts in [1, 8], followed through ops that pass values on); else
+[-100, 100] for integers (clipped to the type), booleans, standard normal floats. When the
+original refuses these, :mod:`.search` varies the defaults. No input over
+:data:`MAX_INPUT_BYTES` is generated.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import onnx_ir as ir
 
 from ..errors import ModelError
-from .bounds import Sizes, value_bounds
-from .options import InputOptionError, check_val_range, type_range
+from .bounds import Sizes, position_rows, value_bounds
+from .options import InputOptionError, check_val_range, size_text, type_range
 
 SPATIAL_DEFAULT = 224
+SEQUENCE_DEFAULT = 128
 DEFAULT_DIM = 1
 INTEGER_RANGE = (-100, 100)
 MAX_INPUT_BYTES = 1 << 30
@@ -36,6 +39,14 @@ IMAGE_SIZE_KEYS = ("imgsz", "img_size", "image_size", "input_size")
 FROM_MODEL = "model"
 FROM_DEFAULT = f"default {DEFAULT_DIM}"
 FROM_IMAGE_DEFAULT = f"image default {SPATIAL_DEFAULT}"
+FROM_SEQUENCE = "sequence default"  # every source of a sequence default starts so
+# A dim named with one of these words is a sequence's (unless also with an _OTHER_WORDS one);
+# so is any open dim past axis 0 of an integer or boolean input named like ``*_ids``/``*_mask``.
+SEQUENCE_WORDS = frozenset(
+    ("seq", "sequence", "seqlen", "len", "length", "tokens", "time", "frames")
+)
+_OTHER_WORDS = frozenset(("past", "total", "cache", "max", "batch"))
+_TOKEN_INPUT = re.compile(r"(?:^|_)(?:ids|mask)$")
 RANGE_DEFAULT = "default"
 
 # A dim for --dim and the search: a symbolic name (name, None) or one axis of an input.
@@ -153,10 +164,11 @@ def plan_inputs(
             )
     bound = _bind_dims(fed, dict(dims or {}))
     pinned, image = _metadata(model)
+    sequence = sequence_default(model)
     shapes: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {}
     for value in fed:
         assert value.name is not None
-        shapes[value.name] = _shape(value, bound, pinned, image, attempt)
+        shapes[value.name] = _shape(value, bound, pinned, image, sequence, attempt)
         _check_size(value, *shapes[value.name])
     sizes = Sizes(model, {name: shape for name, (shape, _) in shapes.items()})
     plans = []
@@ -253,6 +265,36 @@ def _metadata(model: ir.Model) -> tuple[dict[str, int], tuple[str, tuple[int, in
     return pinned, image
 
 
+def sequence_default(model: ir.Model) -> tuple[int, str]:
+    """The size of a sequence-like dim and its source: :data:`SEQUENCE_DEFAULT`, or fewer when
+    a position table has fewer rows."""
+    rows = position_rows(model, fed_inputs(model))
+    if rows is not None and rows[0] < SEQUENCE_DEFAULT:
+        return rows[0], f"{FROM_SEQUENCE} {SEQUENCE_DEFAULT}, at most {rows[0]}: rows of {rows[1]}"
+    return SEQUENCE_DEFAULT, f"{FROM_SEQUENCE} {SEQUENCE_DEFAULT}"
+
+
+def sequence_like(value: ir.Value, axis: int) -> bool:
+    """An open dim that is a sequence's length: never axis 0 (the batch); a dim whose name has
+    a word of :data:`SEQUENCE_WORDS` (``seq_len``, ``sequenceLength``, ``num_frames``) and none
+    of ``past``, ``total``, ``cache``, ``max``, ``batch`` (a KV cache's or a sum's); else any
+    unnamed or other-named dim of an integer or boolean input named ``ids``/``mask`` or
+    ``*_ids``/``*_mask`` (``input_ids``, ``attention_mask``, ``token_type_ids``)."""
+    assert value.shape is not None
+    if axis == 0:
+        return False
+    dim = value.shape[axis]
+    if not isinstance(dim, int) and dim.value:
+        spaced = re.sub(r"([a-z])([A-Z])", r"\1_\2", str(dim.value)).lower()
+        words = set(re.findall(r"[a-z]+", spaced))
+        if words & _OTHER_WORDS:
+            return False
+        if words & SEQUENCE_WORDS:
+            return True
+    kind = value.dtype.numpy().kind if value.dtype is not None else ""
+    return kind in "biu" and bool(_TOKEN_INPUT.search((value.name or "").lower()))
+
+
 def _spatial_positions(value: ir.Value) -> tuple[int, ...]:
     shape = value.shape
     if shape is None or len(shape) != 4 or value.dtype is None:
@@ -271,6 +313,7 @@ def _shape(
     bound: Mapping[DimKey, tuple[int, str]],
     pinned: Mapping[str, int],
     image: tuple[str, tuple[int, int]] | None,
+    sequence: tuple[int, str],
     attempt: Attempt,
 ) -> tuple[tuple[int, ...], tuple[str, ...]]:
     assert value.shape is not None and value.name is not None
@@ -297,6 +340,8 @@ def _shape(
             size, source = SPATIAL_DEFAULT, FROM_IMAGE_DEFAULT
         elif key in lengths:
             size, source = lengths[key], attempt.source
+        elif sequence_like(value, axis):
+            size, source = sequence
         else:
             size, source = DEFAULT_DIM, FROM_DEFAULT
         shape.append(size)
@@ -312,21 +357,12 @@ def _check_size(value: ir.Value, shape: tuple[int, ...], sources: tuple[str, ...
         return
     text = (
         f"input '{value.name}' would be {value.dtype.numpy().name}"
-        f"[{','.join(map(str, shape))}], {_bytes(nbytes)}: quantgraph generates at most "
-        f"{_bytes(MAX_INPUT_BYTES)} per input; bind smaller dims with --dim or pass --inputs"
+        f"[{','.join(map(str, shape))}], {size_text(nbytes)}: quantgraph generates at most "
+        f"{size_text(MAX_INPUT_BYTES)} per input; bind smaller dims with --dim or pass --inputs"
     )
     if any(source.startswith("--dim") for source in sources):
         raise InputOptionError("--dim", text)
     raise ModelError(text)
-
-
-def _bytes(count: int) -> str:
-    size = float(count)
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if size < 1024 or unit == "PiB":
-            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.3g} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
 
 
 def _by_use(value: ir.Value, sizes: Sizes, attempt: Attempt) -> tuple[float, float, str]:
@@ -363,6 +399,12 @@ def _by_use(value: ir.Value, sizes: Sizes, attempt: Attempt) -> tuple[float, flo
     return low, high, why
 
 
+def draw(specs: Sequence[InputSpec], seed: int) -> dict[str, np.ndarray]:
+    """One sample of every planned input from ``seed``."""
+    rng = np.random.default_rng(seed)
+    return {spec.name: spec.draw(rng) for spec in specs}
+
+
 def describe_feeds(feeds: Mapping[str, np.ndarray]) -> str:
     """``x: float32[1,3,224,224], ids: int64[1,16]`` for messages."""
     return ", ".join(f"{k}: {v.dtype}[{','.join(map(str, v.shape))}]" for k, v in feeds.items())
@@ -379,4 +421,24 @@ def describe_shape(shape: list[int], shape_from: list[str]) -> str:
     for (size, source), axes in groups.items():
         label = "axis" if len(axes) == 1 else "axes"
         parts.append(f"{label} {', '.join(map(str, axes))} = {size} ({source})")
+    return ", ".join(parts)
+
+
+def is_default(source: str) -> bool:
+    """Whether a ``shape_from`` entry is a default (not the model, an option, metadata or a
+    search attempt)."""
+    return source in (FROM_DEFAULT, FROM_IMAGE_DEFAULT) or source.startswith(FROM_SEQUENCE)
+
+
+def describe_defaulted(inputs: Mapping[str, Mapping[str, object]]) -> str:
+    """Every dim a default sized, in one line: ``input_ids:1 = 128 (sequence default 128), x:0 =
+    1 (default 1)``; empty when none did."""
+    parts = []
+    for name, spec in inputs.items():
+        shape, shape_from = spec.get("shape"), spec.get("shape_from")
+        if not isinstance(shape, list) or not isinstance(shape_from, list):
+            continue  # inputs from files
+        for axis, (size, source) in enumerate(zip(shape, shape_from, strict=False)):
+            if is_default(str(source)):
+                parts.append(f"{name}:{axis} = {size} ({source})")
     return ", ".join(parts)

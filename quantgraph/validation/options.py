@@ -1,4 +1,5 @@
-"""``--dim`` and ``--val-range``: their syntax, and the checks only the model can answer.
+"""``--dim``, ``--val-range`` and ``--memory-budget``: their syntax, and the checks only the model
+can answer.
 
 The syntax is checked as the command line is read (quantgraph/cli/args/inputs.py's ParamTypes call
 :func:`parse_dim` and :func:`parse_val_range`); what the model must confirm (the dim or input
@@ -96,3 +97,39 @@ def check_val_range(name: str, dtype: ir.DataType, low: float, high: float) -> t
                 "--val-range", f"{text!r}: input '{name}' is {type_name} and no integer lies there"
             )
     return low, high
+
+
+# --memory-budget units: binary (KiB ...) and decimal (kB ...), case-insensitive; B or none: bytes.
+_UNITS = {
+    "": 1,
+    "b": 1,
+    **{f"{p}ib": 1 << (10 * (i + 1)) for i, p in enumerate("kmgt")},
+    **{f"{p}b": 1000 ** (i + 1) for i, p in enumerate("kmgt")},
+}
+
+
+def parse_size(text: str) -> int:
+    """``2GiB``, ``512MiB``, ``1.5 GB``, ``1000000`` (bytes) -> bytes (> 0); ValueError saying
+    the rule broken."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*", text)
+    if match is None:
+        raise ValueError(f"{text!r}: expected a size such as 2GiB, 512MiB, 1.5GB or bytes")
+    unit = match.group(2).lower()
+    if unit not in _UNITS:
+        raise ValueError(
+            f"{text!r}: unknown unit {match.group(2)!r} (B, KiB, MiB, GiB, TiB, kB, MB, GB, TB)"
+        )
+    size = int(float(match.group(1)) * _UNITS[unit])
+    if size < 1:
+        raise ValueError(f"{text!r}: the size must be at least 1 byte")
+    return size
+
+
+def size_text(count: int) -> str:
+    """``1.5 GiB``, ``300 bytes``: a byte count for people."""
+    size = float(count)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if size < 1024 or unit == "PiB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.3g} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")

@@ -115,14 +115,62 @@ class IntermediateReport:
         }
 
 
+# What became of a plan the search considered (:mod:`.search`).
+RAN, FAILED, OVER_BUDGET, TOO_LARGE, NOT_REACHED = (
+    "ran",
+    "failed",
+    "over budget",
+    "too large",
+    "not reached",
+)
+STATUSES = (RAN, FAILED, OVER_BUDGET, TOO_LARGE, NOT_REACHED)
+
+
+@dataclass(frozen=True)
+class Tried:
+    """One plan the search considered: its number (0: the first plan), what it varies, its
+    estimated memory in bytes (None: not estimated) and what became of it (:data:`STATUSES`:
+    ran; failed in the original; over the memory budget; an input over the size limit; not
+    reached before the search timeout)."""
+
+    number: int
+    plan: str
+    estimate: int | None
+    status: str
+
+    def to_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
 @dataclass(frozen=True)
 class InputSearch:
-    """The original refused the first plan of generated inputs; search attempt ``attempt``
-    (see quantgraph.validation.search) is the plan it ran."""
+    """The original refused the first plan of generated inputs, or it was over the memory
+    budget; search attempt ``attempt`` (see quantgraph.validation.search) is the plan it ran.
+    ``tried``: every plan considered, in the order tried."""
 
     first_error: str
     attempt: int
     plan: str
+    tried: tuple[Tried, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "first_error": self.first_error,
+            "attempt": self.attempt,
+            "plan": self.plan,
+            "tried": [t.to_dict() for t in self.tried],
+        }
+
+
+@dataclass(frozen=True)
+class MemoryCheck:
+    """The estimate of the plan that ran (quantgraph.validation.memory) and the budget it had
+    to fit (None: no budget)."""
+
+    estimate: int
+    weights: int
+    unresolved: int
+    budget: int | None
 
     def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
@@ -143,6 +191,7 @@ class ValidationReport:
     engine: str | None = None  # the oneDNN that ran the rewritten side (onednn backend)
     comparison_note: str = ""  # why the comparison is judged as it is
     input_search: InputSearch | None = None  # set when the first plan of inputs was refused
+    memory: MemoryCheck | None = None  # generated inputs: the estimate of the plan that ran
     # The original is a float model and the other its quantized form: the quantization error.
     float_reference: bool = False
     fusion: str = "none"  # the rewritten side's fusion mode (quantgraph.fusion)
@@ -188,6 +237,7 @@ class ValidationReport:
             "samples": self.samples,
             "inputs": self.inputs,
             "input_search": None if self.input_search is None else self.input_search.to_dict(),
+            "memory": None if self.memory is None else self.memory.to_dict(),
             "outputs": [o.to_dict() for o in self.outputs],
             "optimized": {
                 "comparison": OPTIMIZED,

@@ -26,9 +26,10 @@ from ..reference.compare import TensorComparison, compare, merge, typed
 from ..runtime.session import InferenceSession
 from . import feeds, onednn_reference
 from .error_stats import ErrorStats, has_quantization, quantization_steps
-from .inputs import FIRST, InputSpec, describe_feeds
+from .inputs import describe_feeds, draw
 from .inputs import plan_inputs as plan
 from .intermediate import after_quantization, producers, with_all_outputs
+from .options import InputOptionError, parse_size
 from .report import (
     EXACT,
     EXACT_NOTE,
@@ -45,17 +46,14 @@ from .report import (
     Divergence,
     InputSearch,
     IntermediateReport,
+    MemoryCheck,
     ValidationReport,
 )
-from .search import attempts
+from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT, find_plan
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 # progress(stage, done, total): stage "original", "rewritten" or "optimized"; done 0: loading.
 Progress = Callable[[str, int, int], None]
-HINT = (
-    "bind dims with --dim NAME=VALUE or --dim INPUT:AXIS=VALUE, value ranges with "
-    "--val-range NAME:LOW,HIGH, or pass inputs with --inputs"
-)
 
 # onnxruntime's type strings ("tensor(float8e4m3fn)") and the ONNX element types they name.
 ELEM_TYPES = {
@@ -111,11 +109,6 @@ def make_inputs(
     """Inputs for every fed input of ``model`` from a seed (see :mod:`.inputs`)."""
     specs = plan(load_model(model), dims=dims, val_ranges=val_ranges)
     return draw(specs, seed)
-
-
-def draw(specs: Sequence[InputSpec], seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {spec.name: spec.draw(rng) for spec in specs}
 
 
 class _Original:
@@ -189,13 +182,17 @@ def validate(
     rtol: float = 0.0,
     fusion: str = "none",
     progress: Progress | None = None,
+    memory_budget: int | str | None = DEFAULT_MEMORY_BUDGET,
+    search_timeout: float | None = DEFAULT_SEARCH_TIMEOUT,
 ) -> ValidationReport:
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
     Inputs: ``inputs`` (a mapping, an .npz, several, or a directory of them), else
     ``iterations`` seeded samples generated from what the graph says (:mod:`.inputs`; ``dims``
     keys are symbolic names or ``"INPUT:AXIS"``), searching other plans when the original
-    refuses the first (:mod:`.search`; the report's ``input_search``).
+    refuses the first (:mod:`.search`; the report's ``input_search``): no plan whose estimated
+    memory (:mod:`.memory`) exceeds ``memory_budget`` (bytes, or a size such as ``"2GiB"``;
+    None: no budget) runs, and the search stops after ``search_timeout`` seconds (None: never).
     ``optimized`` also compares the original at ORT_ENABLE_ALL, judged by ``atol``/``rtol``
     (the exact verdict is untouched). ``intermediate`` compares every tensor both models
     compute under one name and reports the first node where they part. ``fusion``: the
@@ -206,6 +203,9 @@ def validate(
     """
     if iterations < 1:
         raise ModelError("--iterations must be at least 1")
+    budget = _budget(memory_budget)
+    if search_timeout is not None and not search_timeout > 0:
+        raise InputOptionError("--search-timeout", f"{search_timeout}: must be more than 0 s")
     tell = progress or _silent
     source = _Original(original)
     rewritten_ir = load_model(rewritten)
@@ -239,6 +239,7 @@ def validate(
         }
         used_seed: int | None = None
         search: InputSearch | None = None
+        memory: MemoryCheck | None = None
         expected = _run_all(
             session,
             wanted,
@@ -249,7 +250,19 @@ def validate(
             origins=[f for f, _ in given],
         )
     else:
-        specs, first, search = _runnable_specs(source, session, wanted, dims, val_ranges, seed)
+        found = find_plan(
+            source.ir,
+            lambda feeds: _run(session, wanted, feeds),
+            label=source.label,
+            message=_ort_message,
+            dims=dims,
+            val_ranges=val_ranges,
+            seed=seed,
+            memory_budget=budget,
+            timeout=search_timeout,
+            keep_all=intermediate,
+        )
+        specs, first, search, memory = found.specs, found.outputs, found.search, found.memory
         samples = [draw(specs, seed + i) for i in range(iterations)]
         tell("original", 1, len(samples))
         later = _run_all(session, wanted, samples[1:], source.label, tell, "original", done=1)
@@ -340,6 +353,7 @@ def validate(
         samples=len(samples),
         tolerance=(atol, rtol),
         input_search=search,
+        memory=memory,
         float_reference=float_reference,
         fusion=fusion,
         fusion_plan=candidate.fusion_plan if fusion != "none" else None,
@@ -417,47 +431,18 @@ def _onednn_reference(
     )
 
 
-def _runnable_specs(
-    source: _Original,
-    session: ort.InferenceSession,
-    names: list[str],
-    dims: Mapping[str, int] | None,
-    val_ranges: Mapping[str, tuple[float, float]] | None,
-    seed: int,
-) -> tuple[list[InputSpec], list[np.ndarray], InputSearch | None]:
-    """Input specs the original runs on, its outputs for the first sample, and the search that
-    found them (None when the first plan ran): see :mod:`.search`."""
-    specs = plan(source.ir, dims=dims, val_ranges=val_ranges, attempt=FIRST)
-    feeds = draw(specs, seed)
-    try:
-        return specs, _run(session, names, feeds), None
-    except Exception as error:
-        first_feeds, first_error = feeds, _ort_message(error)
-    tried: list[str] = []
-    for attempt in attempts(source.ir, specs):
+def _budget(memory_budget: int | str | None) -> int | None:
+    """``memory_budget`` in bytes: an int, or a size such as "2GiB" (``options.parse_size``)."""
+    if memory_budget is None:
+        return None
+    if isinstance(memory_budget, str):
         try:
-            varied = plan(source.ir, dims=dims, val_ranges=val_ranges, attempt=attempt)
-        except ModelError:  # e.g. inputs too large at this size: try the next
-            continue
-        if _same_draw(varied, specs):  # nothing this attempt varies applies here
-            continue
-        feeds = draw(varied, seed)
-        try:
-            outputs = _run(session, names, feeds)
-        except Exception:
-            tried.append(attempt.label)
-            continue
-        return varied, outputs, InputSearch(first_error, attempt.number, attempt.label)
-    shown = "; ".join(tried[:4]) + ("; ..." if len(tried) > 4 else "")
-    others = f"; {len(tried)} other plans failed too ({shown})" if tried else ""
-    raise ModelError(
-        f"{source.label}: the original model fails on the generated inputs "
-        f"({describe_feeds(first_feeds)}): {first_error}{others}; {HINT}"
-    )
-
-
-def _same_draw(one: list[InputSpec], other: list[InputSpec]) -> bool:
-    return [(s.shape, s.low, s.high) for s in one] == [(s.shape, s.low, s.high) for s in other]
+            return parse_size(memory_budget)
+        except ValueError as error:
+            raise InputOptionError("--memory-budget", str(error)) from None
+    if memory_budget < 1:
+        raise InputOptionError("--memory-budget", f"{memory_budget}: must be at least 1 byte")
+    return int(memory_budget)
 
 
 def _silent(stage: str, done: int, total: int) -> None:

@@ -1,44 +1,96 @@
-"""Other plans to try when the original model refuses the first one.
+"""Other plans to try when the original model refuses the first one (or the first is over the
+memory budget), and trying them within a memory and a time budget.
 
 Only what defaulted is varied (never a ``--dim``, ``--val-range``, metadata or model size), in
-three families taken in turn, one attempt each, at most :data:`MAX_ATTEMPTS` attempts:
+three families, one attempt from each in turn, at most :data:`MAX_ATTEMPTS` attempts:
 
 - image sizes: the dims that defaulted to 224 take each of :data:`SPATIAL_SIZES`;
-- longer dims: for each length in :data:`LENGTHS`, every dim that defaulted to 1 except those
-  at axis 0 (usually the batch) together, then each such dim alone (a symbolic name counts
-  once, for every input using it): a reflect Pad or a window needs more than one step;
+- other lengths: for each length in :data:`LENGTHS`, every dim that defaulted to 1 or to a
+  sequence default except those at axis 0 (usually the batch) together, then each such dim
+  alone (a symbolic name counts once, for every input using it): a reflect Pad or a window needs
+  more than one step, a too long sequence fewer; a sequence dim never exceeds its position
+  table;
 - narrower integers: the range of every integer input not set by ``--val-range`` (the default
   [-100, 100] or what the graph bounds) is cut to each of :data:`INTEGER_RANGES` where they
   overlap: an index or size the graph does not show (an index doubled on its way), a flag.
 
-An attempt whose inputs would be too large is skipped.
+Every plan's memory is estimated from its shapes first (:mod:`.memory`). The first plan runs if
+its estimate fits the budget. If the original refused it, the attempts are tried smallest
+estimate first (start small and grow); if it was over the budget, largest first (the plan
+closest to the first that fits: a sequence of 128 shrinks to 64, not to 1). Growing, estimates
+(less the weights) within one power of two count as equal and keep the order above. None over
+the budget runs, and
+none once the search has taken ``timeout`` seconds (checked between attempts: a run in progress
+finishes). An attempt whose inputs would be too large is not tried. The report lists every
+plan considered (:class:`.report.Tried`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from itertools import zip_longest
 
+import numpy as np
 import onnx_ir as ir
 
+from ..errors import ModelError
 from .inputs import (
+    FIRST,
     FROM_DEFAULT,
     FROM_IMAGE_DEFAULT,
+    FROM_SEQUENCE,
     Attempt,
     DimKey,
     InputSpec,
     dim_key,
+    draw,
     fed_inputs,
+    plan_inputs,
+    sequence_default,
+)
+from .memory import Estimate, estimate, weight_bytes
+from .options import size_text
+from .report import (
+    FAILED,
+    NOT_REACHED,
+    OVER_BUDGET,
+    RAN,
+    TOO_LARGE,
+    InputSearch,
+    MemoryCheck,
+    Tried,
 )
 
-MAX_ATTEMPTS = 24
-SPATIAL_SIZES = (256, 320, 384, 416, 512, 640, 128, 96, 64, 32)
-LENGTHS = (16, 64, 256, 1024)
+MAX_ATTEMPTS = 32
+SPATIAL_SIZES = (32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 416, 448, 512, 640)
+LENGTHS = (1, 16, 64, 256, 1024)
 INTEGER_RANGES = ((0, 100), (0, 10), (0, 1), (1, 1), (0, 0))
+DEFAULT_MEMORY_BUDGET = 2 << 30
+DEFAULT_SEARCH_TIMEOUT = 60.0
+HINT = (
+    "bind dims with --dim NAME=VALUE or --dim INPUT:AXIS=VALUE, value ranges with "
+    "--val-range NAME:LOW,HIGH, or pass inputs with --inputs"
+)
+
+Run = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]  # raises when the model refuses
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Found:
+    """The plan the original ran: its specs, the original's outputs on its first sample, its
+    memory check, and the search that found it (None: the first plan ran)."""
+
+    specs: list[InputSpec]
+    outputs: list[np.ndarray]
+    memory: MemoryCheck
+    search: InputSearch | None
 
 
 def attempts(model: ir.Model, first: Sequence[InputSpec]) -> Iterator[Attempt]:
-    """The attempts after ``first`` (the first plan), numbered from 1, in the order tried."""
+    """The attempts after ``first`` (the first plan), numbered from 1, in the families' order."""
     families = [_spatial(first), _lengths(model, first), _integers(first)]
     number = 0
     for round_ in zip_longest(*families):
@@ -48,7 +100,165 @@ def attempts(model: ir.Model, first: Sequence[InputSpec]) -> Iterator[Attempt]:
             number += 1
             if number > MAX_ATTEMPTS:
                 return
-            yield Attempt(number, attempt.label, attempt.spatial, attempt.lengths, attempt.integers)
+            yield replace(attempt, number=number)
+
+
+def find_plan(
+    model: ir.Model,
+    run: Run,
+    *,
+    label: str,
+    message: Callable[[BaseException], str],
+    dims: Mapping[str, int] | None = None,
+    val_ranges: Mapping[str, tuple[float, float]] | None = None,
+    seed: int = 0,
+    memory_budget: int | None = DEFAULT_MEMORY_BUDGET,
+    timeout: float | None = DEFAULT_SEARCH_TIMEOUT,
+    keep_all: bool = False,
+    clock: Clock = time.monotonic,
+) -> Found:
+    """The first plan the original runs (the module doc); ModelError when none does, saying
+    what was tried. ``run`` runs the original on feeds; ``message`` words its errors."""
+    start = clock()
+    weights = weight_bytes(model)
+    cache: dict[tuple[tuple[str, tuple[int, ...]], ...], Estimate] = {}
+
+    def estimate_of(specs: Sequence[InputSpec]) -> Estimate:
+        key = tuple((s.name, s.shape) for s in specs)
+        if key not in cache:
+            planned = dict(key)
+            cache[key] = estimate(model, planned, keep_all=keep_all, weights=weights)
+        return cache[key]
+
+    def fits(found: Estimate) -> bool:
+        return memory_budget is None or found.total <= memory_budget
+
+    def late() -> bool:
+        return timeout is not None and clock() - start > timeout
+
+    specs = plan_inputs(model, dims=dims, val_ranges=val_ranges, attempt=FIRST)
+    first = estimate_of(specs)
+    if fits(first):
+        try:
+            return Found(specs, run(draw(specs, seed)), _check(first, memory_budget), None)
+        except Exception as error:
+            first_error, status = message(error), FAILED
+    else:
+        assert memory_budget is not None
+        first_error = _over(first, memory_budget)
+        status = OVER_BUDGET
+    tried = [Tried(0, FIRST.label, first.total, status)]
+    ordered = _order(
+        model, specs, dims, val_ranges, estimate_of, late, fits, shrink=status != FAILED
+    )
+    for number, (attempt, found) in enumerate(ordered, 1):
+        attempt = replace(attempt, number=number)
+        if isinstance(found, str):
+            tried.append(Tried(number, attempt.label, None, found))
+            continue
+        total = found.total
+        if late():
+            tried.append(Tried(number, attempt.label, total, NOT_REACHED))
+            continue
+        if not fits(found):
+            tried.append(Tried(number, attempt.label, total, OVER_BUDGET))
+            continue
+        varied = plan_inputs(model, dims=dims, val_ranges=val_ranges, attempt=attempt)
+        try:
+            outputs = run(draw(varied, seed))
+        except Exception:
+            tried.append(Tried(number, attempt.label, total, FAILED))
+            continue
+        tried.append(Tried(number, attempt.label, total, RAN))
+        search = InputSearch(first_error, number, attempt.label, tuple(tried))
+        return Found(varied, outputs, _check(found, memory_budget), search)
+    raise ModelError(_nothing_ran(label, specs, first_error, status, tried, memory_budget, timeout))
+
+
+def _order(
+    model: ir.Model,
+    first: list[InputSpec],
+    dims: Mapping[str, int] | None,
+    val_ranges: Mapping[str, tuple[float, float]] | None,
+    estimate_of: Callable[[Sequence[InputSpec]], Estimate],
+    late: Callable[[], bool],
+    fits: Callable[[Estimate], bool],
+    *,
+    shrink: bool,
+) -> list[tuple[Attempt, Estimate | str]]:
+    """The attempts that change the inputs, smallest estimate first (within a power of two in
+    the families' order; ``shrink``: largest first); then those whose inputs are too large, then
+    those the clock left unestimated (their status as a string)."""
+    sized: list[tuple[Attempt, Estimate]] = []
+    too_large: list[tuple[Attempt, Estimate | str]] = []
+    unreached: list[tuple[Attempt, Estimate | str]] = []
+    for attempt in attempts(model, first):
+        if late():
+            unreached.append((attempt, NOT_REACHED))
+            continue
+        try:
+            varied = plan_inputs(model, dims=dims, val_ranges=val_ranges, attempt=attempt)
+        except ModelError:  # an input too large at this size
+            too_large.append((attempt, TOO_LARGE))
+            continue
+        if _same_draw(varied, first):  # nothing this attempt varies applies here
+            continue
+        sized.append((attempt, estimate_of(varied)))
+    if shrink:  # those over the budget last
+        sized.sort(key=lambda pair: (not fits(pair[1]), -pair[1].total))
+    else:  # what a plan adds to the weights, within a power of two: in the families' order
+        sized.sort(key=lambda pair: (pair[1].total - pair[1].weights).bit_length())
+    return [*sized, *too_large, *unreached]
+
+
+def _check(found: Estimate, budget: int | None) -> MemoryCheck:
+    return MemoryCheck(found.total, found.weights, found.unresolved, budget)
+
+
+def _over(found: Estimate, budget: int) -> str:
+    return f"estimated to need {size_text(found.total)}, over --memory-budget {size_text(budget)}"
+
+
+def _nothing_ran(
+    label: str,
+    first: Sequence[InputSpec],
+    first_error: str,
+    status: str,
+    tried: Sequence[Tried],
+    budget: int | None,
+    timeout: float | None,
+) -> str:
+    shapes = ", ".join(
+        f"{s.name}: {s.dtype.numpy().name}[{','.join(map(str, s.shape))}]" for s in first
+    )
+    if status == FAILED:
+        text = (
+            f"{label}: the original model fails on the generated inputs ({shapes}): {first_error}"
+        )
+    else:
+        text = f"{label}: the generated inputs ({shapes}) are {first_error}"
+    failed = [t.plan for t in tried[1:] if t.status == FAILED]
+    if failed:
+        shown = "; ".join(failed[:4]) + ("; ..." if len(failed) > 4 else "")
+        text += f"; {len(failed)} other plans failed too ({shown})"
+    over = [t for t in tried[1:] if t.status == OVER_BUDGET and t.estimate is not None]
+    hint = HINT
+    if over and budget is not None:
+        least = min(over, key=lambda t: t.estimate or 0)
+        text += (
+            f"; {len(over)} over --memory-budget {size_text(budget)} (the smallest, "
+            f"{least.plan}, estimated at {size_text(least.estimate or 0)})"
+        )
+    if budget is not None and (over or status == OVER_BUDGET):
+        hint = f"raise --memory-budget, {HINT}"
+    unreached = sum(t.status == NOT_REACHED for t in tried)
+    if unreached and timeout is not None:
+        text += f"; {unreached} not tried: the search stops after --search-timeout {timeout:g} s"
+    return f"{text}; {hint}"
+
+
+def _same_draw(one: list[InputSpec], other: list[InputSpec]) -> bool:
+    return [(s.shape, s.low, s.high) for s in one] == [(s.shape, s.low, s.high) for s in other]
 
 
 def _spatial(first: Sequence[InputSpec]) -> list[Attempt]:
@@ -64,23 +274,34 @@ def _label(key: DimKey) -> str:
 
 def _lengths(model: ir.Model, first: Sequence[InputSpec]) -> list[Attempt]:
     by_name = {spec.name: spec for spec in first}
-    inner: dict[DimKey, None] = {}  # ordered sets
-    outer: dict[DimKey, None] = {}
+    inner: dict[DimKey, int] = {}  # ordered: key -> its size in the first plan
+    outer: dict[DimKey, int] = {}
+    sequence: set[DimKey] = set()
     for value in fed_inputs(model):
         spec = by_name.get(value.name or "")
         if spec is None:
             continue
         for axis, source in enumerate(spec.shape_from):
-            if source == FROM_DEFAULT:
-                (outer if axis == 0 else inner)[dim_key(value, axis)] = None
-    inner = {key: None for key in inner if key not in outer}  # a name also at axis 0: batch
+            key = dim_key(value, axis)
+            if source.startswith(FROM_SEQUENCE):
+                sequence.add(key)
+            if source == FROM_DEFAULT or source.startswith(FROM_SEQUENCE):
+                (outer if axis == 0 else inner)[key] = spec.shape[axis]
+    inner = {key: size for key, size in inner.items() if key not in outer}  # also axis 0: batch
+    most = sequence_default(model)[0] if sequence else None
+
+    def takes(key: DimKey, size: int, length: int) -> bool:
+        return length != size and not (key in sequence and most is not None and length > most)
+
     found: list[Attempt] = []
     for length in LENGTHS:
-        if len(inner) > 1:
-            keys = tuple((key, length) for key in inner)
+        together = [key for key, size in inner.items() if takes(key, size, length)]
+        if len(together) > 1:
+            keys = tuple((key, length) for key in together)
             found.append(Attempt(label=f"every default dim past axis 0 = {length}", lengths=keys))
-        for key in [*inner, *outer]:
-            found.append(Attempt(label=f"{_label(key)} = {length}", lengths=((key, length),)))
+        for key, size in [*inner.items(), *outer.items()]:
+            if takes(key, size, length):
+                found.append(Attempt(label=f"{_label(key)} = {length}", lengths=((key, length),)))
     return found
 
 

@@ -1,5 +1,6 @@
 """Inputs: the files a command reads as input samples (--inputs), or how it generates them
-(--dim, --val-range, --seed, --iterations). The syntax is checked as the command line is read;
+(--dim, --val-range, --seed, --iterations) and within which budgets the original is tried on
+them (--memory-budget, --search-timeout). The syntax is checked as the command line is read;
 the model checks the rest (quantgraph.validation.options)."""
 
 from __future__ import annotations
@@ -75,6 +76,28 @@ class ValRangeType(click.ParamType[tuple[str, tuple[float, float]]]):
             self.fail(str(error), param, ctx)
 
 
+class SizeType(click.ParamType[int]):
+    """``2GiB``, ``512MiB``, ``1.5GB`` or bytes -> bytes (at least 1)."""
+
+    name = "SIZE"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        from ...validation.options import parse_size
+
+        try:
+            return parse_size(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+# quantgraph.validation.search's defaults (tests/test_validation_budget.py checks they agree).
+MEMORY_BUDGET_DEFAULT = "2GiB"
+SEARCH_TIMEOUT_DEFAULT = 60.0
+
 DIM_OPTION = group_option(
     OWNER,
     "--dim",
@@ -84,8 +107,8 @@ DIM_OPTION = group_option(
     metavar="NAME=VALUE|INPUT:AXIS=VALUE",
     help="Size of a dimension the model leaves open (symbolic NAME, or axis AXIS of input "
     "INPUT, also for unnamed and -1 dims) in the generated inputs (repeatable; a size is >= 1). "
-    "Unbound: the model's metadata, 224 for the spatial dims of image-like inputs, else 1 "
-    "(validate tries other sizes when the original refuses them).",
+    "Unbound: the model's metadata, 224 for the spatial dims of image-like inputs, 128 for "
+    "sequence-like dims, else 1 (validate tries other sizes when the original refuses them).",
 )
 VAL_RANGE_OPTION = group_option(
     OWNER,
@@ -99,6 +122,24 @@ VAL_RANGE_OPTION = group_option(
 )
 SEED_OPTION = group_option(
     OWNER, "--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs."
+)
+MEMORY_BUDGET_OPTION = group_option(
+    OWNER,
+    "--memory-budget",
+    type=SizeType(),
+    default=MEMORY_BUDGET_DEFAULT,
+    show_default=True,
+    help="Run no plan of generated inputs whose memory, estimated from its shapes, exceeds SIZE "
+    "(2GiB, 512MiB, 1.5GB or bytes).",
+)
+SEARCH_TIMEOUT_OPTION = group_option(
+    OWNER,
+    "--search-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=SEARCH_TIMEOUT_DEFAULT,
+    show_default=True,
+    metavar="SECONDS",
+    help="Stop trying other plans of generated inputs after SECONDS (checked between attempts).",
 )
 ITERATIONS_OPTION = group_option(
     OWNER,
@@ -117,9 +158,11 @@ class InputArgs(ArgGroup):
     val_ranges: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
     seed: int = 0
     iterations: int = 1
+    memory_budget: int = 2 << 30
+    search_timeout: float = SEARCH_TIMEOUT_DEFAULT
 
     # The options that only shape generated inputs.
-    GENERATION = ("dims", "val_ranges", "seed", "iterations")
+    GENERATION = ("dims", "val_ranges", "seed", "iterations", "memory_budget", "search_timeout")
 
     @classmethod
     def parse(cls, values: dict[str, Any]) -> InputArgs:

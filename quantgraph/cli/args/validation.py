@@ -13,6 +13,8 @@ from .base import ArgGroup, group_option, stacked
 from .inputs import (
     DIM_OPTION,
     ITERATIONS_OPTION,
+    MEMORY_BUDGET_OPTION,
+    SEARCH_TIMEOUT_OPTION,
     SEED_OPTION,
     VAL_RANGE_OPTION,
     InputArgs,
@@ -27,6 +29,8 @@ VALIDATION_OPTIONS = stacked(
     BACKEND_OPTIONS,
     SEED_OPTION,
     ITERATIONS_OPTION,
+    MEMORY_BUDGET_OPTION,
+    SEARCH_TIMEOUT_OPTION,
     DIM_OPTION,
     VAL_RANGE_OPTION,
     group_option(
@@ -79,6 +83,8 @@ def validate_arguments(
         "dims": feeds.dims,
         "val_ranges": feeds.val_ranges,
         "iterations": feeds.iterations,
+        "memory_budget": feeds.memory_budget,
+        "search_timeout": feeds.search_timeout,
         "intermediate": checks.intermediate,
         "optimized": checks.optimized,
         "atol": tolerance.atol,
