@@ -45,4 +45,4 @@ def lower(
     if as_json:
         print_json(payload)
     else:
-        print_conversion(result.report, False, model_out)
+        print_conversion(result.report, False, model_out, lowering=True)

@@ -37,14 +37,20 @@ def print_outputs(summary: list[dict[str, Any]]) -> None:
         )
 
 
-def print_conversion(report: Any, dry_run: bool, out: Path | None, limit: int = 40) -> None:
+def print_conversion(
+    report: Any, dry_run: bool, out: Path | None, limit: int = 40, *, lowering: bool = False
+) -> None:
     verb = "would convert" if dry_run else "converted"
     total = sum(report.converted.values())
     counts = ", ".join(f"{n} {op}" for op, n in report.converted.items()) or "nothing"
-    click.echo(f"{verb} {total} node(s): {counts}")
-    if report.already:
-        there = ", ".join(f"{n} {op}" for op, n in report.already.items())
-        click.echo(f"already there before the rewrite: {there}")
+    there = ", ".join(f"{n} {op}" for op, n in report.already.items())
+    if total == 0 and report.already and not lowering:  # a model converted before
+        ops = sum(report.already.values())
+        click.echo(f"already converted: {ops} spec ops ({there}), nothing left to rewrite")
+    else:
+        click.echo(f"{verb} {total} node(s): {counts}")
+        if report.already:
+            click.echo(f"already there before the rewrite: {there}")
     for node in report.converted_nodes[:limit]:
         where = f" (in {node.graph})" if node.graph else ""
         click.echo(

@@ -1,0 +1,108 @@
+"""Issue #32, a newcomer's first hour: a float model refused with advice, a converted one
+recognised, swapped validate arguments, report paths checked before any work, the package's
+help, force's spelling in Python, ValidationReport.write_html, grouped skip reasons, what
+``run`` generated, ``inspect --backend`` lines and ``bench``'s rows as they come."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner, Result
+from onnx import TensorProto, helper
+
+import quantgraph
+from quantgraph.cli import main
+from quantgraph.errors import ModelError, NoQuantization
+from tests.builders import make_model, tensor_info
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "models"
+FLOAT = MODELS / "cnn_float.onnx"
+CNN = MODELS / "cnn_u8.onnx"
+
+
+def invoke(*args: str | Path) -> Result:
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def one_error(result: Result) -> str:
+    """The one stderr line of a refusal (exit 2), without its prefix."""
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("quantgraph: error: "), lines[0]
+    return lines[0].removeprefix("quantgraph: error: ")
+
+
+@pytest.fixture
+def converted(tmp_path: Path) -> Path:
+    path = tmp_path / "cnn_qg.onnx"
+    quantgraph.convert(CNN).save(path)
+    return path
+
+
+# -- 1. a float model ----------------------------------------------------------------------------
+
+
+def test_converting_a_float_model_is_refused_with_what_it_holds(tmp_path: Path) -> None:
+    out = tmp_path / "out.onnx"
+    message = one_error(invoke("convert", FLOAT, out))
+    assert message == (
+        f"{FLOAT}: the model holds no quantization (no QuantizeLinear/DequantizeLinear nor any "
+        "other quantized node; it holds 2 Conv, 2 Relu, 1 Flatten, 1 Gemm, 1 GlobalAveragePool, "
+        "1 MaxPool): quantize it first, e.g. onnxruntime.quantization.quantize_static(..., "
+        "quant_format=QuantFormat.QDQ), then convert the result"
+    )
+    assert list(tmp_path.iterdir()) == []  # nothing written, no temporary left
+    assert "holds no quantization" in one_error(invoke("inspect", FLOAT))
+
+
+def test_the_api_raises_no_quantization_a_model_error() -> None:
+    with pytest.raises(NoQuantization, match="holds no quantization") as caught:
+        quantgraph.convert(FLOAT)
+    assert isinstance(caught.value, ModelError)
+    model = onnx.load(FLOAT)  # no file: no file name either
+    with pytest.raises(NoQuantization, match=r"^the model holds no quantization"):
+        quantgraph.convert(model)
+
+
+def test_a_float_model_with_many_op_types_names_the_most_frequent() -> None:
+    names = ["Relu", "Relu", "Relu", "Abs", "Abs", "Neg", "Exp", "Log", "Sigmoid", "Tanh"]
+    values = ["x", *[f"v{i}" for i in range(len(names))]]
+    nodes = [helper.make_node(op, [values[i]], [values[i + 1]]) for i, op in enumerate(names)]
+    model = make_model(
+        nodes,
+        [tensor_info("x", TensorProto.FLOAT, [2])],
+        [tensor_info(values[-1], TensorProto.FLOAT, [2])],
+    )
+    with pytest.raises(NoQuantization) as caught:
+        quantgraph.convert(model)
+    assert "it holds 3 Relu, 2 Abs, 1 Exp, 1 Log, 1 Neg, 1 Sigmoid, ...)" in str(caught.value)
+
+
+def test_a_converted_model_converts_again_saying_it_is_already_converted(
+    converted: Path, tmp_path: Path
+) -> None:
+    result = invoke("convert", converted, tmp_path / "again.onnx")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == (
+        "already converted: 17 spec ops (10 DynamicDequantize, 7 DynamicQuantize), "
+        "nothing left to rewrite"
+    )
+
+
+def test_other_quantized_formats_alone_are_not_called_float() -> None:
+    """A model of integer kernels only (quantize_dynamic's MatMulInteger) keeps its report."""
+    b = np.ones((2, 2), np.uint8)
+    model = make_model(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["y"], name="mm")],
+        [tensor_info("a", TensorProto.UINT8, [2, 2])],
+        [tensor_info("y", TensorProto.INT32, [2, 2])],
+        [onnx.numpy_helper.from_array(b, "b")],
+    )
+    report = quantgraph.convert(model).report
+    assert [(n.node, n.code) for n in report.other_quantized] == [("mm", "integer_op")]
+    assert report.converted == {}
