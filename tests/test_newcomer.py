@@ -5,6 +5,7 @@ help, force's spelling in Python, ValidationReport.write_html, grouped skip reas
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -106,3 +107,96 @@ def test_other_quantized_formats_alone_are_not_called_float() -> None:
     report = quantgraph.convert(model).report
     assert [(n.node, n.code) for n in report.other_quantized] == [("mm", "integer_op")]
     assert report.converted == {}
+
+
+# -- 4. validate's arguments swapped ------------------------------------------------------------
+
+
+def test_swapped_validate_arguments_are_named_before_anything_runs(converted: Path) -> None:
+    message = one_error(invoke("validate", converted, CNN))
+    assert message == (
+        f"ORIGINAL ({converted}, the first argument) holds quantgraph spec ops "
+        f"(10 DynamicDequantize, 7 DynamicQuantize) and REWRITTEN ({CNN}) holds Q/DQ: the "
+        f"arguments look swapped: quantgraph validate {CNN} {converted}"
+    )
+    with pytest.raises(ModelError, match="the arguments look swapped"):
+        quantgraph.validate(converted, CNN, progress=_no_session)
+
+
+def test_an_original_holding_spec_ops_is_refused_as_such(converted: Path) -> None:
+    message = one_error(invoke("validate", converted, converted))
+    assert message.endswith(
+        "which plain onnxruntime cannot run: ORIGINAL is the model before conversion "
+        "(quantgraph validate ORIGINAL REWRITTEN)"
+    )
+
+
+def test_a_float_original_against_its_qdq_form_still_validates() -> None:
+    result = invoke("validate", FLOAT, CNN, "--atol", "1")
+    assert result.exit_code == 0, result.output
+    assert "verdict: the models agree" in result.stdout
+
+
+def _no_session(stage: str, done: int, total: int) -> None:
+    raise AssertionError(f"validate reached {stage} before refusing the arguments")
+
+
+# -- 3. output paths checked before any work ----------------------------------------------------
+
+
+def _never(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the command worked before checking its output paths")
+
+
+@pytest.fixture
+def no_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Validation and conversion fail the test if reached."""
+    monkeypatch.setattr("quantgraph.validation.validate", _never)
+    monkeypatch.setattr("quantgraph.converter.convert", _never)
+
+
+@pytest.mark.usefixtures("no_work")
+@pytest.mark.parametrize("command", ["validate", "convert"])
+def test_a_bad_report_path_is_refused_before_any_work(tmp_path: Path, command: str) -> None:
+    existing = tmp_path / "page.html"
+    existing.write_text("keep me")
+    (tmp_path / "folder.html").mkdir()
+    (tmp_path / "file").write_text("")
+    args = [CNN, tmp_path / "out.onnx", "--validate"] if command == "convert" else [CNN, CNN]
+    cases = {
+        existing: f"{existing}: already exists (use --force to replace it)",
+        CNN: f"{CNN}: --report is an input file; quantgraph never writes over its input",
+        tmp_path / "file" / "page.html": f"{tmp_path / 'file' / 'page.html'}: cannot write "
+        "--report (Not a directory)",
+    }
+    for report, message in cases.items():
+        assert one_error(invoke(command, *args, "--report", report)) == message
+    folder = invoke(command, *args, "--report", tmp_path / "folder.html")  # click's own check
+    assert folder.exit_code == 2 and "is a directory" in folder.stderr, folder.stderr
+    assert existing.read_text() == "keep me"
+    assert not (tmp_path / "out.onnx").exists()
+
+
+@pytest.mark.usefixtures("no_work")
+def test_convert_refuses_a_report_named_as_out(tmp_path: Path) -> None:
+    out = tmp_path / "out.onnx"
+    message = one_error(invoke("convert", CNN, out, "--validate", "--report", out))
+    assert message == f"{out}: --report is OUT; give the page a name of its own"
+
+
+@pytest.mark.usefixtures("no_work")
+def test_a_folder_without_write_permission_is_refused_up_front(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As root every folder is writable: the permission itself is simulated.
+    real = os.access
+
+    def access(path: str | os.PathLike[str], mode: int, **kwargs: object) -> bool:
+        return Path(path) != tmp_path and real(path, mode)
+
+    monkeypatch.setattr(os, "access", access)
+    page = tmp_path / "new" / "page.html"
+    message = one_error(invoke("validate", CNN, CNN, "--report", page))
+    assert message == f"{page}: cannot write --report (no permission to write in {tmp_path})"
+    message = one_error(invoke("convert", CNN, tmp_path / "out.onnx"))
+    assert message.endswith(f"cannot write OUT (no permission to write in {tmp_path})")

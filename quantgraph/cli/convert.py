@@ -76,6 +76,7 @@ def convert(
         refuse_given(VALIDATE_OPTIONS, "only with --validate")
     if model_out is not None and not dry_run:
         out.check(model_out, protect=(model_in,))
+    out.check_report(protect=(model_in,), out=None if dry_run else model_out)
     with Bar("rewriting Q/DQ nodes", quiet=as_json) as progress:
         result = run_convert(
             model_in, static=conversion.static, contrib=conversion.contrib, progress=progress

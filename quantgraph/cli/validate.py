@@ -80,6 +80,7 @@ def validate(
     """
     from ..validation import validate as run_validate
 
+    out.check_report(protect=(original, rewritten, *feeds.inputs))  # before any work
     quiet_onnxruntime()
     status = Status("validate", quiet=as_json)
     report = run_validate(

@@ -62,8 +62,9 @@ def check_output(
     """Refuse (one-line :class:`ModelError` naming ``path`` and the rule) an output path that
     is an input, is not a regular file, exists without ``force``, or is read-only, and an
     ``external_data`` file name that is not a plain name ("auto" and "none" are no names):
-    before any work; writing checks again."""
+    before any work; writing checks again. So is a path whose folder cannot be written in."""
     _check(Path(path), force, identities(protect), role)
+    _check_folder(Path(path), role)
     if external_data not in ("auto", "none"):
         check_data_name(external_data, Path(path))
 
@@ -97,6 +98,18 @@ def _check(path: Path, force: bool, inputs: dict[tuple[int, int], Path], role: s
             f"{path}: {role} is read-only; --force does not replace a write-protected file "
             "(make it writable first)"
         )
+
+
+def _check_folder(path: Path, role: str) -> None:
+    """The folder OUT goes in (its nearest existing ancestor: writing creates the rest) must
+    be a folder this process may write in."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ModelError(f"{path}: cannot write {role} ({folder} is not a directory)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ModelError(f"{path}: cannot write {role} (no permission to write in {folder})")
 
 
 def check_data_name(name: str, out: Path) -> None:

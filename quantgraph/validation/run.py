@@ -45,6 +45,7 @@ from .report import (
     IntermediateReport,
     ValidationReport,
 )
+from .roles import check_roles
 from .search import attempts
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -207,7 +208,9 @@ def validate(
     tell = progress or _silent
     source = _Original(original)
     rewritten_ir = load_model(rewritten)
-    _same_inputs(source, rewritten_ir, _label(rewritten, rewritten_ir, "the rewritten model"))
+    rewritten_label = _label(rewritten, rewritten_ir, "the rewritten model")
+    check_roles(source.ir, rewritten_ir, source.label, rewritten_label)
+    _same_inputs(source, rewritten_ir, rewritten_label)
     _tolerance_is_used(source.ir, rewritten_ir, backend, arithmetic, fusion, optimized, atol, rtol)
     tell("original", 0, iterations)
     exposed, tensor_names = with_all_outputs(source.ir) if intermediate else (None, [])
