@@ -6,6 +6,8 @@ help, force's spelling in Python, ValidationReport.write_html, grouped skip reas
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -200,3 +202,42 @@ def test_a_folder_without_write_permission_is_refused_up_front(
     assert message == f"{page}: cannot write --report (no permission to write in {tmp_path})"
     message = one_error(invoke("convert", CNN, tmp_path / "out.onnx"))
     assert message.endswith(f"cannot write OUT (no permission to write in {tmp_path})")
+
+
+# -- 5. the package's help ----------------------------------------------------------------------
+
+PUBLIC = ["DOMAIN", "OPSET_VERSION", "InferenceSession", "convert", "lower", "session_options"]
+
+
+def test_dir_and_all_list_the_public_api() -> None:
+    public = {*PUBLIC, "validate"}
+    assert public <= set(dir(quantgraph))
+    assert set(quantgraph.__all__) == public
+    doc = quantgraph.__doc__ or ""
+    for name in public:  # each once, on a line of its own
+        assert sum(line.startswith(f"* ``{name}") for line in doc.splitlines()) == 1, name
+
+
+def test_help_shows_the_public_functions_and_classes() -> None:
+    import pydoc
+
+    text = pydoc.render_doc(quantgraph, renderer=pydoc.plaintext)
+    functions = text[text.index("\nFUNCTIONS\n") :]
+    for name in ("convert", "validate", "lower", "session_options"):
+        assert f"\n    {name}(" in functions, name
+    classes = text[text.index("\nCLASSES\n") : text.index("\nFUNCTIONS\n")]
+    assert "class InferenceSession" in classes
+
+
+def test_importing_the_package_and_listing_it_stay_light() -> None:
+    """dir() lists the lazy names without importing them (numpy, onnx, onnxruntime)."""
+    code = (
+        "import sys, quantgraph; names = dir(quantgraph); "
+        "heavy = [m for m in ('numpy', 'onnx', 'onnxruntime') if m in sys.modules]; "
+        "print(heavy, 'convert' in names)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.stdout.strip() == "[] True", done.stderr
