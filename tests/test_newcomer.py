@@ -221,7 +221,7 @@ def test_dir_and_all_list_the_public_api() -> None:
 def test_help_shows_the_public_functions_and_classes() -> None:
     import pydoc
 
-    text = pydoc.render_doc(quantgraph, renderer=pydoc.plaintext)
+    text = pydoc.plain(pydoc.render_doc(quantgraph))
     functions = text[text.index("\nFUNCTIONS\n") :]
     for name in ("convert", "validate", "lower", "session_options"):
         assert f"\n    {name}(" in functions, name
