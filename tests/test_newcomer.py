@@ -241,3 +241,24 @@ def test_importing_the_package_and_listing_it_stay_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
     )
     assert done.stdout.strip() == "[] True", done.stderr
+
+
+# -- 6. force's spelling ------------------------------------------------------------------------
+
+
+def test_python_errors_say_force_true_and_the_command_line_says_force(tmp_path: Path) -> None:
+    out = tmp_path / "o.onnx"
+    out.write_text("keep me")
+    result = quantgraph.convert(CNN)
+    with pytest.raises(ModelError) as caught:
+        result.save(out)
+    assert str(caught.value) == f"{out}: already exists (use force=True to replace it)"
+    out.chmod(0o444)
+    with pytest.raises(ModelError, match="read-only; force=True does not replace"):
+        result.save(out, force=True)
+    line = one_error(invoke("convert", CNN, out, "--force"))
+    assert "read-only; --force does not replace" in line
+    out.chmod(0o644)
+    assert one_error(invoke("convert", CNN, out)).endswith("(use --force to replace it)")
+    with pytest.raises(ModelError, match=r"use force=True to replace it\)$"):
+        result.save(out)  # the command line's spelling does not outlive its command
