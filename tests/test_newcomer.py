@@ -262,3 +262,23 @@ def test_python_errors_say_force_true_and_the_command_line_says_force(tmp_path: 
     assert one_error(invoke("convert", CNN, out)).endswith("(use --force to replace it)")
     with pytest.raises(ModelError, match=r"use force=True to replace it\)$"):
         result.save(out)  # the command line's spelling does not outlive its command
+
+
+# -- 7. ValidationReport.write_html --------------------------------------------------------------
+
+
+def test_write_html_writes_the_page_the_command_line_writes(
+    converted: Path, tmp_path: Path
+) -> None:
+    cli_page, api_page = tmp_path / "cli.html", tmp_path / "api.html"
+    result = invoke("validate", CNN, converted, "--intermediate", "--report", cli_page)
+    assert result.exit_code == 0, result.output
+    report = quantgraph.validate(CNN, converted, intermediate=True)
+    assert report.write_html(api_page) == api_page
+    assert api_page.read_bytes() == cli_page.read_bytes()
+    assert f"<td>{converted}</td>" in api_page.read_text()
+    with pytest.raises(ModelError, match=r"already exists \(use force=True to replace it\)"):
+        report.write_html(cli_page)
+    report.write_html(cli_page, force=True)
+    with pytest.raises(ModelError, match="is an input file"):
+        report.write_html(converted, force=True)

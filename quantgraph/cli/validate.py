@@ -102,9 +102,7 @@ def validate(
     )
     status.close()
     if out.report_path is not None:
-        from ..validation.html_page import write_page
-
-        write_page(out.report_path, report, original, rewritten, force=out.force)
+        report.write_html(out.report_path, force=out.force)
     if as_json:
         print_json(report.to_dict())
     else:

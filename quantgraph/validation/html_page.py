@@ -341,11 +341,12 @@ def write_page(
     *,
     force: bool,
     conversion: Any = None,
-) -> None:
+    protect: tuple[Path, ...] = (),
+) -> Path:
     """Write the page of ``report`` to ``path`` by quantgraph.ir.output_files's rules (never over
-    either model; replaced only with ``force``)."""
+    either model nor a file of ``protect``; replaced only with ``force``)."""
     from ..ir.model_files import write_file
 
     page = render(report, original=str(original), rewritten=str(rewritten), conversion=conversion)
-    models = tuple(Path(m) for m in (original, rewritten))  # a page never replaces a model
-    write_file(path, page.encode("utf-8"), force=force, protect=models, role="--report")
+    models = (*(Path(m) for m in (original, rewritten)), *protect)  # never replaces a model
+    return write_file(path, page.encode("utf-8"), force=force, protect=models, role="--report")

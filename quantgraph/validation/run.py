@@ -322,6 +322,9 @@ def validate(
         float_reference=float_reference,
         fusion=fusion,
         fusion_plan=candidate.fusion_plan if fusion != "none" else None,
+        original=source.label,
+        rewritten=rewritten_label,
+        model_files=(*source_files(source.ir), *source_files(rewritten_ir)),
     )
     index = {name: i for i, name in enumerate(wanted)}
     report.error_stats = _error_stats(
