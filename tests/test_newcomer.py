@@ -5,6 +5,7 @@ help, force's spelling in Python, ValidationReport.write_html, grouped skip reas
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -282,3 +283,38 @@ def test_write_html_writes_the_page_the_command_line_writes(
     report.write_html(cli_page, force=True)
     with pytest.raises(ModelError, match="is an input file"):
         report.write_html(converted, force=True)
+
+
+# -- 2. skip reasons grouped --------------------------------------------------------------------
+
+
+def _biases(path: Path, count: int) -> Path:
+    """``count`` DequantizeLinear of int32 constants (biases), which the spec leaves alone."""
+    nodes, constants, outputs = [], [], []
+    for i in range(count):
+        constants += [
+            onnx.numpy_helper.from_array(np.arange(4, dtype=np.int32), f"b{i}"),
+            onnx.numpy_helper.from_array(np.array(0.5, np.float32), f"s{i}"),
+        ]
+        nodes.append(helper.make_node("DequantizeLinear", [f"b{i}", f"s{i}"], [f"y{i}"], f"dq{i}"))
+        outputs.append(tensor_info(f"y{i}", TensorProto.FLOAT, [4]))
+    onnx.save(make_model(nodes, [], outputs, constants), path)
+    return path
+
+
+def test_skips_are_grouped_by_reason_with_a_few_names(tmp_path: Path) -> None:
+    model = _biases(tmp_path / "biases.onnx", 5)
+    text = invoke("inspect", model)
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    start = lines.index("left unchanged 5 node(s), 1 reason(s):")
+    reason = lines[start + 1]
+    assert reason.startswith("  5 x DequantizeLinear: int32 input (a bias): "), reason
+    assert lines[start + 2] == "      dq0, dq1, dq2, ... (2 more; --verbose lists all)"
+    assert len(lines) == start + 3
+    verbose = invoke("inspect", model, "--verbose").stdout.splitlines()
+    assert verbose[start : start + 3] == [lines[start], reason, "      dq0, dq1, dq2, dq3, dq4"]
+    again = invoke("convert", model, tmp_path / "o.onnx", "-v").stdout.splitlines()
+    assert again[start : start + 3] == verbose[start : start + 3]
+    payload = json.loads(invoke("inspect", model, "--json", "--verbose").stdout)
+    assert [s["node"] for s in payload["skipped"]] == [f"dq{i}" for i in range(5)]

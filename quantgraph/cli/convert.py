@@ -17,7 +17,7 @@ from .args.inputs import DIM_OPTION, ITERATIONS_OPTION, SEED_OPTION, VAL_RANGE_O
 from .args.output import EXTERNAL_DATA_OPTION, force_option, report_option
 from .process import EXIT_DISAGREE, errors_are_one_line, quiet_onnxruntime, validation_failed
 from .render_json import JSON_OPTION, print_json
-from .render_text import print_conversion, print_validation
+from .render_text import VERBOSE_OPTION, print_conversion, print_validation
 
 # The options only --validate uses (refused without it: an ignored option is an error).
 VALIDATE_OPTIONS = (*BackendArgs.fields(), *InputArgs.GENERATION, "report_path")
@@ -47,6 +47,7 @@ VALIDATE_OPTIONS = (*BackendArgs.fields(), *InputArgs.GENERATION, "report_path")
 @SEED_OPTION
 @ITERATIONS_OPTION
 @report_option(with_validate=True)
+@VERBOSE_OPTION
 @JSON_OPTION
 @errors_are_one_line
 @parsed(conversion=ConversionArgs, engine=BackendArgs, feeds=InputArgs, out=OutputArgs)
@@ -55,6 +56,7 @@ def convert(
     model_out: Path | None,
     validate_result: bool,
     dry_run: bool,
+    verbose: bool,
     as_json: bool,
     conversion: ConversionArgs,
     engine: BackendArgs,
@@ -132,7 +134,7 @@ def convert(
     if as_json:
         print_json(payload)
     else:
-        print_conversion(result.report, dry_run, model_out)
+        print_conversion(result.report, dry_run, model_out, verbose=verbose)
         if validation is not None:
             print_validation(validation)
         if out.report_path is not None and validation is not None:
