@@ -318,3 +318,40 @@ def test_skips_are_grouped_by_reason_with_a_few_names(tmp_path: Path) -> None:
     assert again[start : start + 3] == verbose[start : start + 3]
     payload = json.loads(invoke("inspect", model, "--json", "--verbose").stdout)
     assert [s["node"] for s in payload["skipped"]] == [f"dq{i}" for i in range(5)]
+
+
+# -- 8. what run generated ----------------------------------------------------------------------
+
+
+def test_run_says_which_inputs_it_generated(converted: Path, tmp_path: Path) -> None:
+    result = invoke("run", converted, "--seed", "3")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "generated input 'input' (seed 3): float32[1,3,16,16], standard normal"
+    ]
+    payload = json.loads(invoke("run", converted, "--seed", "3", "--json").stdout)
+    assert payload["seed"] == 3
+    assert payload["inputs"] == {
+        "input": {
+            "dtype": "float32",
+            "shape": [1, 3, 16, 16],
+            "range": None,
+            "why": "standard normal",
+            "shape_from": ["model"] * 4,
+        }
+    }
+    np.savez(tmp_path / "in.npz", input=np.zeros((1, 3, 16, 16), np.float32))
+    given = invoke("run", converted, "--inputs", tmp_path / "in.npz", "--json")
+    assert given.stderr == ""
+    assert json.loads(given.stdout)["inputs"]["input"]["from"] == "--inputs"
+    assert json.loads(given.stdout)["seed"] is None
+
+
+def test_run_names_where_open_sizes_came_from(tmp_path: Path) -> None:
+    model = tmp_path / "tr_qg.onnx"
+    quantgraph.convert(MODELS / "transformer_s8.onnx").save(model)
+    result = invoke("run", model, "--dim", "batch=2")
+    assert result.stderr.splitlines() == [
+        "generated input 'input' (seed 0): float32[2,8,32], standard normal; "
+        "sizes: axis 0 = 2 (--dim batch=2)"
+    ]

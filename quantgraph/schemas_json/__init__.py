@@ -25,6 +25,13 @@ INT: Schema = {"type": "integer"}
 BOOL: Schema = {"type": "boolean"}
 NULLABLE_STRING: Schema = {"type": ["string", "null"]}
 SHAPE: Schema = {"type": "array", "items": {"type": "integer", "minimum": 0}}
+# Input name -> what it was: generated (from a seed) or read from --inputs.
+INPUTS: Schema = {
+    "type": "object",
+    "additionalProperties": {
+        "oneOf": [{"$ref": "#/$defs/generated_input"}, {"$ref": "#/$defs/given_input"}]
+    },
+}
 # JSON has no inf or NaN: such a float is printed as one of these strings.
 FLOAT: Schema = {"oneOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]}
 COUNTS: Schema = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}
@@ -148,15 +155,7 @@ DEFS: dict[str, Schema] = {
             "rtol": {"type": "number"},
             "seed": {"type": ["integer", "null"]},
             "samples": {"type": "integer", "minimum": 1},
-            "inputs": {
-                "type": "object",
-                "additionalProperties": {
-                    "oneOf": [
-                        {"$ref": "#/$defs/generated_input"},
-                        {"$ref": "#/$defs/given_input"},
-                    ]
-                },
-            },
+            "inputs": INPUTS,
             "outputs": _array({"$ref": "#/$defs/tensor_comparison"}),
             "optimized": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/optimized"}]},
             "intermediate": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/intermediate"}]},
@@ -291,6 +290,8 @@ _TOP: dict[str, tuple[str, Schema]] = {
                 "fusion_plan": {"$ref": "#/$defs/fusion_plan"},
                 "outputs": _array({"$ref": "#/$defs/output_summary"}),
                 "output_file": NULLABLE_STRING,
+                "seed": {"type": ["integer", "null"]},
+                "inputs": INPUTS,
             }
         ),
     ),
