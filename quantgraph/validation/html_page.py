@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from html import escape
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import svg
 from .error_stats import ErrorStats, abs_bin_labels, abs_bin_ranges, step_bin_labels
-from .report import ValidationReport
+
+if TYPE_CHECKING:  # the report writes itself through this module (write_html)
+    from .report import ValidationReport
 
 # The page's style and its one script live beside this module (package data).
 CSS = resources.files(__package__).joinpath("html_page.css").read_text()
