@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import numpy as np
 import onnx
 import pytest
@@ -355,3 +356,32 @@ def test_run_names_where_open_sizes_came_from(tmp_path: Path) -> None:
         "generated input 'input' (seed 0): float32[2,8,32], standard normal; "
         "sizes: axis 0 = 2 (--dim batch=2)"
     ]
+
+
+# -- 9. inspect --backend names each node once ---------------------------------------------------
+
+
+def test_inspect_backend_names_each_refused_node_once(tmp_path: Path) -> None:
+    from tests.test_weight_only import quantized
+
+    model = tmp_path / "int4.onnx"
+    onnx.save(quantized(True, 32), model)  # 4-bit weights: the python backend refuses both
+    result = invoke("inspect", model, "--backend", "python")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    start = lines.index("backend python: 0 nodes run, 2 refused, 0 unknown")
+    for line, name in zip(lines[start + 1 : start + 3], ["mm1_DQ_Q4", "mm2_DQ_Q4"], strict=True):
+        assert line.startswith("  refused: python backend: DynamicDequantize node "), line
+        assert line.count(name) == 1, line
+
+
+def test_a_reason_without_the_node_gets_it_once() -> None:
+    from quantgraph.cli.render_text import print_support
+    from quantgraph.runtime.support import NodeSupport
+
+    @click.command()
+    def show() -> None:
+        print_support("onednn", None, [NodeSupport("n1", "Quantize", "unknown", "no shape")])
+
+    result = CliRunner().invoke(show, [])
+    assert result.stdout.splitlines()[1] == "  unknown: Quantize node 'n1': no shape"

@@ -238,8 +238,12 @@ def print_support(backend: str, engine: str | None, support: Any) -> None:
         f"{counts['unknown']} unknown"
     )
     for item in support:
-        if item.status != "runs":
-            click.echo(f"  {item.status}: {item.op} '{item.node}': {item.reason}")
+        if item.status == "runs":
+            continue
+        if f"node '{item.node}'" in item.reason:  # the kernel's message names op and node
+            click.echo(f"  {item.status}: {item.reason}")
+        else:
+            click.echo(f"  {item.status}: {item.op} node '{item.node}': {item.reason}")
 
 
 def print_plan(plan: Any, limit: int = 40) -> None:
