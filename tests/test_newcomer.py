@@ -5,6 +5,7 @@ help, force's spelling in Python, ValidationReport.write_html, grouped skip reas
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -385,3 +386,32 @@ def test_a_reason_without_the_node_gets_it_once() -> None:
 
     result = CliRunner().invoke(show, [])
     assert result.stdout.splitlines()[1] == "  unknown: Quantize node 'n1': no shape"
+
+
+# -- 10. bench prints rows as they are measured -------------------------------------------------
+
+
+def test_kernel_bench_prints_each_row_as_it_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from quantgraph.bench.timing import measure
+
+    events: list[str] = []
+    echo = click.echo
+
+    def measured(*args: object, **kwargs: object) -> object:
+        events.append("measure")
+        return measure(*args, **kwargs)  # type: ignore[arg-type]
+
+    def echoed(message: object = None, *args: object, **kwargs: object) -> None:
+        events.append("row" if str(message).startswith("| ") else "text")
+        echo(message, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("quantgraph.bench.kernels.measure", measured)
+    monkeypatch.setattr(click, "echo", echoed)
+    result = invoke("bench", "--sizes", "16", "--repeat", "1", "--columns", "", "--weights", "")
+    assert result.exit_code == 0, result.output
+    assert events[0] == "text"  # the environment line and the header, before any timing
+    rows = [i for i, event in enumerate(events) if event == "row"]
+    table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
+    assert len(rows) == 6 == len(table) - 1  # 2 ops x 3 layouts, below the header
+    for before, after in itertools.pairwise(rows):
+        assert "measure" in events[before:after]  # each row printed before the next is timed
