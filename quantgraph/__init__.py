@@ -1,8 +1,17 @@
 """quantgraph: ONNX QuantizeLinear/DequantizeLinear as oneDNN-Graph-style quantization ops.
 
-Public API: :data:`DOMAIN`, :func:`convert`, :func:`lower`, :func:`validate`,
-:class:`InferenceSession`, :func:`session_options`, :func:`lower`. The custom-domain ONNX
-schemas are registered by ``quantgraph.ir.onnx_schemas.register()`` (convert and sessions call it).
+Public API:
+
+* ``convert(model)``: rewrite a QDQ model's Q/DQ into quantgraph's ops (a RewriteResult).
+* ``lower(model)``: rewrite quantgraph's ops back into QuantizeLinear/DequantizeLinear.
+* ``validate(original, rewritten)``: run both on the same inputs and compare (a ValidationReport).
+* ``InferenceSession(model, backend)``: an onnxruntime session that runs quantgraph's ops.
+* ``session_options(backend)``: onnxruntime SessionOptions with a backend's kernels registered.
+* ``DOMAIN``: the ONNX domain of quantgraph's ops ("com.quantgraph").
+* ``OPSET_VERSION``: the version of that domain.
+
+The custom-domain ONNX schemas are registered by ``quantgraph.ir.onnx_schemas.register()``
+(convert and sessions call it). Errors are :mod:`quantgraph.errors`' types.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ if TYPE_CHECKING:
     from .validation import validate
 
 # Lazy, even the spec (numpy, onnx): the console script installs its Ctrl-C handler after
-# importing this package, and the sooner the better.
+# importing this package, and the sooner the better. dir() and help() still list them.
 _LAZY = {
     "DOMAIN": ("spec", "DOMAIN"),
     "OPSET_VERSION": ("spec", "OPSET_VERSION"),
@@ -32,6 +41,7 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    """The public names, each imported when first read."""
     # Lazy so that `import quantgraph.spec` stays free of onnxruntime.
     if name in _LAZY:
         import importlib
@@ -39,6 +49,11 @@ def __getattr__(name: str) -> Any:
         module, attribute = _LAZY[name]
         return getattr(importlib.import_module(f".{module}", __name__), attribute)
     raise AttributeError(f"module 'quantgraph' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazy public ones included (help() and completion read them)."""
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

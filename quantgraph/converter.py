@@ -25,6 +25,7 @@ from .ir.model_files import (
 )
 from .ir.walk import all_graphs, is_standard, spec_op
 from .passes import RewriteReport, pipelines
+from .passes.float_model import refuse_unquantized
 from .passes.full_check import checked_proto
 from .passes.node_rewrite import Progress
 
@@ -97,11 +98,13 @@ def convert(
     With ``check``, the result must pass ``onnx.checker.check_model(full_check=True)`` (for
     models with external data, when it is saved: the checker reads the weights from disk).
     ``contrib=False`` keeps com.microsoft Q/DQ as they are (listed in the report).
-    ``progress(done, total)`` is called as Q/DQ nodes are rewritten.
+    ``progress(done, total)`` is called as Q/DQ nodes are rewritten. A model with nothing
+    quantized (a float model) raises :class:`~quantgraph.errors.NoQuantization`.
     """
     report = RewriteReport()
     with collector_paused():
         loaded = _private_copy(model)
+        refuse_unquantized(loaded, _label(model))
         external = has_external_data(loaded)
         report.already = _count(loaded, lambda n: spec_op(n) is not None)
         # The passes declare what they need (supported opset, schemas registered): requires.

@@ -13,6 +13,11 @@ class ModelError(QuantgraphError):
     """A model file cannot be read or written, or is not a usable ONNX model."""
 
 
+class NoQuantization(ModelError):
+    """A model with nothing quantized (a float model): there is nothing to convert; quantize it
+    first (the message says how)."""
+
+
 class BackendError(QuantgraphError):
     """A model cannot run on the chosen backend (the message says why and what to do)."""
 

@@ -18,6 +18,7 @@ from quantgraph.cli.args import ArgGroup, GroupOption
 CLI = Path(quantgraph.cli.__file__).parent
 COMMANDS = ("bench", "convert", "inspect", "lower", "run", "validate")
 MAX_COMMAND_LINES = 250
+RENDERERS = ("render_json", "render_text")
 
 
 def _options(command: click.Command) -> list[click.Option]:
@@ -77,7 +78,8 @@ def test_every_option_is_declared_once_in_the_source() -> None:
 
 def test_a_group_parses_every_option_it_declares() -> None:
     """Each group option reaches its command through the group's parsed object: its parameter
-    name is one of the group's fields (--json, the renderer's switch, is the one plain value)."""
+    name is one of the group's fields (--json and --verbose, the renderers' switches, are the
+    plain values)."""
     groups = {
         name: getattr(arg_groups, name)
         for name in arg_groups.__all__
@@ -88,7 +90,7 @@ def test_a_group_parses_every_option_it_declares() -> None:
     assert len(groups) >= 4
     for command in main.commands.values():
         for option in _options(command):
-            if not isinstance(option, GroupOption) or option.owner == "render_json":
+            if not isinstance(option, GroupOption) or option.owner in RENDERERS:
                 continue
             assert option.owner in groups, option.owner
             assert option.name in groups[option.owner].fields(), (option.owner, option.name)

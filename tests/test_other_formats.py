@@ -9,12 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import onnx
+import onnx_ir as ir
 import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
 
 import quantgraph
 from quantgraph.cli import main
+from quantgraph.errors import NoQuantization
+from quantgraph.passes import OtherFormatsPass, RewriteReport
 from quantgraph.passes.other_formats import ADVICE
 from tests.builders import make_model, tensor_info
 from tests.producers import dynamic_quantized, static_quantized, weight_only
@@ -99,4 +102,8 @@ def test_other_domains_and_plain_ops_are_not_listed() -> None:
         domains={"example.other": 1},
         check=False,
     )
-    assert quantgraph.convert(model, check=False).report.other_quantized == []
+    report = RewriteReport()
+    OtherFormatsPass(report)(ir.from_proto(model))
+    assert report.other_quantized == []
+    with pytest.raises(NoQuantization, match="it holds 1 QLinearConv, 1 Relu"):
+        quantgraph.convert(model, check=False)  # nothing quantgraph knows as quantized

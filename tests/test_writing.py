@@ -116,7 +116,7 @@ def test_save_does_not_replace_an_existing_file_by_default(work: Path) -> None:
     out = work / "o.onnx"
     out.write_bytes(b"keep me")
     result = quantgraph.convert(work / "cnn.onnx")
-    with pytest.raises(ModelError, match=r"o\.onnx: already exists \(use --force"):
+    with pytest.raises(ModelError, match=r"o\.onnx: already exists \(use force=True"):
         result.save(out)
     assert out.read_bytes() == b"keep me"
     result.save(out, force=True)
@@ -214,7 +214,7 @@ def test_a_writer_that_loses_the_race_fails_and_leaves_the_winner(work: Path) ->
         staged.write_bytes(b"mine")
         out.write_bytes(b"the winner")
 
-    with pytest.raises(ModelError, match=r"o\.onnx: already exists \(use --force"):
+    with pytest.raises(ModelError, match=r"o\.onnx: already exists \(use force=True"):
         write_files(out, write, force=False)
     assert out.read_bytes() == b"the winner"
     assert listing(work) == {"cnn.onnx", "o.onnx"}

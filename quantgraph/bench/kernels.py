@@ -265,10 +265,13 @@ def run(
     spinning: bool = True,
     weights: Sequence[tuple[int, int]] | None = None,
     weight_layouts: Sequence[str] | None = None,
+    on_row: Callable[[BenchRow], None] | None = None,
 ) -> list[BenchRow]:
     """Time every (op, layout, size) on every implementation; one row each. Then the 4-bit
     weight rows: each shape in ``weights`` ([K, N], K and N multiples of 32) in each of
     ``weight_layouts`` (op ``dequantize_4bit``: native, onnxruntime and copyto only).
+    ``on_row(row)`` is called with each row as soon as it is measured (a full run takes
+    minutes: the command line prints rows as they come).
 
     ``threads``: intra-op threads of every onnxruntime session (0: onnxruntime's default, one
     per physical core).
@@ -312,12 +315,15 @@ def run(
                 rows.append(row)
                 if progress is not None:
                     progress(progress_line(row))
+                if on_row is not None:
+                    on_row(row)
     rows += bench_weights.weight_rows(
         bench_weights.DEFAULT_WEIGHTS if weights is None else weights,
         tuple(bench_weights.WEIGHT_LAYOUTS) if weight_layouts is None else weight_layouts,
         implementations,
         repeat,
         progress,
+        on_row,
     )
     return rows
 
@@ -343,8 +349,9 @@ def _gbs(bps: float | None) -> str:
     return "-" if bps is None else f"{bps / 1e9:.1f}"
 
 
-def environment(threads: int | None = None) -> str:
-    """One line about where the numbers come from (threads: as given to run())."""
+def environment(threads: int | None = None, spinning: bool | None = None) -> str:
+    """One line about where the numbers come from (threads, spinning: as given to run(); by
+    default those of the last run)."""
     try:
         from ..backends import native
 
@@ -353,9 +360,10 @@ def environment(threads: int | None = None) -> str:
         isa = f"unknown ({error})"
     cpu = this_cpu().describe()
     count = SETTINGS.threads if threads is None else threads
+    spins = SETTINGS.spinning if spinning is None else spinning
     return (
         f"onnxruntime {ort.__version__}, native ISA {isa}, {os.cpu_count()} CPUs ({cpu}), "
-        f"intra-op threads {count or 'default'}{'' if SETTINGS.spinning else ' (no spinning)'}, "
+        f"intra-op threads {count or 'default'}{'' if spins else ' (no spinning)'}, "
         "ORT_DISABLE_ALL, "
         "median of interleaved timed blocks"
     )
@@ -373,26 +381,41 @@ def format_table(rows: Sequence[BenchRow]) -> str:
     GB/s counts the bytes a call reads and writes (5 per element, 4.5 for 4-bit weights plus
     their scales and zero points; copyto moves 8).
     """
+    notes = table_notes(rows)
+    parts = [table_head(), *(table_row(r) for r in rows), *(["", notes] if notes else [])]
+    return "\n".join(parts)
+
+
+def table_head(threads: int | None = None, spinning: bool | None = None) -> str:
+    """:func:`format_table`'s lines before its rows: the environment line (see
+    :func:`environment`), the header and its rule."""
     header = (
         "| op | layout | shape | native µs | onnxruntime µs | python µs | numpy µs | copyto µs "
         "| onednn µs | ort/native | python/native | python/numpy | arith/native | onednn/native "
         "| vs per-tensor | native GB/s | copyto GB/s |"
     )
-    lines = [header, "|" + "---|" * 17]
-    for r in rows:
-        native_t = r.seconds.get("native")
-        vs_pt = r.vs_per_tensor
-        lines.append(
-            f"| {r.op} | {r.layout} | {'x'.join(map(str, r.shape))} "
-            f"| {microseconds(native_t)} | {microseconds(r.seconds.get('onnxruntime'))} "
-            f"| {microseconds(r.seconds.get('python'))} | {microseconds(r.seconds.get('numpy'))} "
-            f"| {microseconds(r.seconds.get('copyto'))} | {microseconds(r.seconds.get('onednn'))} "
-            f"| {_x(r.ratio('onnxruntime'))} | {_x(r.ratio('python'))} "
-            f"| {_x(r.ratio('python', 'numpy'))} | {_x(r.ratio('native_onednn'))} "
-            f"| {_x(r.ratio('onednn'))} "
-            f"| {'-' if vs_pt is None else f'{vs_pt:.2f}'} "
-            f"| {_gbs(r.bandwidth('native'))} | {_gbs(r.bandwidth('copyto'))} |"
-        )
+    return "\n".join([environment(threads, spinning), "", header, "|" + "---|" * 17])
+
+
+def table_row(r: BenchRow) -> str:
+    """One row of :func:`format_table`."""
+    vs_pt = r.vs_per_tensor
+    return (
+        f"| {r.op} | {r.layout} | {'x'.join(map(str, r.shape))} "
+        f"| {microseconds(r.seconds.get('native'))} "
+        f"| {microseconds(r.seconds.get('onnxruntime'))} "
+        f"| {microseconds(r.seconds.get('python'))} | {microseconds(r.seconds.get('numpy'))} "
+        f"| {microseconds(r.seconds.get('copyto'))} | {microseconds(r.seconds.get('onednn'))} "
+        f"| {_x(r.ratio('onnxruntime'))} | {_x(r.ratio('python'))} "
+        f"| {_x(r.ratio('python', 'numpy'))} | {_x(r.ratio('native_onednn'))} "
+        f"| {_x(r.ratio('onednn'))} "
+        f"| {'-' if vs_pt is None else f'{vs_pt:.2f}'} "
+        f"| {_gbs(r.bandwidth('native'))} | {_gbs(r.bandwidth('copyto'))} |"
+    )
+
+
+def table_notes(rows: Sequence[BenchRow]) -> str:
+    """:func:`format_table`'s lines after its rows: why an implementation did not run ("" when
+    every one ran)."""
     notes = sorted({f"{impl}: {why}" for r in rows for impl, why in r.notes.items()})
-    footer = [f"- {note}" for note in notes]
-    return "\n".join([environment(), "", *lines, *(["", *footer] if footer else [])])
+    return "\n".join(f"- {note}" for note in notes)

@@ -133,6 +133,7 @@ def weight_rows(
     implementations: Sequence[str],
     repeat: int,
     progress: Progress | None,
+    on_row: Callable[[BenchRow], None] | None = None,
 ) -> list[BenchRow]:
     rows = []
     for shape in weights:
@@ -151,4 +152,6 @@ def weight_rows(
             rows.append(row)
             if progress is not None:
                 progress(progress_line(row))
+            if on_row is not None:
+                on_row(row)
     return rows

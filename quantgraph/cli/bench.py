@@ -49,20 +49,23 @@ def bench(
     from ..bench import kernels as benchmarks
 
     narrow = tuple(f"{benchmarks.NARROW_PREFIX}{c}" for c in kernels.narrow_columns())
-    progress = (lambda text: click.echo(text, err=True)) if shown(as_json) else None
+    # Text streams the table a row at a time (a full run takes minutes, also when piped), which
+    # says more than progress lines would; --json prints one document at the end.
+    if not as_json:
+        click.echo(benchmarks.table_head(kernels.threads, not kernels.no_spinning))
     rows = benchmarks.run(
         sizes=kernels.sizes,
         repeat=kernels.repeat,
         layouts=(*benchmarks.LAYOUTS, *narrow),
         threads=kernels.threads,
         spinning=not kernels.no_spinning,
-        progress=progress,
         weights=kernels.weights,
+        on_row=None if as_json else lambda row: click.echo(benchmarks.table_row(row)),
     )
     if as_json:
         print_json([row.to_dict() for row in rows])
-    else:
-        click.echo(benchmarks.format_table(rows))
+    elif notes := benchmarks.table_notes(rows):
+        click.echo(f"\n{notes}")
 
 
 def _bench_models(

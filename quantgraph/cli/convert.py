@@ -25,7 +25,7 @@ from .args.output import EXTERNAL_DATA_OPTION, force_option, report_option
 from .args.validation import VALIDATION_FIELDS, VALIDATION_OPTIONS, validate_arguments
 from .process import EXIT_DISAGREE, errors_are_one_line, quiet_onnxruntime, validation_failed
 from .render_json import JSON_OPTION, print_json
-from .render_text import print_conversion, print_validation
+from .render_text import VERBOSE_OPTION, print_conversion, print_validation
 
 # The options only --validate uses (refused without it: an ignored option is an error):
 # validate's own, shared (args/validation.py), and the page of --report.
@@ -53,6 +53,7 @@ VALIDATE_OPTIONS = (*VALIDATION_FIELDS, "report_path")
 )
 @force_option("OUT")
 @report_option(with_validate=True)
+@VERBOSE_OPTION
 @JSON_OPTION
 @errors_are_one_line
 @parsed(
@@ -68,6 +69,7 @@ def convert(
     model_out: Path | None,
     validate_result: bool,
     dry_run: bool,
+    verbose: bool,
     as_json: bool,
     conversion: ConversionArgs,
     engine: BackendArgs,
@@ -93,6 +95,7 @@ def convert(
         refuse_given(VALIDATE_OPTIONS, "only with --validate")
     if model_out is not None and not dry_run:
         out.check(model_out, protect=(model_in, *feeds.inputs))
+    out.check_report(protect=(model_in,), out=None if dry_run else model_out)
     with Bar("rewriting Q/DQ nodes", quiet=as_json) as progress:
         result = run_convert(
             model_in, static=conversion.static, contrib=conversion.contrib, progress=progress
@@ -156,7 +159,7 @@ def convert(
     if as_json:
         print_json(payload)
     else:
-        print_conversion(result.report, dry_run, model_out)
+        print_conversion(result.report, dry_run, model_out, verbose=verbose)
         if validation is not None:
             print_validation(validation)
         if out.report_path is not None and validation is not None:

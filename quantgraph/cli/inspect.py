@@ -13,7 +13,7 @@ from .args.backend import BACKEND_OPTIONS, FUSION_OPTION
 from .args.conversion import KEEP_CONTRIB_OPTION, static_option
 from .process import errors_are_one_line, quiet_onnxruntime
 from .render_json import JSON_OPTION, print_json
-from .render_text import print_conversion, print_plan, print_support
+from .render_text import VERBOSE_OPTION, print_conversion, print_plan, print_support
 
 
 @click.command()
@@ -22,10 +22,13 @@ from .render_text import print_conversion, print_plan, print_support
 @BACKEND_OPTIONS
 @KEEP_CONTRIB_OPTION
 @FUSION_OPTION
+@VERBOSE_OPTION
 @JSON_OPTION
 @errors_are_one_line
 @parsed(conversion=ConversionArgs, engine=BackendArgs)
-def inspect(model: Path, as_json: bool, conversion: ConversionArgs, engine: BackendArgs) -> None:
+def inspect(
+    model: Path, verbose: bool, as_json: bool, conversion: ConversionArgs, engine: BackendArgs
+) -> None:
     """List MODEL's Q/DQ nodes: what would be rewritten into what, and what not and why;
     name quantized nodes of other formats (QOperator, MatMulNBits, ...) and what to do.
 
@@ -61,7 +64,7 @@ def inspect(model: Path, as_json: bool, conversion: ConversionArgs, engine: Back
     if as_json:
         print_json(payload)
         return
-    print_conversion(result.report, True, None)
+    print_conversion(result.report, True, None, verbose=verbose)
     if support is not None:
         print_support(engine.backend or "", engine.engine_version(), support)
     if plan is not None:

@@ -11,7 +11,7 @@ from .args import OutputArgs, parsed
 from .args.output import EXTERNAL_DATA_OPTION, force_option
 from .process import errors_are_one_line
 from .render_json import JSON_OPTION, print_json
-from .render_text import print_conversion
+from .render_text import VERBOSE_OPTION, print_conversion
 
 
 @click.command()
@@ -25,11 +25,17 @@ from .render_text import print_conversion
     help="Write OUT even when some quantgraph ops cannot be lowered (they stay, listed); "
     "without it that is an error and nothing is written.",
 )
+@VERBOSE_OPTION
 @JSON_OPTION
 @errors_are_one_line
 @parsed(out=OutputArgs)
 def lower(
-    model_in: Path, model_out: Path, allow_partial: bool, as_json: bool, out: OutputArgs
+    model_in: Path,
+    model_out: Path,
+    allow_partial: bool,
+    verbose: bool,
+    as_json: bool,
+    out: OutputArgs,
 ) -> None:
     """Rewrite quantgraph ops in IN back into QuantizeLinear/DequantizeLinear (com.microsoft's
     where IN's opset has no ONNX form, e.g. per-axis below opset 13).
@@ -45,4 +51,4 @@ def lower(
     if as_json:
         print_json(payload)
     else:
-        print_conversion(result.report, False, model_out)
+        print_conversion(result.report, False, model_out, lowering=True, verbose=verbose)

@@ -24,6 +24,7 @@ from ..interrupt import (
     interrupted,
     note_interrupt,
 )
+from ..ir.output_files import force_spelled
 from ..progress import erase
 from .render_json import echo_error
 
@@ -90,7 +91,8 @@ def errors_are_one_line(function: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         debug = click.get_current_context().find_root().params.get("debug", False)
         try:
-            return function(*args, **kwargs)
+            with force_spelled("--force"):  # the library says force=True to Python callers
+                return function(*args, **kwargs)
         except click.exceptions.Exit:
             raise
         except (click.ClickException, click.Abort):

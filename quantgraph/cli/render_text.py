@@ -6,13 +6,26 @@ Part of the command line (a module per command); ``--json`` prints the reports' 
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import click
 
+from .args.base import group_option
+
 WIDTH = 100  # the help's max_content_width
+NAMES_SHOWN = 3  # node names per skip reason without --verbose
+
+VERBOSE_OPTION = group_option(
+    "render_text",
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="List every node: all converted ones and, per reason, every node left unchanged "
+    "(without it the lists are cut; --json always lists all).",
+)
 
 
 def describe(name: str, value: Any) -> dict[str, Any]:
@@ -37,14 +50,45 @@ def print_outputs(summary: list[dict[str, Any]]) -> None:
         )
 
 
-def print_conversion(report: Any, dry_run: bool, out: Path | None, limit: int = 40) -> None:
+def print_generated(inputs: dict[str, dict[str, Any]], seed: int) -> None:
+    """``run``'s generated inputs on stderr, one line each: what they are and where their sizes
+    came from (as ``validate`` prints them)."""
+    from ..validation.inputs import describe_shape
+
+    for name, spec in inputs.items():
+        shape = ",".join(map(str, spec["shape"]))
+        span = f" in [{spec['range'][0]:g}, {spec['range'][1]:g}]" if spec.get("range") else ""
+        sizes = describe_shape(spec["shape"], spec.get("shape_from", []))
+        sizes = f"; sizes: {sizes}" if sizes else ""
+        click.echo(
+            f"generated input '{name}' (seed {seed}): {spec['dtype']}[{shape}]{span}, "
+            f"{spec['why']}{sizes}",
+            err=True,
+        )
+
+
+def print_conversion(
+    report: Any,
+    dry_run: bool,
+    out: Path | None,
+    limit: int = 40,
+    *,
+    lowering: bool = False,
+    verbose: bool = False,
+) -> None:
+    if verbose:
+        limit = sys.maxsize
     verb = "would convert" if dry_run else "converted"
     total = sum(report.converted.values())
     counts = ", ".join(f"{n} {op}" for op, n in report.converted.items()) or "nothing"
-    click.echo(f"{verb} {total} node(s): {counts}")
-    if report.already:
-        there = ", ".join(f"{n} {op}" for op, n in report.already.items())
-        click.echo(f"already there before the rewrite: {there}")
+    there = ", ".join(f"{n} {op}" for op, n in report.already.items())
+    if total == 0 and report.already and not lowering:  # a model converted before
+        ops = sum(report.already.values())
+        click.echo(f"already converted: {ops} spec ops ({there}), nothing left to rewrite")
+    else:
+        click.echo(f"{verb} {total} node(s): {counts}")
+        if report.already:
+            click.echo(f"already there before the rewrite: {there}")
     for node in report.converted_nodes[:limit]:
         where = f" (in {node.graph})" if node.graph else ""
         click.echo(
@@ -52,19 +96,32 @@ def print_conversion(report: Any, dry_run: bool, out: Path | None, limit: int = 
             f"[{node.detail}]"
         )
     if len(report.converted_nodes) > limit:
-        click.echo(f"  ... and {len(report.converted_nodes) - limit} more (--json lists all)")
+        click.echo(f"  ... and {len(report.converted_nodes) - limit} more (--verbose lists all)")
     if report.skipped:
-        click.echo(f"left unchanged {len(report.skipped)} node(s):")
-        for skipped in report.skipped[:limit]:
-            where = f" (in {skipped.graph})" if skipped.graph else ""
-            click.echo(
-                f"  {skipped.node or '<unnamed>'}{where}: {skipped.op_type}: {skipped.reason}"
-            )
-        if len(report.skipped) > limit:
-            click.echo(f"  ... and {len(report.skipped) - limit} more (--json lists all)")
+        _print_skipped(report.skipped, limit, verbose)
     _print_other_quantized(report.other_quantized, limit)
     if out is not None and not dry_run:
         click.echo(f"wrote {out}")
+
+
+def _print_skipped(skipped: list[Any], limit: int, verbose: bool) -> None:
+    """Nodes left unchanged grouped by op and reason (a CRNN's 60 int32 biases are one line),
+    each reason with a few node names, every name under ``verbose``."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for node in skipped:
+        where = f" (in {node.graph})" if node.graph else ""
+        groups.setdefault((node.op_type, node.reason), []).append(
+            f"{node.node or '<unnamed>'}{where}"
+        )
+    click.echo(f"left unchanged {len(skipped)} node(s), {len(groups)} reason(s):")
+    for (op_type, reason), names in list(groups.items())[:limit]:
+        click.echo(f"  {len(names)} x {op_type}: {reason}")
+        shown = names if verbose else names[:NAMES_SHOWN]
+        more = len(names) - len(shown)
+        rest = f", ... ({more} more; --verbose lists all)" if more else ""
+        click.echo(f"      {', '.join(shown)}{rest}")
+    if len(groups) > limit:
+        click.echo(f"  ... and {len(groups) - limit} more reasons (--verbose lists all)")
 
 
 def _wrapped(text: str, indent: str = "  ") -> None:
@@ -83,7 +140,7 @@ def _print_other_quantized(nodes: list[Any], limit: int) -> None:
         where = f" (in {node.graph})" if node.graph else ""
         click.echo(f"  {node.node or '<unnamed>'}{where}: {node.op_type} [{node.code}]")
     if len(nodes) > limit:
-        click.echo(f"  ... and {len(nodes) - limit} more (--json lists all)")
+        click.echo(f"  ... and {len(nodes) - limit} more (--verbose lists all)")
     for code, advice in dict((n.code, n.advice) for n in nodes).items():
         click.echo(f"  [{code}] {advice}")
 
@@ -248,8 +305,12 @@ def print_support(backend: str, engine: str | None, support: Any) -> None:
         f"{counts['unknown']} unknown"
     )
     for item in support:
-        if item.status != "runs":
-            click.echo(f"  {item.status}: {item.op} '{item.node}': {item.reason}")
+        if item.status == "runs":
+            continue
+        if f"node '{item.node}'" in item.reason:  # the kernel's message names op and node
+            click.echo(f"  {item.status}: {item.reason}")
+        else:
+            click.echo(f"  {item.status}: {item.op} node '{item.node}': {item.reason}")
 
 
 def print_plan(plan: Any, limit: int = 40) -> None:

@@ -12,7 +12,7 @@ from .args.inputs import DIM_OPTION, SEED_OPTION, VAL_RANGE_OPTION, inputs_optio
 from .args.output import OUTPUT_OPTION, force_option
 from .process import errors_are_one_line, quiet_onnxruntime
 from .render_json import JSON_OPTION, print_json
-from .render_text import describe, print_outputs, print_plan
+from .render_text import describe, print_generated, print_outputs, print_plan
 
 
 @click.command()
@@ -30,8 +30,10 @@ from .render_text import describe, print_outputs, print_plan
 @parsed(feeds=InputArgs, out=OutputArgs, engine=BackendArgs)
 def run(model: Path, as_json: bool, feeds: InputArgs, out: OutputArgs, engine: BackendArgs) -> None:
     """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""
+    from ..ir.model_files import load_model
     from ..runtime.session import InferenceSession
-    from ..validation import load_inputs, make_inputs
+    from ..validation import load_inputs, plan_inputs
+    from ..validation.inputs import draw
 
     quiet_onnxruntime()
     inputs_and_model = (model, *feeds.inputs)
@@ -41,11 +43,19 @@ def run(model: Path, as_json: bool, feeds: InputArgs, out: OutputArgs, engine: B
         model, engine.backend, arithmetic=engine.arithmetic, fusion=engine.fusion
     )
     feeds_file = feeds.file
-    arrays = (
-        load_inputs(feeds_file, model)
-        if feeds_file
-        else make_inputs(model, seed=feeds.seed, dims=feeds.dims, val_ranges=feeds.val_ranges)
-    )
+    inputs: dict[str, dict[str, object]]
+    if feeds_file:
+        arrays = load_inputs(feeds_file, model)
+        inputs = {
+            name: {"dtype": str(a.dtype), "shape": list(a.shape), "from": "--inputs"}
+            for name, a in arrays.items()
+        }
+    else:  # said on stderr: the outputs describe these inputs, which nobody chose
+        specs = plan_inputs(load_model(model), dims=feeds.dims, val_ranges=feeds.val_ranges)
+        arrays = draw(specs, feeds.seed)
+        inputs = {spec.name: spec.to_dict() for spec in specs}
+        if not as_json:
+            print_generated(inputs, feeds.seed)
     names = [o.name for o in session.get_outputs()]
     results = session.run(names, arrays)
     if out.output is not None:
@@ -68,6 +78,8 @@ def run(model: Path, as_json: bool, feeds: InputArgs, out: OutputArgs, engine: B
                 "fusion_plan": session.fusion_plan.to_dict(),
                 "outputs": summary,
                 "output_file": str(out.output) if out.output else None,
+                "seed": None if feeds_file else feeds.seed,
+                "inputs": inputs,
             }
         )
         return

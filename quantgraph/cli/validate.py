@@ -58,6 +58,7 @@ def validate(
     """
     from ..validation import validate as run_validate
 
+    out.check_report(protect=(original, rewritten, *feeds.inputs))  # before any work
     quiet_onnxruntime()
     status = Status("validate", quiet=as_json)
     report = run_validate(
@@ -68,9 +69,7 @@ def validate(
     )
     status.close()
     if out.report_path is not None:
-        from ..validation.html_page import write_page
-
-        write_page(out.report_path, report, original, rewritten, force=out.force)
+        report.write_html(out.report_path, force=out.force)
     if as_json:
         print_json(report.to_dict())
     else:

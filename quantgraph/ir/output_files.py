@@ -10,18 +10,21 @@
   atomically when the name exists: of two writers racing for one OUT exactly one wins. With
   ``force``, ``os.replace`` (atomic too) after checking again what it replaces.
 * Errors name OUT, never the temporary names; after any failure or interruption the temporary
-  folder, files published by this write and folders it created are gone.
+  folder, files published by this write and folders it created are gone. They spell the
+  option that replaces a file as the caller does: ``force=True`` in Python, ``--force`` where
+  the command line set :func:`force_spelled`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,24 @@ _KINDS = (
     (stat.S_ISSOCK, "a socket"),
     (stat.S_ISLNK, "a symbolic link"),
 )
+
+
+_FORCE = contextvars.ContextVar("quantgraph_force_spelling", default="force=True")
+
+
+@contextlib.contextmanager
+def force_spelled(option: str) -> Iterator[None]:
+    """Inside the block, errors name ``option`` (the command line's "--force") as what
+    replaces a file."""
+    token = _FORCE.set(option)
+    try:
+        yield
+    finally:
+        _FORCE.reset(token)
+
+
+def _exists(path: Path) -> ModelError:
+    return ModelError(f"{path}: already exists (use {_FORCE.get()} to replace it)")
 
 
 def identities(paths: Iterable[Path]) -> dict[tuple[int, int], Path]:
@@ -62,8 +83,9 @@ def check_output(
     """Refuse (one-line :class:`ModelError` naming ``path`` and the rule) an output path that
     is an input, is not a regular file, exists without ``force``, or is read-only, and an
     ``external_data`` file name that is not a plain name ("auto" and "none" are no names):
-    before any work; writing checks again."""
+    before any work; writing checks again. So is a path whose folder cannot be written in."""
     _check(Path(path), force, identities(protect), role)
+    _check_folder(Path(path), role)
     if external_data not in ("auto", "none"):
         check_data_name(external_data, Path(path))
 
@@ -91,12 +113,24 @@ def _check(path: Path, force: bool, inputs: dict[tuple[int, int], Path], role: s
                 f"{path}: {role} is {kind}; quantgraph writes and replaces only regular files"
             )
     if not force:
-        raise ModelError(f"{path}: already exists (use --force to replace it)")
+        raise _exists(path)
     if not info.st_mode & 0o222 or not os.access(path, os.W_OK):
         raise ModelError(
-            f"{path}: {role} is read-only; --force does not replace a write-protected file "
+            f"{path}: {role} is read-only; {_FORCE.get()} does not replace a write-protected file "
             "(make it writable first)"
         )
+
+
+def _check_folder(path: Path, role: str) -> None:
+    """The folder OUT goes in (its nearest existing ancestor: writing creates the rest) must
+    be a folder this process may write in."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ModelError(f"{path}: cannot write {role} ({folder} is not a directory)")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ModelError(f"{path}: cannot write {role} (no permission to write in {folder})")
 
 
 def check_data_name(name: str, out: Path) -> None:
@@ -209,14 +243,14 @@ def _publish(
         os.link(staged, final)
         return
     except FileExistsError:
-        raise ModelError(f"{final}: already exists (use --force to replace it)") from None
+        raise _exists(final) from None
     except OSError as error:
         if error.errno not in _NO_HARD_LINKS:
             raise ModelError(f"{final}: cannot write ({error.strerror})") from None
     try:  # no hard links here: claim the name exclusively, then move the file onto the claim
         os.close(os.open(final, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
-        raise ModelError(f"{final}: already exists (use --force to replace it)") from None
+        raise _exists(final) from None
     except OSError as error:
         raise ModelError(f"{final}: cannot write ({error.strerror})") from None
     os.replace(staged, final)

@@ -25,16 +25,16 @@ INT: Schema = {"type": "integer"}
 BOOL: Schema = {"type": "boolean"}
 NULLABLE_STRING: Schema = {"type": ["string", "null"]}
 SHAPE: Schema = {"type": "array", "items": {"type": "integer", "minimum": 0}}
-# JSON has no inf or NaN: such a float is printed as one of these strings.
-FLOAT: Schema = {"oneOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]}
-COUNTS: Schema = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}
-# Input name -> what it was: generated (planned as validate plans) or read from --inputs.
+# Input name -> what it was: generated (from a seed) or read from --inputs.
 INPUTS: Schema = {
     "type": "object",
     "additionalProperties": {
         "oneOf": [{"$ref": "#/$defs/generated_input"}, {"$ref": "#/$defs/given_input"}]
     },
 }
+# JSON has no inf or NaN: such a float is printed as one of these strings.
+FLOAT: Schema = {"oneOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]}
+COUNTS: Schema = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}
 
 
 def _object(required: dict[str, Schema], optional: dict[str, Schema] | None = None) -> Schema:
@@ -334,6 +334,8 @@ _TOP: dict[str, tuple[str, Schema]] = {
                 "fusion_plan": {"$ref": "#/$defs/fusion_plan"},
                 "outputs": _array({"$ref": "#/$defs/output_summary"}),
                 "output_file": NULLABLE_STRING,
+                "seed": {"type": ["integer", "null"]},
+                "inputs": INPUTS,
             }
         ),
     ),

@@ -14,12 +14,14 @@ from collections.abc import Sequence
 from html import escape
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..reference.compare import TensorComparison
 from . import svg
 from .error_stats import ErrorStats, abs_bin_labels, abs_bin_ranges, step_bin_labels
-from .report import ValidationReport
+
+if TYPE_CHECKING:  # the report writes itself through this module (write_html)
+    from .report import ValidationReport
 
 # The page's style and its one script live beside this module (package data).
 CSS = resources.files(__package__).joinpath("html_page.css").read_text()
@@ -371,11 +373,12 @@ def write_page(
     *,
     force: bool,
     conversion: Any = None,
-) -> None:
+    protect: tuple[Path, ...] = (),
+) -> Path:
     """Write the page of ``report`` to ``path`` by quantgraph.ir.output_files's rules (never over
-    either model; replaced only with ``force``)."""
+    either model nor a file of ``protect``; replaced only with ``force``)."""
     from ..ir.model_files import write_file
 
     page = render(report, original=str(original), rewritten=str(rewritten), conversion=conversion)
-    models = tuple(Path(m) for m in (original, rewritten))  # a page never replaces a model
-    write_file(path, page.encode("utf-8"), force=force, protect=models, role="--report")
+    models = (*(Path(m) for m in (original, rewritten)), *protect)  # never replaces a model
+    return write_file(path, page.encode("utf-8"), force=force, protect=models, role="--report")

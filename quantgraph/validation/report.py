@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..fusion.plan import PARTITION_MODES
@@ -204,6 +206,21 @@ class ValidationReport:
     reference_arithmetic: str = "onnx"
     onnx_arithmetic: list[TensorComparison] = field(default_factory=list)
     onnx_arithmetic_steps: dict[str, float | None] = field(default_factory=dict)
+    # The models' names as the page shows them, and the files they were read from (which the
+    # page never replaces).
+    original: str = "the original"
+    rewritten: str = "the rewritten model"
+    model_files: tuple[Path, ...] = ()
+
+    def write_html(self, path: str | os.PathLike[str], *, force: bool = False) -> Path:
+        """Write the report as ``validate --report``'s self-contained HTML page, by the rules
+        of every output (:mod:`quantgraph.ir.output_files`: complete or not at all, never over
+        either model, an existing file replaced only with ``force``)."""
+        from .html_page import write_page  # the page imports this module
+
+        return write_page(
+            Path(path), self, self.original, self.rewritten, force=force, protect=self.model_files
+        )
 
     @property
     def exact_expected(self) -> bool:

@@ -49,6 +49,7 @@ from .report import (
     MemoryCheck,
     ValidationReport,
 )
+from .roles import check_roles
 from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT, find_plan
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -209,7 +210,9 @@ def validate(
     tell = progress or _silent
     source = _Original(original)
     rewritten_ir = load_model(rewritten)
-    _same_inputs(source, rewritten_ir, _label(rewritten, rewritten_ir, "the rewritten model"))
+    rewritten_label = _label(rewritten, rewritten_ir, "the rewritten model")
+    check_roles(source.ir, rewritten_ir, source.label, rewritten_label)
+    _same_inputs(source, rewritten_ir, rewritten_label)
     check_tolerance(source.ir, rewritten_ir, backend, arithmetic, fusion, optimized, atol, rtol)
     tell("original", 0, iterations)
     exposed, tensor_names = with_all_outputs(source.ir) if intermediate else (None, [])
@@ -358,6 +361,9 @@ def validate(
         fusion=fusion,
         fusion_plan=candidate.fusion_plan if fusion != "none" else None,
         reference_arithmetic=reference_arithmetic,
+        original=source.label,
+        rewritten=rewritten_label,
+        model_files=(*source_files(source.ir), *source_files(rewritten_ir)),
     )
     index = {name: i for i, name in enumerate(wanted)}
     report.error_stats = _error_stats(

@@ -76,3 +76,17 @@ class OutputArgs(ArgGroup):
         check_output(
             path, force=self.force, protect=protect, external_data=self.external_data, role=role
         )
+
+    def check_report(self, protect: Iterable[Path], out: Path | None = None) -> None:
+        """Refuse --report before any work as :meth:`check` refuses OUT; nor may it be ``out``
+        (OUT, written by the same command, need not exist yet)."""
+        from ...errors import ModelError
+        from ...ir.output_files import check_output
+
+        if self.report_path is None:
+            return
+        if out is not None and self.report_path.resolve() == out.resolve():
+            raise ModelError(
+                f"{self.report_path}: --report is OUT; give the page a name of its own"
+            )
+        check_output(self.report_path, force=self.force, protect=protect, role="--report")

@@ -1,0 +1,52 @@
+"""A model with nothing quantized: ``convert`` refuses it instead of writing a copy.
+
+A float model holds no Q/DQ, no quantized node of another format (:mod:`.other_formats`) and
+no quantgraph op; "converted 0 node(s)" and exit 0 would leave a newcomer believing the copy
+is a converted model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import onnx_ir as ir
+
+from ..errors import NoQuantization
+from ..ir.walk import all_graphs
+from ..spec import DOMAIN
+from .other_formats import CONTRIB, reason_code
+
+_QDQ = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
+_SHOWN = 6  # op types named in the message, most frequent first
+ADVICE = (
+    "quantize it first, e.g. onnxruntime.quantization.quantize_static(..., "
+    "quant_format=QuantFormat.QDQ), then convert the result"
+)
+
+
+def is_quantized(node: ir.Node) -> bool:
+    """Q/DQ of any domain quantgraph reads, a quantized node of another format, or an op of
+    quantgraph's domain."""
+    if node.domain == DOMAIN:
+        return True
+    if node.domain in ("", "ai.onnx", CONTRIB) and node.op_type in _QDQ:
+        return True
+    return reason_code(node) is not None
+
+
+def refuse_unquantized(model: ir.Model, label: str) -> None:
+    """Raise :class:`NoQuantization` (one line: what the model holds, what to do) when no node
+    of any graph or function of ``model`` is quantized; ``label``: "path: " or ""."""
+    counts: Counter[str] = Counter()
+    for graph in all_graphs(model):
+        for node in graph:
+            if is_quantized(node):
+                return
+            counts[node.op_type] += 1
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    shown = ", ".join(f"{n} {op}" for op, n in ranked[:_SHOWN])
+    holds = f"{shown}, ..." if len(ranked) > _SHOWN else shown or "no nodes at all"
+    raise NoQuantization(
+        f"{label}the model holds no quantization (no QuantizeLinear/DequantizeLinear nor any "
+        f"other quantized node; it holds {holds}): {ADVICE}"
+    )
