@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 import quantgraph
 from quantgraph.cli import main
 from quantgraph.errors import BackendError
-from quantgraph.fusion import FusionPlan, auto_engine, onednn_engine, onednn_library
+from quantgraph.fusion import FusionPlan, auto_engine, onednn_engine, onednn_library, tuner
 from quantgraph.fusion import onednn_description as description
 from quantgraph.fusion.onednn_engine import (
     NO_PARTITION,
@@ -623,23 +623,34 @@ def test_spec_ops_left_alone_run_on_another_backend(backend: str) -> None:
 
 
 @requires_kernel
-def test_auto_gives_each_unit_an_engine_with_its_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(auto_engine, "without_vnni", lambda: False)  # as on a VNNI CPU
-    session = quantgraph.InferenceSession(
-        quantgraph.convert(_twin_convs()).proto, "onednn", fusion="auto"
-    )
-    engines = {u.compute: (u.engine, u.reason) for u in session.fusion_plan.units}
-    assert engines["conva"][0] == "onednn" and "convolution" in engines["conva"][1]
-    assert session.fusion_plan.mode == "auto"
+def test_auto_carries_out_the_rule_plan_when_it_measures_fastest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rule table is one candidate plan (fusion "auto" measures: tests/test_auto_tuning.py);
+    where it wins, each unit gets the engine its rule says, and the decision as its reason."""
+    monkeypatch.setattr(auto_engine, "without_vnni", lambda: False)  # the rules of a VNNI CPU
+
+    def rules_fastest(
+        runs: dict[str, object], budget: float = 0.0, clock: object = None
+    ) -> tuple[dict[str, float], dict[str, float], int]:
+        ratios = {name: 0.5 if name == "rules" else 1.0 for name in runs}
+        return dict(ratios), ratios, 3
+
+    monkeypatch.setattr(tuner, "time_runs", rules_fastest)
     path = ROOT / "models" / "cnn_u8.onnx"
-    session = quantgraph.InferenceSession(quantgraph.convert(path).proto, "onednn", fusion="auto")
+    feeds = make_inputs(path, seed=0)
+    session = quantgraph.InferenceSession(
+        quantgraph.convert(path).proto, "onednn", fusion="auto", tune_inputs=feeds, tuning="force"
+    )
+    assert session.fusion_plan.mode == "auto"
+    assert session.fusion_plan.tuning.choice.name == "rules"
     engines = {u.compute: (u.engine, u.reason) for u in session.fusion_plan.units}
     # pool1: oneDNN forms it, the rule gives pooling to onnxruntime; fc (Gemm, M = 1) goes to
-    # onnxruntime by the M <= 16 rule.
-    assert engines["pool1"] == ("onnxruntime", auto_engine.RULES[-1][2])
-    assert engines["fc"][0] == "onnxruntime" and "M <= 16" in engines["fc"][1]
-    assert engines["conv1"][0] == "onednn" and "convolution" in engines["conv1"][1]
-    assert session.run(None, make_inputs(path, seed=0))[0].shape == (1, 10)
+    # onnxruntime by the M <= 16 rule; the convolutions to oneDNN.
+    assert engines["pool1"][0] == "onnxruntime" and engines["fc"][0] == "onnxruntime"
+    assert engines["conv1"][0] == "onednn"
+    assert "plan 'rules' measured fastest at 0.50x" in engines["conv1"][1]
+    assert session.run(None, feeds)[0].shape == (1, 10)
 
 
 @requires_kernel

@@ -20,6 +20,7 @@ from .process import (
 )
 from .render_json import JsonErrorGroup
 from .run import run
+from .tune import tune
 from .validate import validate
 
 
@@ -46,11 +47,12 @@ def main(debug: bool) -> None:
       quantgraph convert model.onnx out.onnx --validate
       quantgraph validate model.onnx out.onnx --json
       quantgraph run out.onnx --inputs in.npz --output out.npz
+      quantgraph tune out.onnx                 fusion "auto": measure its plans on this CPU
     """
     warnings_in_one_line()
 
 
-for _command in (convert, lower, validate, run, inspect, bench):
+for _command in (convert, lower, validate, run, inspect, bench, tune):
     main.add_command(_command)
 
 

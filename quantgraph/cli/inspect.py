@@ -57,8 +57,17 @@ def inspect(
         from ..runtime.session import InferenceSession
 
         quiet_onnxruntime()
+        tune_inputs = None
+        if engine.fusion == "auto":  # auto measures its candidates on generated inputs
+            from ..validation import make_inputs
+
+            tune_inputs = make_inputs(result.model)
         plan = InferenceSession(
-            result.model, engine.backend, arithmetic=engine.arithmetic, fusion=engine.fusion
+            result.model,
+            engine.backend,
+            arithmetic=engine.arithmetic,
+            fusion=engine.fusion,
+            tune_inputs=tune_inputs,
         )
         payload["fusion_plan"] = plan.fusion_plan.to_dict()
     if as_json:

@@ -332,3 +332,22 @@ def print_plan(plan: Any, limit: int = 40) -> None:
         click.echo(f"  alone {alone.node}{where} ({alone.op_type}): {alone.reason}")
     if len(plan.alone) > limit:
         click.echo(f"  ... and {len(plan.alone) - limit} more (--json lists all)")
+    if getattr(plan, "tuning", None) is not None:
+        print_tuning(plan.tuning)
+
+
+def print_tuning(decision: Any) -> None:
+    """Fusion "auto"'s decision (quantgraph.fusion.tuner.Decision) and what it was measured on."""
+    click.echo(f"auto: {decision.why}")
+    if decision.shapes:
+        shapes = ", ".join(f"{n}[{'x'.join(map(str, s))}]" for n, s in decision.shapes.items())
+        click.echo(f"  measured at {shapes}, {decision.rounds} rounds")
+    for candidate in decision.candidates:
+        ms = decision.times_ms.get(candidate.name)
+        ratio = decision.ratios.get(candidate.name)
+        timing = "" if ms is None else f": {ms:.3f} ms a run"
+        timing += "" if ratio is None else f", {ratio:.2f}x of plan 'onnxruntime'"
+        mark = "*" if candidate.name == decision.choice.name else " "
+        click.echo(f"  {mark} plan '{candidate.name}' ({candidate.to_onednn} to oneDNN){timing}")
+    if decision.cache_file:
+        click.echo(f"  cache: {decision.cache_file}")

@@ -16,20 +16,23 @@ import onnx_ir as ir
 
 from ..errors import BackendError, FusionWarning
 from .plan import AUTO, MODES, NONE, ONEDNN, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
+from .tuner import Decision
 
 
-def apply(model: ir.Model, mode: str, *, level: int) -> FusionPlan:
+def apply(
+    model: ir.Model, mode: str, *, level: int, decision: Decision | None = None
+) -> FusionPlan:
     """Plan ``mode`` on ``model`` (rewritten in place to carry the plan out) for a session at
     onnxruntime optimization ``level``. The plan does not depend on the session's backend:
     the spec ops it leaves alone run on whichever the session registers. A mode that forms no
     unit on a model with spec ops says so in a :class:`FusionWarning` (and ``plan.no_unit``)."""
-    plan = _plan(model, mode, level=level)
+    plan = _plan(model, mode, level=level, decision=decision)
     if plan.no_unit is not None:
         warnings.warn(plan.no_unit, FusionWarning, stacklevel=3)
     return plan
 
 
-def _plan(model: ir.Model, mode: str, *, level: int) -> FusionPlan:
+def _plan(model: ir.Model, mode: str, *, level: int, decision: Decision | None) -> FusionPlan:
     if mode not in MODES:
         raise BackendError(f"unknown fusion {mode!r}; choose one of {', '.join(MODES)}")
     if mode == NONE:
@@ -43,7 +46,7 @@ def _plan(model: ir.Model, mode: str, *, level: int) -> FusionPlan:
         from . import auto_engine
 
         _needs_onednn(mode)
-        return auto_engine.plan(model, level)
+        return auto_engine.plan(model, level, decision)
     from . import ort_engine
 
     return ort_engine.plan(model, level)

@@ -1,10 +1,11 @@
-"""Fusion "auto": each unit oneDNN forms goes to oneDNN or to onnxruntime's fused kernels by
-one small rule table (RULES, first match wins), then onnxruntime's engine plans every spec op
-left (:mod:`.ort_engine`). Each unit's ``reason`` says which rule chose its engine.
+"""Fusion "auto": each unit oneDNN forms goes to oneDNN or to onnxruntime's fused kernels as a
+measured :class:`~.tuner.Decision` says (:mod:`.tuner`, the session measures), then
+onnxruntime's engine plans every spec op left (:mod:`.ort_engine`). Each unit's ``reason``
+says why its engine.
 
-The rules come from the single-layer measurements of issues #23 and #24 (2-core CPU, oneDNN
-v3.2, onnxruntime at ORT_ENABLE_ALL); they are meant to be re-measured and tuned here, in
-one place.
+The rule table (RULES, first match wins) is one candidate plan among those measured: the
+guess from the single-layer measurements of issues #23 and #24 (2-core CPU, oneDNN v3.2,
+onnxruntime at ORT_ENABLE_ALL). Without a decision, :func:`plan` follows it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ import onnx_ir as ir
 
 from . import onednn_engine, onednn_library, ort_engine
 from .onednn_engine import Candidate
+from .onednn_translate import key
 from .plan import AUTO, ONEDNN, ONNXRUNTIME, FusionPlan
+from .tuner import Decision, Partition
 
 SMALL_ROWS = 16
 
@@ -77,11 +80,38 @@ def choose(candidate: Candidate) -> tuple[str, str]:
     return ONNXRUNTIME, NOT_FORMED  # unreachable: the last rule matches everything
 
 
-def plan(model: ir.Model, level: int) -> FusionPlan:
-    """oneDNN's units the rules keep, then onnxruntime's plan of the remaining spec ops."""
-    chosen, deferred = onednn_engine.plan_with_rule(model, choose)
+def partitions(model: ir.Model) -> list[Partition]:
+    """The partitions with compute oneDNN forms on ``model`` (planned on a private copy), each
+    with the rule table's guess: what fusion "auto" chooses among."""
+    copy = ir.from_proto(ir.to_proto(model))
+    found: list[Partition] = []
+
+    def record(candidate: Candidate) -> tuple[str, str]:
+        engine, why = choose(candidate)
+        found.append(Partition(_name(candidate), candidate.kinds, engine, why))
+        return ONNXRUNTIME, why  # nothing is replaced in the copy
+
+    onednn_engine.plan_with_rule(copy, record)
+    return found
+
+
+def plan(model: ir.Model, level: int, decision: Decision | None = None) -> FusionPlan:
+    """oneDNN's units ``decision`` gives to oneDNN (without one: the rule table's), then
+    onnxruntime's plan of the remaining spec ops."""
+    rule: Callable[[Candidate], tuple[str, str]] = choose
+    if decision is not None:
+        chosen_plan = decision.choice
+
+        def rule(candidate: Candidate) -> tuple[str, str]:
+            return chosen_plan.engine_for(_name(candidate)), decision.why
+
+    chosen, deferred = onednn_engine.plan_with_rule(model, rule)
     rest = ort_engine.plan(model, level)
     units = list(chosen.units)
     for unit in rest.units:
         units.append(replace(unit, reason=deferred.get(unit.compute, NOT_FORMED)))
-    return FusionPlan(AUTO, units=units, alone=list(rest.alone))
+    return FusionPlan(AUTO, units=units, alone=list(rest.alone), tuning=decision)
+
+
+def _name(candidate: Candidate) -> str:
+    return candidate.compute.name or key(candidate.compute)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..passes.report import SkippedNode
 
@@ -21,8 +22,9 @@ MODE_SUMMARIES: dict[str, str] = {
     "QDQ model; the other spec ops on the backend",
     ONEDNN: "the partitions of spec ops and compute oneDNN Graph forms, compiled by oneDNN "
     "(needs oneDNN; it requantizes with its own rounding: not bit-exact)",
-    AUTO: "each partition oneDNN forms goes to oneDNN or to onnxruntime's fused kernels by "
-    "one rule table (fusion/auto_engine.py), the rest as onnxruntime",
+    AUTO: "the fastest of the candidate plans (all to onnxruntime's fused kernels, oneDNN's "
+    "partitions, mixes of both), measured on this CPU at the session's input shapes and cached "
+    "(quantgraph tune fills the cache ahead); never slower than onnxruntime's plan",
 }
 MODES: tuple[str, ...] = tuple(MODE_SUMMARIES)
 # Modes whose units may requantize in oneDNN's arithmetic (partitions): never exact by design.
@@ -69,6 +71,8 @@ class FusionPlan:
     mode: str
     units: list[Unit] = field(default_factory=list)
     alone: list[LeftAlone] = field(default_factory=list)
+    # fusion "auto": the measured decision behind the plan (quantgraph.fusion.tuner.Decision)
+    tuning: Any = None
 
     @property
     def fused_nodes(self) -> int:
@@ -99,4 +103,5 @@ class FusionPlan:
             "units": [u.to_dict() for u in self.units],
             "alone": [a.to_dict() for a in self.alone],
             "no_unit": self.no_unit,
+            "tuning": None if self.tuning is None else self.tuning.to_dict(),
         }

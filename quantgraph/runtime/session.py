@@ -15,6 +15,9 @@ import onnxruntime as ort
 
 from .. import fusion as fusion_engines
 from ..backends import Backend, require, resolve_arithmetic
+from ..fusion import tuning_cache
+from ..fusion.auto_tuning import PENDING, Runner, Tuning, check_mode, default_mode
+from ..fusion.tuner import DEFAULT_BUDGET, Choice, Decision
 from ..ir.model_files import ModelLike, has_external_data, load_model, save_model
 from ..ir.onnx_schemas import register as register_schemas
 from ..ir.opsets import check_opset
@@ -37,9 +40,17 @@ class InferenceSession:
     "onnxruntime" (units of spec ops and their compute run as onnxruntime's fused kernels, as
     it runs the original QDQ model at the session's optimization level), "onednn" (oneDNN
     Graph forms partitions of spec ops and compute and runs them, with its own requantization
-    rounding) or "auto" (each unit to the faster of the two by a rule; see
-    :mod:`quantgraph.fusion`). :attr:`fusion_plan` says which unit runs where and why a spec
-    op runs alone.
+    rounding) or "auto" (the fastest of the candidate plans, measured on this CPU; see
+    :mod:`quantgraph.fusion.tuner`). :attr:`fusion_plan` says which unit runs where and why a
+    spec op runs alone.
+
+    Fusion "auto" times its candidate plans on ``tune_inputs`` (their shapes are the session's),
+    or, without them, on the inputs of the first :meth:`run`; within ``tuning_budget`` seconds,
+    keeping the fastest (never a plan slower than fusion "onnxruntime's"). Decisions are cached
+    on disk (:mod:`quantgraph.fusion.tuning_cache`). ``tuning``: "measure" (default, or
+    ``$QUANTGRAPH_TUNING``: the cache, else measure), "cache" (the cache, else the onnxruntime
+    plan, never measuring) or "force" (measure again). ``fusion_plan.tuning`` holds the decision
+    and its times.
     """
 
     def __init__(
@@ -51,6 +62,9 @@ class InferenceSession:
         options: ort.SessionOptions | None = None,
         providers: Sequence[str] = ("CPUExecutionProvider",),
         fusion: str = fusion_engines.NONE,
+        tune_inputs: Mapping[str, np.ndarray] | None = None,
+        tuning: str | None = None,
+        tuning_budget: float = DEFAULT_BUDGET,
     ) -> None:
         register_schemas()
         self._backend = require(backend)
@@ -65,29 +79,30 @@ class InferenceSession:
         self.fusion = fusion
         self.fusion_plan = fusion_engines.FusionPlan(fusion_engines.NONE)
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
-        level = int(
+        self._providers = list(providers)
+        self._level = int(
             options.graph_optimization_level
             if options is not None
             else ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # onnxruntime's own default
         )
-        source = self._prepare(model, level)
-        options = options or ort.SessionOptions()
-        if options.log_severity_level == -1:  # not chosen by the caller
+        self._tuning: Tuning | None = None
+        if fusion == fusion_engines.AUTO:
+            self._tuning = self._start_tuning(model, options, tuning, tuning_budget)
+            decision = self._tuning.decide(tune_inputs, self._candidate_runner)
+            source = self._prepare(self._tuning.model, self._level, decision)
+        else:
+            source = self._prepare(model, self._level)
+        self._options = options or ort.SessionOptions()
+        if self._options.log_severity_level == -1:  # not chosen by the caller
             # Quiet: onnxruntime's errors come back once, as the exception; its raw log lines
             # ([E:onnxruntime:...] on a failing kernel or a node oneDNN refuses) would repeat
             # them on stderr.
-            options.log_severity_level = 4
-        self._backend.configure(options)
-        self._backend.register(options, self.arithmetic)
-        if fusion_engines.uses_partitions(self.fusion_plan) and not (
-            self._backend.registers_partitions
-        ):
-            # OneDnnPartition nodes run in libquantgraph_onednn whatever runs the spec ops.
-            from ..fusion.onednn_engine import register
-
-            register(options)
-        self._session = ort.InferenceSession(source, options, providers=list(providers))
-        if not self._hooks and type(self).run is InferenceSession.run:
+            self._options.log_severity_level = 4
+        self._session = self._new_session(source, self._options, self.fusion_plan)
+        pending = self.fusion_plan.tuning is not None and self.fusion_plan.tuning.source == PENDING
+        if pending and type(self).run is InferenceSession.run:
+            self.run = self._decide_then_run  # type: ignore[method-assign]
+        elif not self._hooks and type(self).run is InferenceSession.run:
             # Nothing to do around a run: callers reach onnxruntime's own method, without a
             # Python frame of ours in between (0.3-0.8 us a call on a 31 us model). A subclass
             # that overrides run keeps its own.
@@ -95,7 +110,112 @@ class InferenceSession:
         # Which build of an outside engine runs the ops (oneDNN's, on the onednn backend).
         self.onednn_version: str | None = self._backend.engine_version()
 
-    def _prepare(self, model: ModelLike, level: int) -> str | bytes:
+    def _new_session(
+        self, source: str | bytes, options: ort.SessionOptions, plan: fusion_engines.FusionPlan
+    ) -> ort.InferenceSession:
+        """An onnxruntime session on ``source`` with the backend (and oneDNN partitions'
+        kernel, where ``plan`` has partitions) registered in ``options``."""
+        self._backend.configure(options)
+        self._backend.register(options, self.arithmetic)
+        if fusion_engines.uses_partitions(plan) and not self._backend.registers_partitions:
+            # OneDnnPartition nodes run in libquantgraph_onednn whatever runs the spec ops.
+            from ..fusion.onednn_engine import register
+
+            register(options)
+        return ort.InferenceSession(source, options, providers=self._providers)
+
+    # -- fusion "auto" (quantgraph.fusion.auto_tuning) -----------------------------------------
+
+    def _start_tuning(
+        self,
+        model: ModelLike,
+        options: ort.SessionOptions | None,
+        mode: str | None,
+        budget: float,
+    ) -> Tuning:
+        from ..backends import onednn
+
+        loaded = load_model(model)
+        check_opset(loaded, model)
+        unfused = ir.to_proto(loaded).SerializeToString()
+        threads = 0 if options is None else int(options.intra_op_num_threads)
+        versions = {"onnxruntime": ort.__version__, "onednn": onednn.version() or "none"}
+        key = tuning_cache.model_key(
+            unfused,
+            threads=threads,
+            level=self._level,
+            backend=self.backend,
+            arithmetic=self.arithmetic,
+            versions=versions,
+        )
+        self._threads = threads
+        return Tuning(
+            ir.from_proto(onnx.load_from_string(unfused)),
+            key,
+            check_mode(mode or default_mode()),
+            budget,
+        )
+
+    def _candidate_runner(self, choice: Choice) -> Runner:
+        """A session of the candidate plan ``choice``, without pool spinning (sessions timed
+        in turns must not spin against each other), as a function of the inputs."""
+        assert self._tuning is not None
+        copy = ir.from_proto(ir.to_proto(self._tuning.model))
+        plan = fusion_engines.apply(
+            copy, fusion_engines.AUTO, level=self._level, decision=Decision(choice, "candidate")
+        )
+        self._backend.prepare(copy)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel(self._level)
+        options.intra_op_num_threads = self._threads
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.log_severity_level = 4
+        session = self._new_session(ir.to_proto(copy).SerializeToString(), options, plan)
+
+        def run(feeds: Mapping[str, np.ndarray]) -> object:
+            self._backend.before_run()
+            done = session.run(None, dict(feeds))
+            self._backend.after_run()
+            return done
+
+        return run
+
+    def _decide_then_run(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, np.ndarray],
+        run_options: ort.RunOptions | None = None,
+    ) -> list[Any]:
+        """The first run of a session whose fusion "auto" had no inputs to measure on: decide
+        on these, re-plan if another plan won, then run as every later call does."""
+        assert self._tuning is not None
+        decision = self._tuning.decide(input_feed, self._candidate_runner)
+        del self.run  # later calls: the class's run, or onnxruntime's own below
+        source = self._prepare(self._tuning.model, self._level, decision)
+        self._session = self._new_session(source, self._options_copy(), self.fusion_plan)
+        if not self._hooks:
+            self.run = self._session.run  # type: ignore[method-assign]
+        return self.run(output_names, input_feed, run_options)
+
+    def _options_copy(self) -> ort.SessionOptions:
+        """The caller's options for a second session (libraries register once per object)."""
+        options = ort.SessionOptions()
+        given = self._options
+        options.graph_optimization_level = given.graph_optimization_level
+        options.intra_op_num_threads = given.intra_op_num_threads
+        options.inter_op_num_threads = given.inter_op_num_threads
+        options.execution_mode = given.execution_mode
+        options.log_severity_level = given.log_severity_level
+        options.enable_profiling = given.enable_profiling
+        for entry in ("session.intra_op.allow_spinning", "session.inter_op.allow_spinning"):
+            value = given.get_session_config_entry(entry) if _has_entry(given, entry) else ""
+            if value:
+                options.add_session_config_entry(entry, value)
+        return options
+
+    def _prepare(
+        self, model: ModelLike, level: int, decision: Decision | None = None
+    ) -> str | bytes:
         """What onnxruntime loads: the file itself or the caller's serialized model when they
         run as they are, else a prepared private copy."""
         is_path = isinstance(model, (str, os.PathLike))
@@ -108,7 +228,9 @@ class InferenceSession:
         # The seed's dst rule: a declared output type no kernel could see becomes output_dtype.
         changed = declared and DeclaredDstPass()(loaded).modified
         if fused:
-            self.fusion_plan = fusion_engines.apply(loaded, self.fusion, level=level)
+            self.fusion_plan = fusion_engines.apply(
+                loaded, self.fusion, level=level, decision=decision
+            )
             changed = changed or bool(self.fusion_plan.units)
         changed = self._backend.prepare(loaded) or changed
         if not changed:
@@ -143,5 +265,15 @@ class InferenceSession:
         return results
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # not set yet (a failing __init__): no recursion below
+            raise AttributeError(name)
         # get_inputs, get_outputs, get_modelmeta, ... come from onnxruntime's session.
         return getattr(self._session, name)
+
+
+def _has_entry(options: ort.SessionOptions, entry: str) -> bool:
+    try:
+        options.get_session_config_entry(entry)
+    except Exception:  # onnxruntime raises for an entry never set
+        return False
+    return True

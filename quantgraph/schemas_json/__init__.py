@@ -14,7 +14,7 @@ from typing import Any
 
 from ..passes.report import SKIP_CODES
 
-COMMANDS = ("convert", "lower", "validate", "run", "inspect", "bench", "error")
+COMMANDS = ("convert", "lower", "validate", "run", "inspect", "bench", "tune", "error")
 HERE = Path(__file__).resolve().parent
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -244,6 +244,27 @@ DEFS: dict[str, Schema] = {
             "units": _array({"$ref": "#/$defs/fusion_unit"}),
             "alone": _array({"$ref": "#/$defs/fusion_alone"}),
             "no_unit": NULLABLE_STRING,  # why a requested fusion formed no unit
+            "tuning": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/tuning"}]},
+        }
+    ),
+    "tuning": _object(
+        {
+            "chosen": STRING,
+            "source": {"enum": ["measured", "cache", "no partition", "not measured", "pending"]},
+            "why": STRING,
+            "candidates": _array(
+                _object(
+                    {
+                        "name": STRING,
+                        "to_onednn": _array(STRING),
+                        "median_ms": {"type": ["number", "null"]},
+                        "ratio_to_onnxruntime": {"type": ["number", "null"]},
+                    }
+                )
+            ),
+            "rounds": INT,
+            "shapes": {"type": "object", "additionalProperties": SHAPE},
+            "cache_file": NULLABLE_STRING,
         }
     ),
     "model_timing": _object(
@@ -365,6 +386,20 @@ _TOP: dict[str, tuple[str, Schema]] = {
                 _array({"$ref": "#/$defs/model_timing"}),
             ]
         },
+    ),
+    "tune": (
+        "quantgraph tune --json: fusion auto's measured decision for MODEL on this CPU.",
+        _object(
+            {
+                "model": STRING,
+                "backend": {"enum": ["native", "python", "onednn"]},
+                "arithmetic": {"enum": ["onnx", "onednn"]},
+                "threads": INT,
+                "inputs": {"type": "object"},
+                "tuning": {"$ref": "#/$defs/tuning"},
+                "fusion_plan": {"$ref": "#/$defs/fusion_plan"},
+            }
+        ),
     ),
     "error": (
         "Any command's --json output when it fails (exit code 2; the same message is on stderr).",

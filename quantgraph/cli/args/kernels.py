@@ -80,6 +80,16 @@ def _which(item: str, text: str) -> str:
     return f"{item!r} in {text!r}" if item else f"an empty item in {text!r}"
 
 
+# onnxruntime's intra-op threads: bench's sessions, and those tune decides for.
+THREADS_OPTION = group_option(
+    OWNER,
+    "--threads",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="onnxruntime intra-op threads for every session (0: onnxruntime's default).",
+)
+
 KERNEL_OPTIONS = stacked(
     group_option(
         OWNER,
@@ -106,14 +116,7 @@ KERNEL_OPTIONS = stacked(
         help="Column counts of the narrow innermost-axis per-channel layouts ([n // C, C], axis 1; "
         "each at most the smallest of --sizes); empty for none.",
     ),
-    group_option(
-        OWNER,
-        "--threads",
-        type=click.IntRange(min=0),
-        default=0,
-        show_default=True,
-        help="onnxruntime intra-op threads for every session (0: onnxruntime's default).",
-    ),
+    THREADS_OPTION,
     group_option(
         OWNER,
         "--weights",

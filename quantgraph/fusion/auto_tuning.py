@@ -1,0 +1,98 @@
+"""How a session with fusion "auto" reaches its decision: the cache, else a measurement at the
+session's input shapes (:mod:`.tuner`), else the onnxruntime plan.
+
+Modes (``tuning``): ``measure`` (the default: the cache, else measure and store), ``cache``
+(the cache, else the onnxruntime plan: never measure), ``force`` (measure again and store).
+``QUANTGRAPH_TUNING`` sets the default. The session builds each candidate's runner (it knows
+how to register its backend); this module knows nothing of backends.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from . import auto_engine, tuner, tuning_cache
+from .tuner import Choice, Decision
+
+MODES = ("measure", "cache", "force")
+ENVIRONMENT = "QUANTGRAPH_TUNING"
+PENDING = "pending"  # no inputs yet: the first run decides
+# A runner for one candidate plan: called with the inputs, runs the model once.
+Runner = Callable[[Mapping[str, np.ndarray]], object]
+Build = Callable[[Choice], Runner]
+
+
+def default_mode() -> str:
+    return os.environ.get(ENVIRONMENT) or "measure"
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"tuning must be one of {', '.join(MODES)}, not {mode!r}")
+    return mode
+
+
+def shapes_of(feeds: Mapping[str, np.ndarray]) -> dict[str, list[int]]:
+    return {name: [int(d) for d in np.shape(array)] for name, array in sorted(feeds.items())}
+
+
+@dataclass
+class Tuning:
+    """One session's tuning: its unfused model, what decisions depend on, and the mode."""
+
+    model: ir.Model  # the session's model before fusion (never planned in place)
+    key: dict[str, Any]  # tuning_cache.model_key
+    mode: str = "measure"
+    budget: float = tuner.DEFAULT_BUDGET
+    measure: tuner.Measure | None = None  # injected by tests; else timed runs
+
+    def candidates(self) -> list[Choice]:
+        return tuner.choices(auto_engine.partitions(self.model))
+
+    def decide(self, feeds: Mapping[str, np.ndarray] | None, build: Build) -> Decision:
+        """The decision for ``feeds`` (None: not known yet)."""
+        candidates = self.candidates()
+        if len(candidates) == 1:
+            return Decision(candidates[0], "no partition", candidates)
+        shapes = None if feeds is None else shapes_of(feeds)
+        if self.mode != "force":
+            cached = tuning_cache.load(self.key, shapes)
+            if cached is not None and _same(cached.candidates, candidates):
+                return cached
+        if self.mode == "cache":
+            return Decision(candidates[0], "not measured", candidates, note="tuning 'cache'")
+        if feeds is None:
+            return Decision(candidates[0], PENDING, candidates, note="no inputs yet")
+        decision = tuner.decide(candidates, self.measure or _timed(feeds, build, self.budget))
+        decision.shapes = shapes or {}
+        tuning_cache.store(self.key, decision)
+        return decision
+
+
+def _timed(feeds: Mapping[str, np.ndarray], build: Build, budget: float) -> tuner.Measure:
+    def measure(candidates: Sequence[Choice]) -> tuple[dict[str, float], dict[str, float], int]:
+        with warnings.catch_warnings():  # a candidate that forms no unit is no news
+            warnings.simplefilter("ignore")
+            runners = {c.name: build(c) for c in candidates}
+        calls = {name: _bound(run, feeds) for name, run in runners.items()}
+        return tuner.time_runs(calls, budget)
+
+    return measure
+
+
+def _bound(run: Runner, feeds: Mapping[str, np.ndarray]) -> Callable[[], object]:
+    return lambda: run(feeds)
+
+
+def _same(one: Sequence[Choice], other: Sequence[Choice]) -> bool:
+    return [(c.name, c.engines) for c in one] == [(c.name, c.engines) for c in other]
+
+
+__all__ = ["ENVIRONMENT", "MODES", "PENDING", "Build", "Runner", "Tuning", "check_mode"]

@@ -1,0 +1,156 @@
+"""Fusion "auto"'s decisions on disk, so a model is measured once per machine and shapes.
+
+One JSON file per model and machine: the key (the model's digest, the CPU's model and ISA
+flags, threads, optimization level, backend and arithmetic, library versions) and, per input
+shapes, the decision measured there. The folder is ``$QUANTGRAPH_CACHE_DIR/tuning``, else
+``$XDG_CACHE_HOME/quantgraph/tuning``, else ``~/.cache/quantgraph/tuning``: files a user may read
+and delete (``quantgraph tune --json`` names the file). A file that cannot be read is ignored
+and rewritten; a cache that cannot be written costs a measurement next time, never an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..cpu import cpu
+from .tuner import Choice, Decision
+
+FORMAT = 1
+
+
+def folder() -> Path:
+    base = os.environ.get("QUANTGRAPH_CACHE_DIR")
+    if base:
+        return Path(base) / "tuning"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    root = Path(xdg) if xdg else Path.home() / ".cache"
+    return root / "quantgraph" / "tuning"
+
+
+def model_key(
+    model: bytes,
+    *,
+    threads: int,
+    level: int,
+    backend: str,
+    arithmetic: str,
+    versions: Mapping[str, str],
+) -> dict[str, Any]:
+    """What a decision depends on besides the input shapes."""
+    found = cpu()
+    return {
+        "format": FORMAT,
+        "model_sha256": hashlib.sha256(model).hexdigest(),
+        "cpu": found.model,
+        "cpu_flags": sorted(found.flags),
+        "threads": threads,
+        "level": level,
+        "backend": backend,
+        "arithmetic": arithmetic,
+        "versions": dict(versions),
+    }
+
+
+def shapes_key(shapes: Mapping[str, list[int]] | None) -> str:
+    return "" if shapes is None else json.dumps(dict(sorted(shapes.items())))
+
+
+def path_of(key: Mapping[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]
+    return folder() / f"{digest}.json"
+
+
+def load(key: Mapping[str, Any], shapes: Mapping[str, list[int]] | None) -> Decision | None:
+    """The decision stored for ``key`` at ``shapes``; with ``shapes`` None (not known yet), the
+    only decision stored for ``key`` if there is exactly one."""
+    path = path_of(key)
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("key") != dict(key):
+            return None
+        decisions: dict[str, Any] = stored["decisions"]
+        if shapes is None:
+            if len(decisions) != 1:
+                return None
+            (entry,) = decisions.values()
+        else:
+            entry = decisions.get(shapes_key(shapes))
+            if entry is None:
+                return None
+        decision = _decision(entry)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    decision.source = "cache"
+    decision.cache_file = str(path)
+    return decision
+
+
+def store(key: Mapping[str, Any], decision: Decision) -> Path | None:
+    """Add ``decision`` (measured at ``decision.shapes``) to ``key``'s file, atomically; None
+    when the cache cannot be written."""
+    path = path_of(key)
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        if stored.get("key") != dict(key):
+            stored = None
+    except (OSError, ValueError):
+        stored = None
+    if not isinstance(stored, dict) or not isinstance(stored.get("decisions"), dict):
+        stored = {"key": dict(key), "decisions": {}}
+    entry = _entry(decision)
+    stored["decisions"][shapes_key(decision.shapes)] = entry
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".tuning-", dir=path.parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                json.dump(stored, file, indent=1)
+            os.replace(temporary, path)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+    except OSError:
+        return None
+    decision.cache_file = str(path)
+    return path
+
+
+def _entry(decision: Decision) -> dict[str, Any]:
+    return {
+        "chosen": decision.choice.name,
+        "candidates": [
+            {"name": c.name, "engines": [list(e) for e in c.engines]} for c in decision.candidates
+        ],
+        "times_ms": decision.times_ms,
+        "ratios": decision.ratios,
+        "rounds": decision.rounds,
+        "shapes": decision.shapes,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _decision(entry: Mapping[str, Any]) -> Decision:
+    candidates = [
+        Choice(str(c["name"]), tuple((str(a), str(b)) for a, b in c["engines"]))
+        for c in entry["candidates"]
+    ]
+    (choice,) = [c for c in candidates if c.name == entry["chosen"]]
+    return Decision(
+        choice,
+        "cache",
+        candidates,
+        {str(k): float(v) for k, v in entry["times_ms"].items()},
+        {str(k): float(v) for k, v in entry["ratios"].items()},
+        int(entry["rounds"]),
+        {str(k): [int(d) for d in v] for k, v in entry["shapes"].items()},
+    )
+
+
+__all__ = ["folder", "load", "model_key", "path_of", "shapes_key", "store"]

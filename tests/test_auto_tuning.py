@@ -1,0 +1,262 @@
+"""fusion="auto" decides by measuring (issue #33): the decision logic with injected timings
+(exact), the timing loop with an injected clock, the cache, the modes, and one real measurement
+on whatever CPU runs the suite."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+
+import quantgraph
+from quantgraph.cli import main
+from quantgraph.fusion import tuner, tuning_cache
+from quantgraph.fusion.tuner import BASELINE, MARGIN, Partition, choices, decide
+from quantgraph.schemas_json import schema
+from quantgraph.validation import make_inputs
+from tests.builders import requires_onednn
+
+ROOT = Path(__file__).resolve().parent.parent
+CNN = ROOT / "models" / "cnn_u8.onnx"
+
+CONV = Partition("conv", ("Dequantize", "Dequantize", "Convolution", "Quantize"), "onednn", "r")
+MATMUL = Partition("fc", ("Dequantize", "Dequantize", "MatMul"), "onnxruntime", "r")
+POOL = Partition("pool", ("Dequantize", "MaxPool", "Quantize"), "onnxruntime", "r")
+
+
+# -- the candidate plans and the decision (no session) -----------------------------------------
+
+
+def test_candidates_baseline_first_none_twice() -> None:
+    found = choices([CONV, MATMUL, POOL])
+    names = [c.name for c in found]
+    assert names[0] == BASELINE and len(set(names)) == len(names)
+    assert len({c.engines for c in found}) == len(found)
+    by_name = {c.name: c for c in found}
+    assert by_name[BASELINE].to_onednn == 0 and by_name["onednn"].to_onednn == 3
+    assert by_name["onednn for MatMul only"].engine_for("fc") == "onednn"
+    assert by_name["onednn for MatMul only"].engine_for("conv") == "onnxruntime"
+    rules = (("conv", "onednn"), ("fc", "onnxruntime"), ("pool", "onnxruntime"))
+    assert by_name["rules"].engines == rules
+    assert "onednn for Convolution only" not in by_name  # the same plan as the rules'
+    # One kind only: no per-kind mixes; a rule table that agrees with a plan adds nothing.
+    assert [c.name for c in choices([CONV])] == [BASELINE, "onednn"]
+
+
+def _fixed(ratios: Mapping[str, float]) -> tuner.Measure:
+    def measure(candidates: object) -> tuple[dict[str, float], dict[str, float], int]:
+        return {n: r * 2.0 for n, r in ratios.items()}, dict(ratios), 5
+
+    return measure
+
+
+@pytest.mark.parametrize(
+    ("ratios", "chosen"),
+    [
+        ({BASELINE: 1.0, "onednn": 0.6, "rules": 0.7}, "onednn"),
+        ({BASELINE: 1.0, "onednn": 0.99, "rules": 1.2}, BASELINE),  # within the margin: noise
+        ({BASELINE: 1.0, "onednn": 1.5, "rules": MARGIN - 0.01}, "rules"),
+        ({BASELINE: 1.0, "onednn": 5.4, "rules": 4.5}, BASELINE),  # never slower
+    ],
+)
+def test_the_fastest_plan_wins_by_a_margin(ratios: dict[str, float], chosen: str) -> None:
+    candidates = choices([CONV, MATMUL])
+    candidates = [c for c in candidates if c.name in ratios]
+    decision = decide(candidates, _fixed(ratios))
+    assert decision.choice.name == chosen and decision.source == "measured"
+    assert decision.ratios == ratios and decision.rounds == 5
+    assert decision.why.startswith(f"plan '{chosen}'")
+
+
+def test_no_partition_nothing_to_measure() -> None:
+    (only,) = choices([])
+
+    def never(candidates: object) -> tuple[dict[str, float], dict[str, float], int]:
+        raise AssertionError("measured")
+
+    decision = decide([only], never)
+    assert decision.choice.name == BASELINE and decision.source == "no partition"
+
+
+def test_time_runs_with_an_injected_clock() -> None:
+    """Each run advances a fake clock by its own cost: medians and ratios come out exact, the
+    rounds stop at the budget (but never below the minimum)."""
+    now = [0.0]
+    costs = {BASELINE: 0.002, "onednn": 0.001, "rules": 0.003}
+
+    def advance(cost: float) -> Callable[[], None]:
+        def run() -> None:
+            now[0] += cost
+
+        return run
+
+    runs = {name: advance(cost) for name, cost in costs.items()}
+    times, ratios, rounds = tuner.time_runs(runs, budget=0.5, clock=lambda: now[0])
+    assert times == pytest.approx({n: c * 1e3 for n, c in costs.items()})
+    assert ratios == pytest.approx({BASELINE: 1.0, "onednn": 0.5, "rules": 1.5})
+    assert tuner.MIN_ROUNDS <= rounds <= tuner.MAX_ROUNDS
+    # 20 ms turns of 6 ms rounds' worth of calls: the budget is spent after a few rounds
+    assert now[0] < 0.5 + 3 * 0.06 * 10
+    _, _, tiny = tuner.time_runs(runs, budget=1e-9, clock=lambda: now[0])
+    assert tiny == tuner.MIN_ROUNDS
+
+
+# -- sessions: the decision carried out, cached, and the modes ---------------------------------
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("QUANTGRAPH_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "tuning"
+
+
+@pytest.fixture(scope="module")
+def rewritten() -> onnx.ModelProto:
+    return quantgraph.convert(CNN).proto
+
+
+def _fake_timing(monkeypatch: pytest.MonkeyPatch, ratios: Mapping[str, float]) -> list[list[str]]:
+    """time_runs replaced: each candidate's session runs once (it must work), and the ratios
+    are ``ratios`` (1.0 for any other candidate)."""
+    calls: list[list[str]] = []
+
+    def fake(
+        runs: Mapping[str, Callable[[], object]], budget: float = 0.0, clock: object = None
+    ) -> tuple[dict[str, float], dict[str, float], int]:
+        calls.append(list(runs))
+        for run in runs.values():
+            run()
+        found = {name: ratios.get(name, 1.0) for name in runs}
+        return {n: r * 0.1 for n, r in found.items()}, found, 3
+
+    monkeypatch.setattr(tuner, "time_runs", fake)
+    return calls
+
+
+@requires_onednn
+def test_the_session_runs_the_plan_that_measured_fastest(
+    rewritten: onnx.ModelProto, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _fake_timing(monkeypatch, {"onednn": 0.5})
+    feeds = make_inputs(CNN)
+    session = quantgraph.InferenceSession(rewritten, "native", fusion="auto", tune_inputs=feeds)
+    decision = session.fusion_plan.tuning
+    assert decision.choice.name == "onednn" and decision.source == "measured"
+    assert len(calls) == 1 and calls[0][0] == BASELINE
+    units = session.fusion_plan.units
+    assert any(u.engine == "onednn" for u in units)
+    assert all(
+        "plan 'onednn' measured fastest at 0.50x" in u.reason for u in units if u.engine == "onednn"
+    )
+    assert decision.cache_file is not None and Path(decision.cache_file).parent == cache
+    stored = json.loads(Path(decision.cache_file).read_text())
+    assert stored["key"]["cpu_flags"] and stored["key"]["model_sha256"]
+    (entry,) = stored["decisions"].values()
+    assert entry["chosen"] == "onednn" and entry["shapes"] == {"input": [1, 3, 16, 16]}
+    # The same model, shapes, CPU, threads and libraries: from the cache, nothing measured.
+    again = quantgraph.InferenceSession(rewritten, "native", fusion="auto", tune_inputs=feeds)
+    assert again.fusion_plan.tuning.source == "cache" and len(calls) == 1
+    np.testing.assert_array_equal(again.run(None, feeds)[0], session.run(None, feeds)[0])
+
+
+@requires_onednn
+def test_modes_cache_force_and_the_first_run(
+    rewritten: onnx.ModelProto, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _fake_timing(monkeypatch, {"rules": 0.8})
+    feeds = make_inputs(CNN)
+    cached_only = quantgraph.InferenceSession(
+        rewritten, "native", fusion="auto", tune_inputs=feeds, tuning="cache"
+    )
+    plan = cached_only.fusion_plan
+    assert plan.tuning.source == "not measured" and not calls
+    assert all(u.engine == "onnxruntime" for u in plan.units)  # a cache miss: the baseline
+    # No inputs yet: the first run decides, on its inputs, and later runs use that plan.
+    lazy = quantgraph.InferenceSession(rewritten, "native", fusion="auto")
+    assert lazy.fusion_plan.tuning.source == "pending" and not calls
+    first = lazy.run(None, feeds)
+    assert len(calls) == 1 and lazy.fusion_plan.tuning.source == "measured"
+    np.testing.assert_array_equal(lazy.run(None, feeds)[0], first[0])
+    assert len(calls) == 1
+    forced = quantgraph.InferenceSession(
+        rewritten, "native", fusion="auto", tune_inputs=feeds, tuning="force"
+    )
+    assert forced.fusion_plan.tuning.source == "measured" and len(calls) == 2
+    with pytest.raises(ValueError, match="tuning must be one of measure, cache, force"):
+        quantgraph.InferenceSession(rewritten, "native", fusion="auto", tuning="sometimes")
+
+
+def test_an_unwritable_cache_costs_a_measurement_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("QUANTGRAPH_CACHE_DIR", str(blocked))
+    candidates = choices([CONV])
+    decision = decide(candidates, _fixed({BASELINE: 1.0, "onednn": 0.5}))
+    key = {"model_sha256": "x"}
+    assert tuning_cache.store(key, decision) is None
+    assert tuning_cache.load(key, {}) is None
+
+
+def test_a_damaged_cache_file_is_ignored(cache: Path) -> None:
+    candidates = choices([CONV])
+    decision = decide(candidates, _fixed({BASELINE: 1.0, "onednn": 0.5}))
+    decision.shapes = {"x": [1, 4]}
+    key = {"model_sha256": "y"}
+    path = tuning_cache.store(key, decision)
+    assert path is not None
+    loaded = tuning_cache.load(key, {"x": [1, 4]})
+    assert loaded is not None and loaded.choice == decision.choice
+    assert tuning_cache.load(key, None) is not None  # the only decision for this model
+    assert tuning_cache.load(key, {"x": [2, 4]}) is None
+    path.write_text("{ half")
+    assert tuning_cache.load(key, {"x": [1, 4]}) is None
+    assert tuning_cache.store(key, decision) == path  # and rewritten
+
+
+# -- the real measurement, on the CPU at hand --------------------------------------------------
+
+
+@requires_onednn
+def test_auto_measures_on_this_cpu_and_is_never_slower(
+    rewritten: onnx.ModelProto, cache: Path
+) -> None:
+    feeds = make_inputs(CNN)
+    session = quantgraph.InferenceSession(
+        rewritten, "native", fusion="auto", tune_inputs=feeds, tuning_budget=1.0
+    )
+    decision = session.fusion_plan.tuning
+    assert decision.source == "measured" and decision.rounds >= tuner.MIN_ROUNDS
+    assert set(decision.times_ms) == {c.name for c in decision.candidates}
+    assert all(t > 0 for t in decision.times_ms.values())
+    assert decision.ratios[BASELINE] == 1.0
+    assert decision.ratios[decision.choice.name] <= 1.0  # the baseline or one that beat it
+    assert session.run(None, feeds)[0].shape == (1, 10)
+
+
+@requires_onednn
+def test_tune_and_inspect_show_the_decision(tmp_path: Path, cache: Path) -> None:
+    model = tmp_path / "cnn_qg.onnx"
+    quantgraph.convert(CNN).save(model)
+    runner = CliRunner()
+    done = runner.invoke(main, ["tune", str(model), "--budget", "0.5", "--json"])
+    assert done.exit_code == 0, done.output
+    payload = json.loads(done.stdout)
+    import jsonschema
+
+    jsonschema.validate(payload, schema("tune"))
+    assert payload["tuning"]["source"] == "measured"
+    assert Path(payload["tuning"]["cache_file"]).parent == cache
+    text = runner.invoke(main, ["inspect", str(CNN), "--fusion", "auto"])
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    assert any(line.startswith("auto: plan '") for line in lines), lines
+    assert any("ms a run" in line for line in lines)
+    refused = runner.invoke(main, ["tune", str(CNN)])
+    assert refused.exit_code == 2 and "holds no quantgraph spec ops" in refused.stderr
