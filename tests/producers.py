@@ -116,6 +116,50 @@ def nncf_quantized(arch: str) -> onnx.ModelProto:
 
 
 @cache
+def nncf_constant_weights(preset: str) -> onnx.ModelProto:
+    """A small residual CNN ending in a Sigmoid (a detector head's shape), its weights and
+    biases as Constant nodes as PyTorch's exporter writes them, through NNCF's post-training
+    quantization with ``preset`` ("performance" or "mixed"): NNCF then quantizes the float
+    weights in the graph, Constant -> QuantizeLinear -> DequantizeLinear -> Conv."""
+    import nncf
+
+    rng = np.random.default_rng(1)
+
+    def constant(name: str, shape: tuple[int, ...], scale: float) -> onnx.NodeProto:
+        array = (rng.standard_normal(shape) * scale).astype(np.float32)
+        value = numpy_helper.from_array(array, name)
+        return helper.make_node("Constant", [], [name], value=value, name=f"c_{name}")
+
+    nodes = [
+        constant("w1", (8, 3, 3, 3), 0.3),
+        constant("b1", (8,), 0.1),
+        constant("w2", (8, 8, 3, 3), 0.2),
+        constant("b2", (8,), 0.1),
+        constant("w3", (1, 8, 1, 1), 0.3),
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], name="conv1"),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], name="conv2"),
+        helper.make_node("Add", ["c2", "r1"], ["a"], name="add"),
+        helper.make_node("Relu", ["a"], ["r2"], name="relu2"),
+        helper.make_node("Conv", ["r2", "w3"], ["c3"], name="conv3"),
+        helper.make_node("Sigmoid", ["c3"], ["y"], name="sigmoid"),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 32, 32])
+    graph = helper.make_graph(nodes, "residual", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    samples = [{"x": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(8)]
+    logging.getLogger("nncf").setLevel(logging.ERROR)
+    chosen = (
+        nncf.QuantizationPreset.MIXED if preset == "mixed" else nncf.QuantizationPreset.PERFORMANCE
+    )
+    quantized: onnx.ModelProto = nncf.quantize(
+        model, nncf.Dataset(samples), subset_size=8, preset=chosen
+    )
+    return quantized
+
+
+@cache
 def dynamic_quantized(opset: int = 13) -> onnx.ModelProto:
     """cnn(opset) through quantize_dynamic: DynamicQuantizeLinear feeding ConvInteger and
     MatMulInteger."""

@@ -48,3 +48,21 @@ def test_nncf_cnn_fuses_into_qlinearconv() -> None:
     session = quantgraph.InferenceSession(converted, "native", fusion="onnxruntime")
     kernels = {u.kernel for u in session.fusion_plan.units}
     assert "com.microsoft.QLinearConv" in kernels, session.fusion_plan.to_dict()
+
+
+@pytest.mark.parametrize("preset", ["performance", "mixed"])
+def test_weights_through_constant_nodes_fuse_exactly(preset: str) -> None:
+    """NNCF quantizes float weights that arrive as Constant nodes in the graph (Constant ->
+    QuantizeLinear -> DequantizeLinear -> Conv): fusion "onnxruntime" equals the original at
+    ORT_ENABLE_ALL bit for bit (issue #33, item 5), and fusion "none" the spec composition."""
+    model = producers.nncf_constant_weights(preset)
+    prod = {out: n for n in model.graph.node for out in n.output}
+    quantized = [n for n in model.graph.node if n.op_type == "QuantizeLinear"]
+    assert any(n.input[0] in prod and prod[n.input[0]].op_type == "Constant" for n in quantized), (
+        "NNCF no longer quantizes Constant weights in the graph"
+    )
+    converted = quantgraph.convert(model).proto
+    for fusion in ("none", "onnxruntime"):
+        report = quantgraph.validate(model, converted, fusion=fusion, iterations=4)
+        assert report.agree and report.exact_expected, report.to_dict()
+        assert all(o.mismatches == 0 for o in report.outputs)
