@@ -67,6 +67,8 @@ class Timing:
     error: str | None = None
     # What every variant was fed, by input name: validate's description of each input.
     inputs: dict[str, dict[str, object]] = field(default_factory=dict)
+    # Fusion "auto": the plan its first process chose, and why (null for the other variants).
+    plan: str | None = None
 
     @property
     def median_ms(self) -> float | None:
@@ -164,6 +166,9 @@ def bench_models(
                         command, count, Path(scratch), live[variant.label], turn_timeout
                     )
                     results[variant.label].error = failed
+                    results[variant.label].plan = next(
+                        (p.plan for p in live[variant.label] if p.plan), None
+                    )
             for round_index in range(rounds):
                 shift = round_index % len(chosen)
                 order = chosen[shift:] + chosen[:shift]
@@ -283,6 +288,7 @@ class _LiveProcess:
             os.close(write_end)  # the worker's now: end of file here when it exits
         self._replies = read_end
         self._pending = b""  # bytes read past the last reply
+        self.plan: str | None = None  # fusion auto's choice, as the ready answer says
 
     def _reply_line(self) -> bytes | None:
         """The next reply line (b"": the worker has exited), or None when ``self._timeout``
@@ -321,6 +327,7 @@ class _LiveProcess:
         """None once the session is built and warm, else why not."""
         answer = self._answer()
         self._signal(_PAUSE)
+        self.plan = str(answer["plan"]) if answer.get("plan") else None
         return str(answer["error"]) if "error" in answer else None
 
     def time_calls(self) -> float | str:
@@ -440,6 +447,7 @@ def _worker(argv: list[str]) -> int:
 
     try:
         call: Callable[..., object]
+        wrapped = None
         if variant.backend is None:
             session = ort.InferenceSession(variant.model, options, ["CPUExecutionProvider"])
             call = session.run
@@ -456,7 +464,8 @@ def _worker(argv: list[str]) -> int:
             times = timed()
             say({"median_ms": statistics.median(times), "times_ms": times})
             return 0
-        say({"ready": True})
+        tuning = None if wrapped is None else wrapped.fusion_plan.tuning
+        say({"ready": True, "plan": None if tuning is None else tuning.why})
         for _ in sys.stdin:
             # Each turn warms up again: between turns the other processes ran, and this one's
             # weights and pool threads went cold (without it, x[16,4096] @ int4 timed 5 calls a

@@ -99,8 +99,9 @@ class InferenceSession:
             # them on stderr.
             self._options.log_severity_level = 4
         self._session = self._new_session(source, self._options, self.fusion_plan)
-        pending = self.fusion_plan.tuning is not None and self.fusion_plan.tuning.source == PENDING
-        if pending and type(self).run is InferenceSession.run:
+        decided = self.fusion_plan.tuning
+        self._pending = decided is not None and decided.source == PENDING
+        if self._pending and type(self).run is InferenceSession.run:
             self.run = self._decide_then_run  # type: ignore[method-assign]
         elif not self._hooks and type(self).run is InferenceSession.run:
             # Nothing to do around a run: callers reach onnxruntime's own method, without a
@@ -187,15 +188,19 @@ class InferenceSession:
         run_options: ort.RunOptions | None = None,
     ) -> list[Any]:
         """The first run of a session whose fusion "auto" had no inputs to measure on: decide
-        on these, re-plan if another plan won, then run as every later call does."""
-        assert self._tuning is not None
-        decision = self._tuning.decide(input_feed, self._candidate_runner)
-        del self.run  # later calls: the class's run, or onnxruntime's own below
-        source = self._prepare(self._tuning.model, self._level, decision)
-        self._session = self._new_session(source, self._options_copy(), self.fusion_plan)
-        if not self._hooks:
-            self.run = self._session.run  # type: ignore[method-assign]
-        return self.run(output_names, input_feed, run_options)
+        on these, re-plan if another plan won, then run as every later call does (a caller
+        holding this bound method keeps calling it: later calls only run)."""
+        if self._pending:
+            assert self._tuning is not None
+            decision = self._tuning.decide(input_feed, self._candidate_runner)
+            source = self._prepare(self._tuning.model, self._level, decision)
+            self._session = self._new_session(source, self._options_copy(), self.fusion_plan)
+            self._pending = False
+            if not self._hooks:
+                self.run = self._session.run  # type: ignore[method-assign]
+            else:
+                del self.run  # the class's run, with the backend's calls around it
+        return InferenceSession.run(self, output_names, input_feed, run_options)
 
     def _options_copy(self) -> ort.SessionOptions:
         """The caller's options for a second session (libraries register once per object)."""
