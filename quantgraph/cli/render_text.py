@@ -254,12 +254,45 @@ def print_validation(report: Any) -> None:
                 f"{first.max_abs_diff:g} max_ulp_diff={first.max_ulp_diff} "
                 f"mismatches={first.mismatches}/{first.elements}"
             )
+        if getattr(found, "partitions", None) is not None:
+            _print_partitions(found)
     verdict = "the models agree" if report.agree else "the models DISAGREE"
     if report.optimized:
         verdict += " (from the ORT_DISABLE_ALL comparison only)"
     elif getattr(report, "onnx_arithmetic", None):
         verdict += " (in oneDNN's arithmetic)"
     click.echo(f"verdict: {verdict}")
+
+
+def _steps_text(steps: float | None) -> str:
+    return "no step" if steps is None else f"{steps:.3g} steps"
+
+
+def _print_partitions(found: Any, limit: int = 10) -> None:
+    """Each oneDNN partition alone against the spec's composition of its ops."""
+    checks = found.partitions
+    differing = [c for c in checks if c.introduces or c.note]
+    click.echo(
+        f"oneDNN partitions: {len(checks)} run alone on the spec composition's inputs "
+        f"(the original at ORT_DISABLE_ALL), {sum(c.introduces for c in checks)} introduce "
+        "a difference"
+    )
+    first = found.first_partition_divergence
+    if first is not None:
+        click.echo(
+            f"  first partition divergence: '{first.node}' ({first.kernel}) output "
+            f"'{first.tensor}': introduces {_steps_text(first.max_abs_diff_steps)} "
+            f"(max_abs_diff={first.max_abs_diff:g} mismatches={first.mismatches}/{first.elements})"
+        )
+    for check in differing[:limit]:
+        line = f"  {check.compute}: " + (
+            check.note
+            or f"introduces {_steps_text(check.introduced_steps)}, shows "
+            f"{_steps_text(check.inherited_steps)} in the fused run"
+        )
+        click.echo(line + (f" ({check.reason})" if check.reason else ""))
+    if len(differing) > limit:
+        click.echo(f"  ... {len(differing) - limit} more (--json lists every partition)")
 
 
 def _informational(

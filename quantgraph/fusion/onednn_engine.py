@@ -18,6 +18,7 @@ every partition (:mod:`.onednn_translate`). oneDNN's fused requantization rounds
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +37,10 @@ from .plan import ONEDNN, FusionPlan, LeftAlone, Unit
 PARTITION_OP = "OneDnnPartition"
 PARTITION_DOMAIN = "com.quantgraph.onednn"  # its own domain: see register()
 OPS_KEY = "quantgraph.onednn.ops"  # session config entry read by libquantgraph_onednn
+# Metadata of each OneDnnPartition node: JSON {"compute": name, "inputs"/"outputs": [[the name
+# the tensor has in the unfused graph, described NHWC], ...]}. Channels-last chains lose those
+# names (cancelled Transposes); validation needs them to feed and check one partition alone.
+NAMES_KEY = "quantgraph.onednn.names"
 SUBGRAPH = "inside a subgraph or function: fusion 'onednn' plans the main graph only"
 NO_PARTITION = "oneDNN put it in no partition with compute"
 MAIN_KINDS = ("Convolution", "MatMul")
@@ -307,6 +312,14 @@ def _replace(
         attributes=[ir.AttrString("description", candidate.text)],
         num_outputs=len(old_values),
         name=f"onednn_partition_{index}_{candidate.compute.name or index}",
+    )
+
+    def named(tensors: tuple[int, ...]) -> list[tuple[str | None, bool]]:
+        return [(translation.values[t].name, t in candidate.nhwc) for t in tensors]
+
+    compute = candidate.compute.name or key(candidate.compute)
+    node.metadata_props[NAMES_KEY] = json.dumps(
+        {"compute": compute, "inputs": named(candidate.inputs), "outputs": named(candidate.outputs)}
     )
     # A Dequantize copied per consumer stays while a consumer outside still reads it.
     old_nodes = [translation.nodes[o.id] for o in candidate.ops if o.id not in translation.copies]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,10 @@ class InferenceSession:
     ``$QUANTGRAPH_TUNING``: the cache, else measure), "cache" (the cache, else the onnxruntime
     plan, never measuring) or "force" (measure again). ``fusion_plan.tuning`` holds the decision
     and its times.
+
+    ``after_fusion``, when given, is called with the session's private copy once fusion has
+    planned it (validation exposes tensors as outputs there: exposed before planning, they
+    would be kept out of every unit).
     """
 
     def __init__(
@@ -65,8 +69,10 @@ class InferenceSession:
         tune_inputs: Mapping[str, np.ndarray] | None = None,
         tuning: str | None = None,
         tuning_budget: float = DEFAULT_BUDGET,
+        after_fusion: Callable[[ir.Model], None] | None = None,
     ) -> None:
         register_schemas()
+        self._after_fusion = after_fusion
         self._backend = require(backend)
         # Backends whose kernels record errors need a call around each run; others get none
         # (a run of a 40 us model pays for every Python call around it).
@@ -228,7 +234,8 @@ class InferenceSession:
         check_opset(loaded, model)
         declared = needs_declared_dst(loaded)
         fused = self.fusion != fusion_engines.NONE
-        if loaded is model and (declared or fused or self._backend.prepares):
+        hook = self._after_fusion
+        if loaded is model and (declared or fused or self._backend.prepares or hook):
             loaded = ir.from_proto(ir.to_proto(loaded))  # the caller's object stays as it was
         # The seed's dst rule: a declared output type no kernel could see becomes output_dtype.
         changed = declared and DeclaredDstPass()(loaded).modified
@@ -237,6 +244,9 @@ class InferenceSession:
                 loaded, self.fusion, level=level, decision=decision
             )
             changed = changed or bool(self.fusion_plan.units)
+        if hook is not None:
+            hook(loaded)
+            changed = True
         changed = self._backend.prepare(loaded) or changed
         if not changed:
             if is_path:

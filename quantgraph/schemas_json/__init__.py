@@ -179,6 +179,47 @@ DEFS: dict[str, Schema] = {
             "tensors_differing": INT,
             "first_divergence": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/divergence"}]},
             "differing": _array({"$ref": "#/$defs/tensor_comparison"}),
+            "partitions": {
+                "oneOf": [{"type": "null"}, _array({"$ref": "#/$defs/partition_check"})]
+            },
+            "first_partition_divergence": {
+                "oneOf": [{"type": "null"}, {"$ref": "#/$defs/partition_divergence"}]
+            },
+        }
+    ),
+    # one oneDNN partition run alone on the spec composition's inputs (validate --intermediate)
+    "partition_check": _object(
+        {
+            "node": STRING,
+            "compute": STRING,
+            "kernel": STRING,
+            "reason": STRING,
+            "note": STRING,
+            "introduced_steps": {"type": ["number", "null"]},
+            "inherited_steps": {"type": ["number", "null"]},
+            "outputs": _array({"$ref": "#/$defs/partition_output"}),
+        }
+    ),
+    "partition_output": _object(
+        {
+            "name": STRING,
+            "step": {"type": ["number", "null"]},
+            "introduced": {"$ref": "#/$defs/tensor_comparison"},
+            "introduced_steps": {"type": ["number", "null"]},
+            "inherited": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/tensor_comparison"}]},
+            "inherited_steps": {"type": ["number", "null"]},
+        }
+    ),
+    "partition_divergence": _object(
+        {
+            "node": STRING,
+            "compute": STRING,
+            "kernel": STRING,
+            "tensor": STRING,
+            "max_abs_diff": {"$ref": "#/$defs/float"},
+            "max_abs_diff_steps": {"type": ["number", "null"]},
+            "mismatches": INT,
+            "elements": INT,
         }
     ),
     "validation": _object(

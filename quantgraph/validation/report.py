@@ -10,6 +10,7 @@ from typing import Any
 from ..fusion.plan import PARTITION_MODES
 from ..reference.compare import TensorComparison
 from .error_stats import ErrorStats
+from .partition_report import PartitionCheck, PartitionDivergence, first_divergence
 
 # Each comparison is a short line (``comparison``) and why it is judged so (``..._NOTE``).
 EXACT = "original vs rewritten on the {backend} backend, both at ORT_DISABLE_ALL: must be identical"
@@ -106,14 +107,26 @@ class IntermediateReport:
     # with the original's node and op type that computes it.
     order: list[str] = field(default_factory=list)
     producers: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # oneDNN's partitions (fusion "onednn", or "auto" where it chose some), in graph order,
+    # each checked alone against the spec's composition of its ops (:mod:`.partitions`).
+    partitions: list[PartitionCheck] | None = None
+
+    @property
+    def first_partition_divergence(self) -> PartitionDivergence | None:
+        return None if self.partitions is None else first_divergence(self.partitions)
 
     def to_dict(self) -> dict[str, object]:
         first = self.first_divergence
+        partition = self.first_partition_divergence
         return {
             "tensors_compared": self.tensors_compared,
             "tensors_differing": self.tensors_differing,
             "first_divergence": None if first is None else first.to_dict(),
             "differing": [t.to_dict() for t in self.differing],
+            "partitions": None
+            if self.partitions is None
+            else [p.to_dict() for p in self.partitions],
+            "first_partition_divergence": None if partition is None else partition.to_dict(),
         }
 
 

@@ -19,7 +19,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 from ..errors import ModelError
-from ..fusion.plan import PARTITION_MODES
+from ..fusion.plan import AUTO, ONEDNN, PARTITION_MODES
 from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.opsets import check_opset
 from ..reference.compare import TensorComparison, compare, merge, typed
@@ -30,6 +30,7 @@ from .inputs import describe_feeds, draw
 from .inputs import plan_inputs as plan
 from .intermediate import after_quantization, producers, with_all_outputs
 from .options import InputOptionError, parse_size
+from .partitions import Partitions
 from .report import (
     EXACT,
     EXACT_NOTE,
@@ -281,8 +282,13 @@ def validate(
             expected.append(reference.run(wanted, sample))
             tell("reference", done, len(samples))
     tell("rewritten", 0, len(samples))
+    onednn_fused = fusion in PARTITION_MODES
+    # oneDNN's partitions: exposed only once planned (exposed before, no unit would form), and
+    # each checked alone against the spec composition (not against a float original).
+    parts = Partitions(fusion == ONEDNN) if intermediate and onednn_fused else None
+    parts = None if float_reference else parts
     candidate_model: ModelLike = rewritten
-    if intermediate:
+    if intermediate and not onednn_fused:
         candidate_model = with_all_outputs(rewritten_ir)[0]
     candidate = InferenceSession(
         candidate_model,
@@ -290,8 +296,9 @@ def validate(
         arithmetic=arithmetic,
         options=quiet_options(level),
         fusion=fusion,
+        tune_inputs=samples[0] if fusion == AUTO else None,  # decided before outputs are named
+        after_fusion=None if parts is None else parts.after_fusion,
     )
-    onednn_fused = fusion in PARTITION_MODES
     reference_arithmetic = "onnx" if reference is None else onednn_reference.ONEDNN
     same_arithmetic = candidate.arithmetic == reference_arithmetic
     exact = same_arithmetic and not float_reference and not onednn_fused
@@ -299,6 +306,7 @@ def validate(
     alias = after_quantization(rewritten_ir.graph) if float_reference else {}
     common = [n for n in tensor_names if alias.get(n, n) in candidate_names]
     fetched = outputs + [alias.get(n, n) for n in common]
+    fetched += [n for n in (parts.outputs if parts else []) if n not in fetched]
     actual = []
     for done, sample in enumerate(samples, 1):
         actual.append(candidate.run(fetched, sample))
@@ -366,12 +374,13 @@ def validate(
         model_files=(*source_files(source.ir), *source_files(rewritten_ir)),
     )
     index = {name: i for i, name in enumerate(wanted)}
+    tensor_steps = {**quantization_steps(rewritten_ir.graph), **quantization_steps(source.ir.graph)}
     report.error_stats = _error_stats(
         outputs + common,
         declared,
         [[e[index[n]] for n in outputs + common] for e in expected],
         actual,
-        {**quantization_steps(rewritten_ir.graph), **quantization_steps(source.ir.graph)},
+        tensor_steps,
     )
     if onnx_expected:
         first_outputs = [[e[index[n]] for n in outputs] for e in onnx_expected]
@@ -395,6 +404,10 @@ def validate(
         ]
         compared = _aggregate(common, declared, [p[0] for p in pairs], [p[1] for p in pairs])
         report.intermediate = _intermediate(source, rewritten_ir, compared)
+        if parts is not None and parts.checked and exposed is not None:
+            spec = source.session(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, exposed)
+            parts.run(spec, samples, [dict(zip(fetched, a, strict=True)) for a in actual])
+            report.intermediate.partitions = parts.checks(candidate.fusion_plan, tensor_steps)
     return report
 
 
