@@ -91,6 +91,11 @@ class MatMulNBitsPass(NodeRewritePass):
             raise Skip("scale-type", f"scales of type {scales.dtype} are not the spec's")
         zp_value = optional_input(node, 3)
         zp_kind, zps = self._zero_points(zp_value, bits, n, blocks)
+        zp_padding: object = []  # packed zero points' unused high bits, kept for lower
+        if zps is not None and zps.shape[1] > blocks:
+            rest = zps[:, blocks:]
+            zp_padding = int(rest.flat[0]) if np.all(rest == rest.flat[0]) else rest.tolist()
+            zps = zps[:, :blocks]
         g_idx = optional_input(node, 4)
         _check_g_idx(g_idx, k, block)
         bias = optional_input(node, 5)
@@ -152,6 +157,7 @@ class MatMulNBitsPass(NodeRewritePass):
             "scales": [scale.name, list(scales.shape)],
             "zero_points": [zp_kind, *_named_shape(zp_value), int(elem_type(zp_value) or 0)],
             "g_idx": _named_shape(g_idx),
+            "zero_point_padding": zp_padding,
             "domain_version": node.version,
         }
         former = list(node.inputs)
@@ -193,7 +199,8 @@ class MatMulNBitsPass(NodeRewritePass):
     def _zero_points(
         value: ir.Value | None, bits: int, n: int, blocks: int
     ) -> tuple[str, np.ndarray | None]:
-        """(kind, zero points as uint8 [N, k_blocks] or None)."""
+        """(kind, zero points as uint8 [N, k_blocks] (packed: with the padding values of the
+        last byte after them) or None)."""
         if value is None:
             return _ZP_ABSENT, None
         array = constant_array(value)
@@ -206,7 +213,7 @@ class MatMulNBitsPass(NodeRewritePass):
                     "packed-layout",
                     f"packed zero_points {list(array.shape)} are not [{n}, {width}]",
                 )
-            return _ZP_PACKED, layout.unpack(array.reshape(n, width), bits, blocks)
+            return _ZP_PACKED, layout.unpack(array.reshape(n, width), bits, width * 8 // bits)
         if array.size != n * blocks:
             raise Skip(
                 "zero-point-shape", f"zero_points {list(array.shape)} are not [{n}, {blocks}]"

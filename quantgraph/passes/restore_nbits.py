@@ -70,7 +70,13 @@ class RestoreMatMulNBitsPass(NodeRewritePass):
             _, z_name, z_shape, z_type = record["zero_points"]
             if kind == "packed":
                 width = int(np.prod(z_shape)) // n
-                zp_array = layout.pack(zps.astype(np.uint8).T, bits, width)
+                columns = zps.astype(np.uint8).T
+                padding = record.get("zero_point_padding", [])
+                if padding != []:  # the last byte's unused bits, as the original had them
+                    extra = width * 8 // bits - columns.shape[1]
+                    fill = np.broadcast_to(np.asarray(padding, np.uint8), (n, extra))
+                    columns = np.concatenate([columns, fill], axis=1)
+                zp_array = layout.pack(columns, bits, width)
             else:
                 zp_array = zps.astype(np.uint8).T.astype(ir.DataType(z_type).numpy())
             inputs.append(factory.constant(z_name, zp_array.reshape(z_shape), node))
