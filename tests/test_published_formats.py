@@ -206,3 +206,13 @@ def test_cli_convert_validate_lower_and_json(tmp_path: Path) -> None:
     assert back.exit_code == 0, back.output
     assert json.loads(back.stdout)["emitted"] == {"MatMulNBits": 2}
     assert _initializers(onnx.load(lowered)) == _initializers(original)
+
+
+def test_lower_to_qdq_writes_the_blocked_dequantize_form() -> None:
+    original = published.quantizer_nbits(56, 32, False)
+    converted = quantgraph.convert(original).proto
+    lowered = quantgraph.lower(converted, to_qdq=True).proto
+    kinds = [n.op_type for n in lowered.graph.node]
+    assert kinds == ["DequantizeLinear", "MatMul", "Relu", "DequantizeLinear", "MatMul"]
+    x = {"x": np.random.default_rng(2).standard_normal((3, 56)).astype(np.float32)}
+    np.testing.assert_array_equal(_original(lowered, x)[0], _original(original, x)[0])
