@@ -115,11 +115,15 @@ def convert(
     return RewriteResult(loaded, report, check and not external, _sources(loaded, model))
 
 
-def lower(model: ModelLike, *, check: bool = True, allow_partial: bool = False) -> RewriteResult:
+def lower(
+    model: ModelLike, *, check: bool = True, allow_partial: bool = False, to_qdq: bool = False
+) -> RewriteResult:
     """Rewrite quantgraph's ops back into QuantizeLinear/DequantizeLinear: ONNX's where the
     model's opset can express them, com.microsoft's where it cannot (per-axis below opset 13)
     or where they came from.
 
+    A converted com.microsoft MatMulNBits goes back to MatMulNBits (same attributes and bytes);
+    ``to_qdq=True`` writes its Q/DQ form instead (blocked DequantizeLinear -> MatMul, opset 21).
     A quantgraph op that cannot be lowered raises :class:`ModelError` (the result would need
     quantgraph to run) unless ``allow_partial``: then it stays and is listed in the report.
     """
@@ -128,7 +132,8 @@ def lower(model: ModelLike, *, check: bool = True, allow_partial: bool = False) 
         loaded = _private_copy(model)
         external = has_external_data(loaded)
         report.already = _count(loaded, _is_qdq)
-        _run(pipelines.lowering(report, check=check and not external), loaded, model)
+        manager = pipelines.lowering(report, check=check and not external, to_qdq=to_qdq)
+        _run(manager, loaded, model)
     if report.skipped and not allow_partial:
         first = report.skipped[0]
         more = f" (and {len(report.skipped) - 1} more)" if len(report.skipped) > 1 else ""

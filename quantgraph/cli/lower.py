@@ -25,6 +25,12 @@ from .render_text import VERBOSE_OPTION, print_conversion
     help="Write OUT even when some quantgraph ops cannot be lowered (they stay, listed); "
     "without it that is an error and nothing is written.",
 )
+@click.option(
+    "--to-qdq",
+    is_flag=True,
+    help="Write converted MatMulNBits as blocked DequantizeLinear -> MatMul (its Q/DQ form, "
+    "opset 21) instead of giving the MatMulNBits back.",
+)
 @VERBOSE_OPTION
 @JSON_OPTION
 @errors_are_one_line
@@ -33,6 +39,7 @@ def lower(
     model_in: Path,
     model_out: Path,
     allow_partial: bool,
+    to_qdq: bool,
     verbose: bool,
     as_json: bool,
     out: OutputArgs,
@@ -40,12 +47,14 @@ def lower(
     """Rewrite quantgraph ops in IN back into QuantizeLinear/DequantizeLinear (com.microsoft's
     where IN's opset has no ONNX form, e.g. per-axis below opset 13).
 
-    The round trip IN -> convert -> lower runs identically to the original at ORT_DISABLE_ALL.
+    A converted MatMulNBits goes back to MatMulNBits with the same bytes (--to-qdq: its Q/DQ
+    form). The round trip IN -> convert -> lower runs identically to the original at
+    ORT_DISABLE_ALL.
     """
     from ..converter import lower as run_lower
 
     out.check(model_out, protect=(model_in,))
-    result = run_lower(model_in, allow_partial=allow_partial)
+    result = run_lower(model_in, allow_partial=allow_partial, to_qdq=to_qdq)
     result.save(model_out, external_data=out.external_data, force=out.force)
     payload: dict[str, Any] = {**result.report.to_dict(), "output": str(model_out)}
     if as_json:

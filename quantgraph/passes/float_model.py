@@ -14,7 +14,7 @@ import onnx_ir as ir
 from ..errors import NoQuantization
 from ..ir.walk import all_graphs
 from ..spec import DOMAIN
-from .other_formats import CONTRIB, reason_code
+from .other_formats import CONTRIB, CONVERTED, reason_code
 
 _QDQ = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
 _SHOWN = 6  # op types named in the message, most frequent first
@@ -30,6 +30,8 @@ def is_quantized(node: ir.Node) -> bool:
     if node.domain == DOMAIN:
         return True
     if node.domain in ("", "ai.onnx", CONTRIB) and node.op_type in _QDQ:
+        return True
+    if node.domain == CONTRIB and node.op_type in CONVERTED:
         return True
     return reason_code(node) is not None
 

@@ -33,6 +33,9 @@ ADVICE = {
 _INTEGER = {"MatMulInteger", "ConvInteger", "MatMulInteger16", "MulInteger", "ReduceSumInteger"}
 _FUSED_DYNAMIC = {"DynamicQuantizeMatMul", "DynamicQuantizeLSTM", "MatMulIntegerToFloat"}
 _PACKED = {"GatherBlockQuantized", "MatMulBnb4"}
+# Published weight-only formats the conversion rewrites itself (nodes it cannot take are
+# reported by its pass, with the reason), so they are not "other" formats.
+CONVERTED = {"MatMulNBits"}
 _QOPERATOR = {
     "QGemm",
     "QAttention",
@@ -48,6 +51,8 @@ def reason_code(node: ir.Node) -> str | None:
     if node.domain not in ("", "ai.onnx", CONTRIB):
         return None
     name = node.op_type
+    if node.domain == CONTRIB and name in CONVERTED:
+        return None
     if name in _INTEGER:
         return "integer_op"
     if name in _FUSED_DYNAMIC:

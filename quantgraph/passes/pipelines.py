@@ -6,10 +6,12 @@ import onnx_ir as ir
 
 from .dynamic_quantize_linear import DynamicQuantizeLinearPass, RestoreDynamicQuantizeLinearPass
 from .full_check import FullCheckPass
+from .matmul_nbits import MatMulNBitsPass
 from .node_rewrite import Progress
 from .other_formats import OtherFormatsPass
 from .qdq_to_spec import QdqToSpecPass
 from .report import RewriteReport
+from .restore_nbits import RestoreMatMulNBitsPass
 from .short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from .spec_to_qdq import SpecToQdqPass
 from .unknown_dims import UnknownDimsPass
@@ -32,6 +34,7 @@ def conversion(
     passes: list[ir.passes.PassBase] = [
         UnknownDimsPass(),
         OtherFormatsPass(report),
+        MatMulNBitsPass(report=report, progress=progress),
         DynamicQuantizeLinearPass(report=report),
         PadShortBlocksPass(),
         rewrite,
@@ -40,11 +43,17 @@ def conversion(
     return _with_check(passes, check)
 
 
-def lowering(report: RewriteReport, *, check: bool = True) -> ir.passes.PassManager:
+def lowering(
+    report: RewriteReport, *, check: bool = True, to_qdq: bool = False
+) -> ir.passes.PassManager:
     """Spec ops -> standard Q/DQ, then onnx's full check; what conversion expanded
-    (DynamicQuantizeLinear, padded short blocks) is folded back into the original node."""
+    (DynamicQuantizeLinear, padded short blocks, MatMulNBits) is folded back into the original
+    node; ``to_qdq`` keeps a converted MatMulNBits in its Q/DQ form (DequantizeLinear ->
+    MatMul)."""
+    restore: list[ir.passes.PassBase] = [] if to_qdq else [RestoreMatMulNBitsPass(report=report)]
     passes: list[ir.passes.PassBase] = [
         UnknownDimsPass(),
+        *restore,
         RestoreDynamicQuantizeLinearPass(report=report),
         SpecToQdqPass(report=report),
         TrimPaddedBlocksPass(),

@@ -36,6 +36,10 @@ SKIP_CODES: dict[str, str] = {
     "runtime-zero-point": "zero points computed at run time of another type than ONNX's",
     "node-arity": "the node's inputs or outputs are not the op's",
     "unknown-op": "a com.quantgraph op the rewrite does not know",
+    "act-order": "MatMulNBits g_idx that is not k // block_size (act-order): groups not blocks",
+    "float-zero-point": "float zero points that are not integers of the quantized range",
+    "packed-layout": "a packed weight whose layout or shapes are not the op's plain one",
+    "runtime-weight": "a packed weight, scale or zero point that is not a constant",
 }
 
 

@@ -1,0 +1,141 @@
+"""The way back for :mod:`.matmul_nbits`: DynamicDequantize [-> Slice] -> MatMul [-> Add] with
+the conversion's record  ->  the original com.microsoft MatMulNBits.
+
+Runs before :class:`.spec_to_qdq.SpecToQdqPass`, so a converted MatMulNBits model lowers to
+MatMulNBits (same attributes, same initializer names and bytes), not to its QDQ form;
+``lower(to_qdq=True)`` leaves this pass out. A chain someone changed since (another user of the
+weight, a different op) is not the record's any more: it is left to the Q/DQ lowering.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+from ..ir.rewrite import ConstantFactory, replace_node
+from ..ir.values import constant_array, optional_input
+from ..ir.walk import GraphLike, is_standard
+from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE
+from . import nbits_layout as layout
+from .matmul_nbits import CONTRIB, RECORD
+from .node_rewrite import NodeRewritePass
+from .short_blocks import PADDED
+
+
+def _only_user(value: ir.Value) -> ir.Node | None:
+    uses = list(value.uses())
+    if len(uses) != 1 or value.is_graph_output():
+        return None
+    user: ir.Node = uses[0].node
+    return user
+
+
+class RestoreMatMulNBitsPass(NodeRewritePass):
+    """Folds each recorded chain back into its MatMulNBits."""
+
+    def matches(self, node: ir.Node) -> bool:
+        return node.domain == DOMAIN and node.op_type == DYNAMIC_DEQUANTIZE.name
+
+    def rewrite(
+        self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory
+    ) -> tuple[str, str] | None:
+        chain = _chain(node)
+        if chain is None:
+            return None
+        *between, last = chain
+        record: dict[str, Any] = json.loads(last.metadata_props[RECORD])
+        attrs: dict[str, int] = record["attributes"]
+        bits, block, k = attrs.get("bits", 4), attrs["block_size"], attrs["K"]
+        src, scales = constant_array(node.inputs[0]), constant_array(optional_input(node, 1))
+        zps = constant_array(optional_input(node, 2))
+        kind = record["zero_points"][0]
+        if src is None or scales is None or (kind != "absent") != (zps is not None):
+            return None
+        values = src.astype(np.int16)
+        if kind == "absent":
+            values = values + layout.default_zero_point(bits)
+        b_name, b_shape = record["B"]
+        n = attrs["N"]
+        packed = layout.pack(values.T.astype(np.uint8), bits, int(np.prod(b_shape)) // n)
+        s_name, s_shape = record["scales"]
+        inputs: list[ir.Value | None] = [
+            (between[-1] if last.op_type == "Add" else last).inputs[0],  # A
+            factory.constant(b_name, packed.reshape(b_shape), node),
+            factory.constant(s_name, np.ascontiguousarray(scales.T).reshape(s_shape), node),
+        ]
+        if zps is not None:
+            _, z_name, z_shape, z_type = record["zero_points"]
+            if kind == "packed":
+                width = int(np.prod(z_shape)) // n
+                columns = zps.astype(np.uint8).T
+                padding = record.get("zero_point_padding", [])
+                if padding != []:  # the last byte's unused bits, as the original had them
+                    extra = width * 8 // bits - columns.shape[1]
+                    fill = np.broadcast_to(np.asarray(padding, np.uint8), (n, extra))
+                    columns = np.concatenate([columns, fill], axis=1)
+                zp_array = layout.pack(columns, bits, width)
+            else:
+                zp_array = zps.astype(np.uint8).T.astype(ir.DataType(z_type).numpy())
+            inputs.append(factory.constant(z_name, zp_array.reshape(z_shape), node))
+        if record["g_idx"]:
+            g_name, g_shape = record["g_idx"]
+            identity = (np.arange(k) // block).astype(np.int32).reshape(g_shape)
+            inputs += [None] * (4 - len(inputs)) + [factory.constant(g_name, identity, node)]
+        if last.op_type == "Add":
+            inputs += [None] * (5 - len(inputs)) + [last.inputs[1]]
+
+        self.stale += [*node.inputs, *(v for n in between for v in n.inputs)]
+        replace_node(
+            last,
+            (CONTRIB, "MatMulNBits", record.get("domain_version")),
+            inputs,
+            [ir.AttrInt64(name, value) for name, value in attrs.items()],
+            ir.DataType.FLOAT,
+        )
+        last.metadata_props.pop(RECORD)
+        model.opset_imports.setdefault(CONTRIB, 1)
+        if isinstance(graph, ir.Function):
+            graph.opset_imports.setdefault(CONTRIB, 1)
+        for dead in reversed([node, *between]):  # users first
+            graph.remove(dead, safe=True)
+        node.name = record["node"] or node.name  # the report names the node restored
+        kind_text = {"absent": "no zero points", "packed": "packed zero points"}
+        return "MatMulNBits", (
+            f"{bits}-bit, block_size {block}, K {k}, N {n}, "
+            + kind_text.get(kind, "float zero points")
+            + (", bias" if last.op_type == "Add" else "")
+        )
+
+
+def _chain(dequantize: ir.Node) -> list[ir.Node] | None:
+    """[Slice?, MatMul, Add?] from ``dequantize`` to the node holding the record, or None."""
+    found: list[ir.Node] = []
+    current = dequantize
+    while True:
+        user = _only_user(current.outputs[0])
+        if user is None or not is_standard(user):
+            return None
+        if user.op_type == "Slice" and PADDED in user.metadata_props and not found:
+            found.append(user)
+        elif (
+            user.op_type == "MatMul"
+            and user.inputs[1] is current.outputs[0]
+            and not (found and found[-1].op_type == "MatMul")
+        ):
+            found.append(user)
+            if RECORD in user.metadata_props:
+                return found
+        elif (
+            user.op_type == "Add"
+            and found[-1:] == [current]
+            and current.op_type == "MatMul"
+            and user.inputs[0] is current.outputs[0]
+        ):
+            found.append(user)
+            return found if RECORD in user.metadata_props else None
+        else:
+            return None
+        current = user
