@@ -500,6 +500,7 @@ def _dim_commands(models: Path, out: Path) -> dict[str, list[str | Path]]:
         "validate": ["validate", models / "cnn.onnx", models / "cnn_qg.onnx"],
         "convert": ["convert", models / "cnn.onnx", out, "--validate"],
         "bench": ["bench", "--model", models / "cnn.onnx", models / "cnn_qg.onnx"],
+        "tune": ["tune", models / "cnn_qg.onnx"],
     }
 
 
