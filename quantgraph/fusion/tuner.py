@@ -31,6 +31,11 @@ MIN_ROUNDS = 3
 MAX_ROUNDS = 25
 TURN_SECONDS = 0.02  # one candidate's turn in a round: calls for about this long
 WARMUP_CALLS = 2
+# Each turn starts with untimed calls: the other candidates ran in between and left this one's
+# weights and threads cold (a one-call turn measured nudenet s8's oneDNN plan at 0.99x of the
+# onnxruntime plan where whole processes, warmed each turn, gave 0.92x).
+TURN_WARMUP = 1
+MIN_CALLS = 3
 
 
 @dataclass(frozen=True)
@@ -178,8 +183,8 @@ def time_runs(
     clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[dict[str, float], dict[str, float], int]:
     """Median ms a call of each of ``runs`` and the median of its round-by-round ratios to
-    the baseline's (the first), interleaved in rotated order; at least :data:`MIN_ROUNDS`
-    rounds, more while the budget lasts (at most :data:`MAX_ROUNDS`)."""
+    the baseline's (the first), interleaved in rotated order, each turn warmed up first; at
+    least :data:`MIN_ROUNDS` rounds, more while the budget lasts (at most :data:`MAX_ROUNDS`)."""
     names = list(runs)
     start = clock()
     calls: dict[str, int] = {}
@@ -188,7 +193,7 @@ def time_runs(
         for _ in range(WARMUP_CALLS):
             runs[name]()
         each = max((clock() - began) / WARMUP_CALLS, 1e-7)
-        calls[name] = max(1, min(1000, round(TURN_SECONDS / each)))
+        calls[name] = max(MIN_CALLS, min(1000, round(TURN_SECONDS / each)))
     # one count for all: a turn of each candidate does the same work
     count = min(calls.values())
     per_round: dict[str, list[float]] = {name: [] for name in names}
@@ -196,6 +201,8 @@ def time_runs(
     while rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or clock() - start < budget):
         order = names[rounds % len(names) :] + names[: rounds % len(names)]
         for name in order:
+            for _ in range(TURN_WARMUP):
+                runs[name]()
             began = clock()
             for _ in range(count):
                 runs[name]()
