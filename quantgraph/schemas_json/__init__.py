@@ -36,6 +36,17 @@ INPUTS: Schema = {
 FLOAT: Schema = {"oneOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]}
 COUNTS: Schema = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}
 
+# A comparison beside the verdict (--optimized, the ONNX-arithmetic original), never part of it.
+INFORMATIONAL: dict[str, Schema] = {
+    "comparison": STRING,
+    "comparison_note": STRING,
+    "part_of_verdict": {"const": False},
+    "atol": {"type": "number"},
+    "rtol": {"type": "number"},
+    "within_tolerance": BOOL,
+    "outputs": {"type": "array", "items": {"$ref": "#/$defs/tensor_comparison"}},
+}
+
 
 def _object(required: dict[str, Schema], optional: dict[str, Schema] | None = None) -> Schema:
     return {
@@ -134,26 +145,10 @@ DEFS: dict[str, Schema] = {
         }
     ),
     "given_input": _object({"dtype": STRING, "shape": SHAPE, "from": {"const": "--inputs"}}),
-    "optimized": _object(
-        {
-            "comparison": STRING,
-            "comparison_note": STRING,
-            "part_of_verdict": {"const": False},
-            "atol": {"type": "number"},
-            "rtol": {"type": "number"},
-            "within_tolerance": BOOL,
-            "outputs": _array({"$ref": "#/$defs/tensor_comparison"}),
-        }
-    ),
+    "optimized": _object(INFORMATIONAL),
     "onnx_arithmetic": _object(
         {
-            "comparison": STRING,
-            "comparison_note": STRING,
-            "part_of_verdict": {"const": False},
-            "atol": {"type": "number"},
-            "rtol": {"type": "number"},
-            "within_tolerance": BOOL,
-            "outputs": _array({"$ref": "#/$defs/tensor_comparison"}),
+            **INFORMATIONAL,
             # per output: its largest difference in quantization steps (null: no single step)
             "max_abs_diff_steps": {
                 "type": "object",
