@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.quantgraph-installed
 NATIVE_SOURCES := $(shell find custom_ops -type f 2>/dev/null) pyproject.toml
 
-.PHONY: setup browser demo test lint bench clean
+.PHONY: setup browser demo test lint bench docs clean
 
 # The echo lines say what each slow step is doing (pip is --quiet; the C++ build takes a minute).
 $(STAMP): $(NATIVE_SOURCES)
@@ -46,6 +46,11 @@ lint: setup
 	$(BIN)/ruff check quantgraph tools tests models benchmarks
 	$(BIN)/ruff format --check quantgraph tools tests models benchmarks
 	$(BIN)/mypy
+
+# The documentation site, built strictly (a broken link fails) into build/site.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d build/site
+	@echo "docs: open build/site/index.html"
 
 bench: setup
 	$(BIN)/quantgraph bench
