@@ -26,8 +26,8 @@ from .ir.model_files import (
 from .ir.walk import all_graphs, is_standard, spec_op
 from .passes import RewriteReport, pipelines
 from .passes.float_model import refuse_unquantized
-from .passes.keep_float import keep_float as float_kept
 from .passes.full_check import checked_proto
+from .passes.keep_float import keep_float as float_kept
 from .passes.node_rewrite import Progress
 
 

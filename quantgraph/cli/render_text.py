@@ -180,9 +180,8 @@ def _print_tried(tried: Any, memory: Any) -> None:
 
 
 def print_validation(report: Any) -> None:
-    from .render_debug import print_debug
-
     from ..validation.inputs import describe_defaulted, describe_shape
+    from .render_debug import print_debug
 
     click.echo(f"comparison: {report.comparison}")
     if report.comparison_note:

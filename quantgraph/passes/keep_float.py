@@ -3,14 +3,15 @@
 The answer to "what if this layer were not quantized?" (``validate --sensitivity`` asks it,
 ``convert --keep-float`` writes it). A *tensor* name removes every QuantizeLinear that reads
 that tensor with the DequantizeLinear(s) after it: every consumer then reads the float tensor.
-A *node* name (a compute node; a tensor of the same name wins) makes that node alone read float: each of its inputs that is
-DQ(Q(T)) becomes T; the pair stays for its other consumers. Weights (DQ of a constant, no Q)
-have no float form in a QDQ model and stay as they are.
+A *node* name (a compute node; a tensor of the same name wins) makes that node alone read
+float: each of its inputs that is DQ(Q(T)) becomes T; the pair stays for its other
+consumers. Weights (DQ of a constant, no Q) have no float form in a QDQ model and stay as they are.
 
 A Q whose representable range starts at 0 (zero point = the type's minimum) clamps negatives
 away: quantize_static folds a Relu into that clamp (Conv -> Q, no Relu left), so removing the
-pair would remove the Relu. The float tensor then goes through a Relu, which restores it and
-changes nothing where T was non-negative anyway.
+pair would remove the Relu. The float tensor (when a node computes it: a graph input has no
+Relu to fold) then goes through a Relu, which restores it and changes nothing where T was
+non-negative anyway; a computed tensor whose Q really clips negatives keeps that clipping.
 """
 
 from __future__ import annotations
@@ -77,6 +78,13 @@ def keep_float(model: ir.Model, names: Sequence[str], label: str = "the model") 
                 if source is None or value is None or (is_tensor and source.name != name):
                     continue
                 node.replace_input_with(index, _float_of(graph, value, source, relus))
+        for index, value in enumerate(list(graph.outputs)):  # DQ(Q(T)) as a graph output
+            source = pair_source(value)
+            if is_tensor and source is not None and source.name == name and value.name:
+                kept, output_name = _float_of(graph, value, source, relus), value.name
+                value.name = f"{output_name}_quantized"
+                kept.name = output_name  # the graph output keeps its name
+                graph.outputs[index] = kept
     _drop_unused_pairs(graph)
     return model
 
@@ -87,8 +95,8 @@ def _float_of(
     """What replaces DQ(Q(source)): ``source``, through a Relu where the Q clamps at 0."""
     dq = pair_output.producer()
     q = dq.inputs[0].producer() if dq is not None and dq.inputs[0] is not None else None
-    if q is None or not _clamps_at_zero(q):
-        return source
+    if q is None or source.producer() is None or not _clamps_at_zero(q):
+        return source  # a graph input has no Relu folded into its Q
     key = source.name or str(id(source))
     if key not in relus:
         relu = ir.node("Relu", [source], name=f"{q.name or key}_kept_float_relu")

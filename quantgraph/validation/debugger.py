@@ -28,6 +28,11 @@ DEFAULT_SENSITIVITY = 5
 HEADLINE_COUNT = 3  # places the headline names
 
 
+def _finite(value: float | None) -> float | None:
+    """JSON has no infinity: None (no noise at all)."""
+    return None if value is None or math.isinf(value) else round(value, 3)
+
+
 @dataclass(frozen=True)
 class Ranked:
     """One place in the ranking: a quantized tensor (its Q/DQ) or a node (its weights)."""
@@ -63,7 +68,7 @@ class Sensitivity:
     def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
-            "output_sqnr_db": None if math.isinf(self.output_sqnr_db) else self.output_sqnr_db,
+            "output_sqnr_db": _finite(self.output_sqnr_db),
             "gain_db": None if math.isinf(self.gain_db) else round(self.gain_db, 3),
         }
 
@@ -106,7 +111,7 @@ class QuantizationDebug:
             "nodes_error": self.nodes_error,
             "worst": [r.to_dict() for r in self.worst],
             "headline": self.headline(),
-            "baseline_sqnr_db": self.baseline_sqnr_db,
+            "baseline_sqnr_db": _finite(self.baseline_sqnr_db),
             "sensitivity": None
             if self.sensitivity is None
             else [s.to_dict() for s in self.sensitivity],
@@ -135,7 +140,7 @@ def debug(
     counters = [TensorCounter(p) for p in quantized_tensors(qdq.graph, known)]
     for values in float_values:
         for counter in counters:
-            counter.add(values[counter.params.tensor])
+            counter.add(values[counter.params.source])
     found = QuantizationDebug(tensors=[c.result() for c in counters])
     try:
         found.nodes = NodeModel(qdq, known).measure(float_values, _options())

@@ -102,7 +102,10 @@ class NodeModel:
             ):
                 continue
             out = node.output[0] if node.output else ""
-            if not out or out not in known:
+            pair = _output_pair(out, readers) if out else None
+            # quantize_static renames a graph output's producer: the float name is the DQ's
+            reference_name = out if out in known or pair is None else pair[1].output[0]
+            if not out or reference_name not in known:
                 continue
             dq_consts = [
                 made[i]
@@ -150,12 +153,11 @@ class NodeModel:
                 if o:
                     copy.output[k] = o + tag
             mine.append(copy)
-            quantized, reference = out + tag, out
-            pair = _output_pair(out, readers)
+            quantized, reference = out + tag, reference_name
             if pair is not None:
-                if out not in self.fed:
-                    self.fed.append(out)
-                for side, source_name in (("q", quantized), ("f", out)):
+                if reference_name not in self.fed:
+                    self.fed.append(reference_name)
+                for side, source_name in (("q", quantized), ("f", reference_name)):
                     for step in pair:
                         step_copy = onnx.NodeProto()
                         step_copy.CopyFrom(step)

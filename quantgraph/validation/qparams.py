@@ -42,6 +42,8 @@ class QParams:
 
     node: str
     tensor: str
+    source: str  # the float model's name for it: ``tensor``, or where quantize_static
+    # renamed a graph output's producer (y_QuantizeLinear_Input), its DQ's output (y)
     dtype: str  # numpy name of the quantized type: "uint8", "int8", ...
     qmin: int
     qmax: int
@@ -102,6 +104,7 @@ def qparams_of(node: ir.Node) -> QParams | None:
     return QParams(
         node.name or "",
         source.name,
+        _float_name(node, source.name),
         dtype.numpy().name if dtype not in (ir.DataType.UINT4, ir.DataType.INT4) else dtype.name,
         qmin,
         qmax,
@@ -286,12 +289,22 @@ class TensorCounter:
         return found
 
 
+def _float_name(q: ir.Node, name: str) -> str:
+    if not name.endswith("_QuantizeLinear_Input"):
+        return name
+    for use in q.outputs[0].uses():
+        dq = use.node
+        if dq.op_type == "DequantizeLinear" and dq.outputs[0].name:
+            return dq.outputs[0].name
+    return name
+
+
 def quantized_tensors(graph: ir.Graph, known: set[str]) -> list[QParams]:
     """The QuantizeLinear parameters of every tensor in ``known`` (the float model's names) a
     Q of ``graph`` reads (the first Q per tensor: quantize_static writes one)."""
     found: dict[str, QParams] = {}
     for node in graph:
         params = qparams_of(node)
-        if params is not None and params.tensor in known and params.tensor not in found:
+        if params is not None and params.source in known and params.tensor not in found:
             found[params.tensor] = params
     return list(found.values())
