@@ -5,6 +5,7 @@ float values, then the keep-in-float list of --sensitivity."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from html import escape
 
 from .debugger import QuantizationDebug
@@ -18,7 +19,7 @@ def _n(value: float | None) -> str:
     return f"{value:.4g}"
 
 
-def _table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     top = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table>{top}{body}</table>"
