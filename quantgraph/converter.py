@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from .ir.walk import all_graphs, is_standard, spec_op
 from .passes import RewriteReport, pipelines
 from .passes.float_model import refuse_unquantized
 from .passes.full_check import checked_proto
+from .passes.keep_float import keep_float as float_kept
 from .passes.node_rewrite import Progress
 
 
@@ -90,6 +91,7 @@ def convert(
     contrib: bool = True,
     check: bool = True,
     progress: Progress | None = None,
+    keep_float: Sequence[str] = (),
 ) -> RewriteResult:
     """Rewrite ``model``'s QuantizeLinear/DequantizeLinear into quantgraph's ops.
 
@@ -100,9 +102,15 @@ def convert(
     ``contrib=False`` keeps com.microsoft Q/DQ as they are (listed in the report).
     ``progress(done, total)`` is called as Q/DQ nodes are rewritten. A model with nothing
     quantized (a float model) raises :class:`~quantgraph.errors.NoQuantization`.
+    ``keep_float``: tensors or nodes whose Q->DQ pairs are removed first
+    (:func:`quantgraph.passes.keep_float.keep_float`; the result's original is that model).
     """
     report = RewriteReport()
     with collector_paused():
+        if keep_float:
+            model = float_kept(
+                _private_copy(model), keep_float, _label(model).rstrip(": ") or "the model"
+            )
         loaded = _private_copy(model)
         refuse_unquantized(loaded, _label(model))
         external = has_external_data(loaded)

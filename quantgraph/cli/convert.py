@@ -47,6 +47,14 @@ VALIDATE_OPTIONS = (*VALIDATION_FIELDS, "report_path")
 @EXTERNAL_DATA_OPTION
 @KEEP_CONTRIB_OPTION
 @click.option(
+    "--keep-float",
+    "keep_float",
+    metavar="NAME,...",
+    default=None,
+    help="Keep these tensors (or nodes) in float: remove their Q->DQ pairs from IN before "
+    "converting (validate --sensitivity suggests which).",
+)
+@click.option(
     "--dry-run",
     is_flag=True,
     help="Show what would change; write nothing (with --validate: validate the result in memory).",
@@ -68,6 +76,7 @@ def convert(
     model_in: Path,
     model_out: Path | None,
     validate_result: bool,
+    keep_float: str | None,
     dry_run: bool,
     verbose: bool,
     as_json: bool,
@@ -98,7 +107,11 @@ def convert(
     out.check_report(protect=(model_in,), out=None if dry_run else model_out)
     with Bar("rewriting Q/DQ nodes", quiet=as_json) as progress:
         result = run_convert(
-            model_in, static=conversion.static, contrib=conversion.contrib, progress=progress
+            model_in,
+            static=conversion.static,
+            contrib=conversion.contrib,
+            progress=progress,
+            keep_float=[n.strip() for n in (keep_float or "").split(",") if n.strip()],
         )
     payload: dict[str, Any] = result.report.to_dict()
     validation = None

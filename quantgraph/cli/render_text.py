@@ -181,6 +181,7 @@ def _print_tried(tried: Any, memory: Any) -> None:
 
 def print_validation(report: Any) -> None:
     from ..validation.inputs import describe_defaulted, describe_shape
+    from .render_debug import print_debug
 
     click.echo(f"comparison: {report.comparison}")
     if report.comparison_note:
@@ -246,6 +247,8 @@ def print_validation(report: Any) -> None:
             f"intermediate tensors: {found.tensors_compared} compared, "
             f"{found.tensors_differing} differ"
         )
+        if getattr(report, "debug", None) is not None:
+            print_debug(report.debug)
         first = found.first_divergence
         if first is not None:
             click.echo(

@@ -57,6 +57,9 @@ def _object(required: dict[str, Schema], optional: dict[str, Schema] | None = No
     }
 
 
+REASON: Schema = {"enum": [None, "clipping", "coarse scale", "rounding"]}
+
+
 def _array(items: Schema) -> Schema:
     return {"type": "array", "items": items}
 
@@ -241,7 +244,75 @@ DEFS: dict[str, Schema] = {
             "float_reference": BOOL,
             "fusion": {"enum": ["none", "onnxruntime", "onednn", "auto"]},
             "fusion_plan": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/fusion_plan"}]},
+            "debug": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/debug"}]},
             "error_stats": _array({"$ref": "#/$defs/error_stats"}),
+        }
+    ),
+    # float original vs its QDQ form with --intermediate (quantgraph.validation.debugger)
+    "debug": _object(
+        {
+            "tensors": _array({"$ref": "#/$defs/quantized_tensor"}),
+            "nodes": _array({"$ref": "#/$defs/quantized_node"}),
+            "nodes_error": {"type": ["string", "null"]},
+            "worst": _array(
+                _object(
+                    {
+                        "kind": {"enum": ["tensor", "node"]},
+                        "name": STRING,
+                        "op_type": STRING,
+                        "sqnr_db": {"type": "number"},
+                        "reason": REASON,
+                    }
+                )
+            ),
+            "headline": {"type": ["string", "null"]},
+            "baseline_sqnr_db": {"type": ["number", "null"]},
+            "sensitivity": {
+                "oneOf": [
+                    {"type": "null"},
+                    _array(
+                        _object(
+                            {
+                                "name": STRING,
+                                "output_sqnr_db": {"type": ["number", "null"]},
+                                "gain_db": {"type": ["number", "null"]},
+                            }
+                        )
+                    ),
+                ]
+            },
+        }
+    ),
+    "quantized_tensor": _object(
+        {
+            "tensor": STRING,
+            "node": STRING,
+            "dtype": STRING,
+            "per_channel": BOOL,
+            "channels": INT,
+            "worst_channel": {"type": ["integer", "null"]},
+            "scale": {"type": "number"},
+            "zero_point": {"type": "integer"},
+            "elements": INT,
+            "observed_range": {"oneOf": [{"type": "null"}, _array({"type": "number"})]},
+            "representable_range": _array({"type": "number"}),
+            "clipped_low": {"type": "number"},
+            "clipped_high": {"type": "number"},
+            "rounded_to_zero": {"type": "number"},
+            "levels": {"type": "number"},
+            "sqnr_db": {"type": ["number", "null"]},
+            "reason": REASON,
+        }
+    ),
+    "quantized_node": _object(
+        {
+            "node": STRING,
+            "op_type": STRING,
+            "output": STRING,
+            "constants": _array(STRING),
+            "weight_levels": {"type": ["number", "null"]},
+            "sqnr_db": {"type": ["number", "null"]},
+            "reason": REASON,
         }
     ),
     "error_stats": _object(

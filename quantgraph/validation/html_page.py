@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..reference.compare import TensorComparison
 from . import svg
 from .error_stats import ErrorStats, abs_bin_labels, abs_bin_ranges, step_bin_labels
+from .html_debug import section as debug_section
 
 if TYPE_CHECKING:  # the report writes itself through this module (write_html)
     from .report import ValidationReport
@@ -57,6 +58,7 @@ def render(
         f"<title>quantgraph validation: {escape(rewritten)}</title><style>{CSS}</style></head>",
         "<body>",
         _header(report, original, rewritten),
+        debug_section(report.debug),  # where quantization hurts: the ranking first
         _inputs(report),
         _outputs(report),
         _optimized(report),

@@ -133,3 +133,17 @@ def size_text(count: int) -> str:
             return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.3g} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+def memory_budget_bytes(memory_budget: int | str | None) -> int | None:
+    """``--memory-budget`` in bytes: an int, or a size such as "2GiB" (:func:`parse_size`)."""
+    if memory_budget is None:
+        return None
+    if isinstance(memory_budget, str):
+        try:
+            return parse_size(memory_budget)
+        except ValueError as error:
+            raise InputOptionError("--memory-budget", str(error)) from None
+    if memory_budget < 1:
+        raise InputOptionError("--memory-budget", f"{memory_budget}: must be at least 1 byte")
+    return int(memory_budget)

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..fusion.plan import PARTITION_MODES
 from ..reference.compare import TensorComparison
+from .debugger import QuantizationDebug
 from .error_stats import ErrorStats
 from .partition_report import PartitionCheck, PartitionDivergence, first_divergence
 
@@ -224,6 +225,9 @@ class ValidationReport:
     original: str = "the original"
     rewritten: str = "the rewritten model"
     model_files: tuple[Path, ...] = ()
+    # Against a float original with intermediate tensors: the error introduced per quantized
+    # tensor and node, ranked, and what keeping the worst in float gains (:mod:`.debugger`).
+    debug: QuantizationDebug | None = None
 
     def write_html(self, path: str | os.PathLike[str], *, force: bool = False) -> Path:
         """Write the report as ``validate --report``'s self-contained HTML page, by the rules
@@ -297,6 +301,7 @@ class ValidationReport:
             "float_reference": self.float_reference,
             "fusion": self.fusion,
             "fusion_plan": None if self.fusion_plan is None else self.fusion_plan.to_dict(),
+            "debug": None if self.debug is None else self.debug.to_dict(),
             "error_stats": [
                 self.error_stats[o.name].to_dict()
                 for o in self.outputs

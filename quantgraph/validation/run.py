@@ -25,11 +25,12 @@ from ..ir.opsets import check_opset
 from ..reference.compare import TensorComparison, compare, merge, typed
 from ..runtime.session import InferenceSession
 from . import feeds, onednn_reference
+from .debugger import from_run
 from .error_stats import ErrorStats, has_quantization, quantization_steps
 from .inputs import describe_feeds, draw
 from .inputs import plan_inputs as plan
 from .intermediate import after_quantization, producers, with_all_outputs
-from .options import InputOptionError, parse_size
+from .options import InputOptionError, memory_budget_bytes
 from .partitions import Partitions
 from .report import (
     EXACT,
@@ -186,6 +187,7 @@ def validate(
     progress: Progress | None = None,
     memory_budget: int | str | None = DEFAULT_MEMORY_BUDGET,
     search_timeout: float | None = DEFAULT_SEARCH_TIMEOUT,
+    sensitivity: int | None = None,
 ) -> ValidationReport:
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
@@ -201,14 +203,17 @@ def validate(
     rewritten model's fusion mode (:mod:`quantgraph.fusion`); with "onnxruntime" both sides
     run at ORT_ENABLE_ALL, where its units are onnxruntime's fused kernels on both sides, and
     the comparison is still exact. ``progress``, when given, is told each session being made
-    and each sample run (:data:`Progress`).
+    and each sample run (:data:`Progress`). Against a float original, ``intermediate`` also
+    measures the error each quantized tensor and node introduces (:mod:`.debugger`), and
+    ``sensitivity`` K reruns the K worst tensors kept in float (implies ``intermediate``).
     """
     if iterations < 1:
         raise ModelError("--iterations must be at least 1")
-    budget = _budget(memory_budget)
+    budget = memory_budget_bytes(memory_budget)
     if search_timeout is not None and not search_timeout > 0:
         raise InputOptionError("--search-timeout", f"{search_timeout}: must be more than 0 s")
     tell = progress or _silent
+    intermediate = intermediate or bool(sensitivity)
     source = _Original(original)
     rewritten_ir = load_model(rewritten)
     rewritten_label = _label(rewritten, rewritten_ir, "the rewritten model")
@@ -227,6 +232,8 @@ def validate(
     declared = {o.name: ELEM_TYPES.get(o.type) for o in session.get_outputs()}
     tensor_names = [n for n in tensor_names if n not in outputs]
     float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
+    if sensitivity and not float_reference:
+        raise ModelError("--sensitivity needs a float original and its quantized (QDQ) form")
     reference = _onednn_reference(
         source, float_reference, backend, arithmetic, fusion, level, intermediate
     )
@@ -404,6 +411,10 @@ def validate(
         ]
         compared = _aggregate(common, declared, [p[0] for p in pairs], [p[1] for p in pairs])
         report.intermediate = _intermediate(source, rewritten_ir, compared)
+        if float_reference:
+            report.debug = from_run(
+                rewritten_ir, samples, wanted, expected, outputs, actual, sensitivity
+            )
         if parts is not None and parts.checked and exposed is not None:
             spec = source.session(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, exposed)
             parts.run(spec, samples, [dict(zip(fetched, a, strict=True)) for a in actual])
@@ -448,20 +459,6 @@ def _onednn_reference(
     return onednn_reference.OnednnReference(
         source.ir, quiet_options(level), fusion, source.label, intermediate
     )
-
-
-def _budget(memory_budget: int | str | None) -> int | None:
-    """``memory_budget`` in bytes: an int, or a size such as "2GiB" (``options.parse_size``)."""
-    if memory_budget is None:
-        return None
-    if isinstance(memory_budget, str):
-        try:
-            return parse_size(memory_budget)
-        except ValueError as error:
-            raise InputOptionError("--memory-budget", str(error)) from None
-    if memory_budget < 1:
-        raise InputOptionError("--memory-budget", f"{memory_budget}: must be at least 1 byte")
-    return int(memory_budget)
 
 
 def _silent(stage: str, done: int, total: int) -> None:

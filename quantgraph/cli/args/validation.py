@@ -8,6 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import click
+
 from .backend import BACKEND_OPTIONS, FUSION_OPTION, BackendArgs
 from .base import ArgGroup, group_option, stacked
 from .inputs import (
@@ -23,6 +25,7 @@ from .inputs import (
 from .tolerance import TOLERANCE_OPTIONS, ToleranceArgs
 
 OWNER = "ValidationArgs"
+DEFAULT_SENSITIVITY = 5  # quantgraph.validation.debugger's (the CLI does not import onnxruntime)
 
 VALIDATION_OPTIONS = stacked(
     inputs_option("samples"),
@@ -47,6 +50,18 @@ VALIDATION_OPTIONS = stacked(
         help="Also compare against the original at ORT_ENABLE_ALL (fused integer kernels; not "
         "expected to be exact: judged by --atol/--rtol, not part of the verdict).",
     ),
+    group_option(
+        OWNER,
+        "--sensitivity",
+        type=click.IntRange(min=1),
+        is_flag=False,
+        flag_value=DEFAULT_SENSITIVITY,
+        default=None,
+        metavar="[K]",
+        help="Float original vs its QDQ form: rerun with each of the K worst quantized tensors "
+        f"(by the error they introduce) kept in float and rank the output SQNR gained (K "
+        f"{DEFAULT_SENSITIVITY} when given alone; implies --intermediate).",
+    ),
     TOLERANCE_OPTIONS,
     FUSION_OPTION,
 )
@@ -56,6 +71,7 @@ VALIDATION_OPTIONS = stacked(
 class ValidationArgs(ArgGroup):
     intermediate: bool = False
     optimized: bool = False
+    sensitivity: int | None = None
 
 
 # The parameters VALIDATION_OPTIONS declares (bench's --backends/--fusions are BackendArgs'
@@ -87,6 +103,7 @@ def validate_arguments(
         "search_timeout": feeds.search_timeout,
         "intermediate": checks.intermediate,
         "optimized": checks.optimized,
+        "sensitivity": checks.sensitivity,
         "atol": tolerance.atol,
         "rtol": tolerance.rtol,
         "fusion": engine.fusion,

@@ -1,0 +1,275 @@
+"""The error each quantized compute node introduces by itself: its quantized weights.
+
+In a QDQ model run unfused, every operator computes in float; error enters only at each
+activation's Q->DQ pair (measured per tensor in :mod:`.qparams`) and at each constant the
+node reads through a DequantizeLinear (weights, bias). A node's own error is the second: the
+node with its DQ'd constants fed the *float model's* values of its inputs (so nothing upstream
+is inherited), its output through the output's Q->DQ pair when it has one, against the float
+model's output through that same pair (so the pair, and a Relu quantize_static folded into its
+clamp, count on both sides). The two kinds of figures partition the sources of error.
+
+One ONNX model holds a copy of every such node (outputs renamed), so one session and one run
+per sample measure them all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+import onnxruntime as ort
+
+from .qparams import COARSE, LEVELS_UNDER, sqnr
+
+_DOMAINS = ("", "ai.onnx", "com.microsoft")
+_SUFFIX = "::qg_debug"
+
+
+@dataclass
+class NodeQuantization:
+    """One compute node reading DQ'd constants: the error its own quantization introduces."""
+
+    node: str
+    op_type: str
+    output: str
+    constants: list[str]  # the DQ'd constants it reads (quantized initializer names)
+    weight_levels: float | None = None  # fewest integer levels a weight channel spans
+    signal: float = 0.0
+    noise: float = 0.0
+
+    @property
+    def sqnr_db(self) -> float:
+        return sqnr(self.signal, self.noise)
+
+    @property
+    def reason(self) -> str | None:
+        if self.noise == 0.0 or self.weight_levels is None:
+            return None
+        return COARSE if self.weight_levels < LEVELS_UNDER else None
+
+    def to_dict(self) -> dict[str, object]:
+        sqnr_db = self.sqnr_db
+        return {
+            "node": self.node,
+            "op_type": self.op_type,
+            "output": self.output,
+            "constants": list(self.constants),
+            "weight_levels": self.weight_levels,
+            "sqnr_db": None if math.isinf(sqnr_db) else round(sqnr_db, 3),
+            "reason": self.reason,
+        }
+
+
+def _is(node: onnx.NodeProto | None, op_type: str) -> bool:
+    return node is not None and node.op_type == op_type and node.domain in _DOMAINS
+
+
+class NodeModel:
+    """The combined model of every measurable node of a QDQ model (see the module doc)."""
+
+    def __init__(self, qdq: ir.Model, known: set[str]) -> None:
+        proto = ir.to_proto(qdq)
+        graph = proto.graph
+        made = {o: n for n in graph.node for o in n.output if o}
+        consts = {t.name for t in graph.initializer} - {i.name for i in graph.input}
+        consts |= {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+        readers: dict[str, list[onnx.NodeProto]] = {}
+        for n in graph.node:
+            for name in n.input:
+                readers.setdefault(name, []).append(n)
+        self.nodes: list[NodeQuantization] = []
+        self.fed: list[str] = []  # float tensors the combined model reads
+        self.pairs: list[tuple[str, str]] = []  # (quantized output, reference output)
+        copied: list[onnx.NodeProto] = []
+        constant_nodes: dict[str, onnx.NodeProto] = {}
+        used: set[str] = set()
+
+        def constant(name: str) -> None:
+            used.add(name)
+            if name in made and made[name].op_type == "Constant":
+                constant_nodes[name] = made[name]
+
+        for index, node in enumerate(graph.node):
+            if node.op_type in ("QuantizeLinear", "DequantizeLinear", "Constant"):
+                continue
+            if any(
+                a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                for a in node.attribute
+            ):
+                continue
+            out = node.output[0] if node.output else ""
+            pair = _output_pair(out, readers) if out else None
+            # quantize_static renames a graph output's producer: the float name is the DQ's
+            reference_name = out if out in known or pair is None else pair[1].output[0]
+            if not out or reference_name not in known:
+                continue
+            dq_consts = [
+                made[i]
+                for i in node.input
+                if _is(made.get(i), "DequantizeLinear") and made[i].input[0] in consts
+            ]
+            if not dq_consts:
+                continue
+            tag = f"{_SUFFIX}{index}"
+            inputs: list[str] = []
+            mine: list[onnx.NodeProto] = []
+            ok = True
+            for name in node.input:
+                producer = made.get(name)
+                if not name or name in consts:
+                    if name:
+                        constant(name)
+                    inputs.append(name)
+                elif producer is not None and producer in dq_consts:
+                    copy = onnx.NodeProto()
+                    copy.CopyFrom(producer)
+                    copy.output[0] = producer.output[0] + tag
+                    for i in copy.input:
+                        if i:
+                            constant(i)
+                    mine.append(copy)
+                    inputs.append(copy.output[0])
+                else:
+                    source = _pair_source(name, made)
+                    feed = source if source is not None else name
+                    if feed not in known:
+                        ok = False
+                        break
+                    inputs.append(feed)
+                    if feed not in self.fed:
+                        self.fed.append(feed)
+            if not ok:
+                continue
+            copy = onnx.NodeProto()
+            copy.CopyFrom(node)
+            del copy.input[:]
+            copy.input.extend(inputs)
+            copy.name = (node.name or node.op_type) + tag
+            for k, o in enumerate(copy.output):
+                if o:
+                    copy.output[k] = o + tag
+            mine.append(copy)
+            quantized, reference = out + tag, reference_name
+            if pair is not None:
+                if reference_name not in self.fed:
+                    self.fed.append(reference_name)
+                for side, source_name in (("q", quantized), ("f", reference_name)):
+                    for step in pair:
+                        step_copy = onnx.NodeProto()
+                        step_copy.CopyFrom(step)
+                        step_copy.name = f"{step.name}{tag}{side}"
+                        step_copy.input[0] = source_name
+                        step_copy.output[0] = f"{step.output[0]}{tag}{side}"
+                        for i in step_copy.input[1:]:
+                            if i:
+                                constant(i)
+                        mine.append(step_copy)
+                        source_name = step_copy.output[0]
+                    if side == "q":
+                        quantized = source_name
+                    else:
+                        reference = source_name
+            elif out not in self.fed:
+                self.fed.append(out)  # the reference is the float output itself
+            copied.extend(mine)
+            self.pairs.append((quantized, reference))
+            names = [n.input[0] for n in dq_consts]
+            self.nodes.append(
+                NodeQuantization(node.name or "", node.op_type, out, names, _levels(dq_consts, qdq))
+            )
+        initializers = [t for t in graph.initializer if t.name in used]
+        outputs = []
+        for quantized, reference in self.pairs:
+            outputs.append(onnx.helper.make_empty_tensor_value_info(quantized))
+            outputs.append(onnx.helper.make_empty_tensor_value_info(reference))
+        self.graph_parts = (list(constant_nodes.values()) + copied, initializers, outputs)
+        self.proto = proto
+
+    def session(
+        self, elem_types: Mapping[str, int], options: ort.SessionOptions
+    ) -> ort.InferenceSession:
+        nodes, initializers, outputs = self.graph_parts
+        inputs = [
+            onnx.helper.make_tensor_value_info(name, elem_types[name], None) for name in self.fed
+        ]
+        # a reference that is fed is read from the feeds, not listed as an output
+        graph = onnx.helper.make_graph(nodes, "quantgraph_node_error", inputs, [], initializers)
+        seen: set[str] = set(self.fed)
+        for info in outputs:
+            if info.name not in seen:
+                graph.output.append(info)
+                seen.add(info.name)
+        model = onnx.helper.make_model(
+            graph, opset_imports=list(self.proto.opset_import), ir_version=self.proto.ir_version
+        )
+        model.functions.extend(self.proto.functions)
+        return ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
+
+    def measure(
+        self, samples: Sequence[Mapping[str, np.ndarray]], options: ort.SessionOptions
+    ) -> list[NodeQuantization]:
+        """Run every sample (the float model's values by name) and accumulate each node."""
+        if not self.nodes:
+            return []
+        types = {
+            name: onnx.helper.np_dtype_to_tensor_dtype(np.asarray(samples[0][name]).dtype)
+            for name in self.fed
+        }
+        session = self.session(types, options)
+        names = [o.name for o in session.get_outputs()]
+        for sample in samples:
+            feeds = {name: np.asarray(sample[name]) for name in self.fed}
+            got = dict(zip(names, session.run(names, feeds), strict=True))
+            got.update(feeds)
+            for found, (quantized, reference) in zip(self.nodes, self.pairs, strict=True):
+                want = np.asarray(got[reference], dtype=np.float64).reshape(-1)
+                have = np.asarray(got[quantized], dtype=np.float64).reshape(-1)
+                if want.shape != have.shape:
+                    continue
+                finite = np.isfinite(want) & np.isfinite(have)
+                diff = want[finite] - have[finite]
+                found.signal += float(np.dot(want[finite], want[finite]))
+                found.noise += float(np.dot(diff, diff))
+        return self.nodes
+
+
+def _pair_source(name: str, made: Mapping[str, onnx.NodeProto]) -> str | None:
+    """T when ``name`` is DQ(Q(T))'s output."""
+    dq = made.get(name)
+    if not _is(dq, "DequantizeLinear") or dq is None:
+        return None
+    q = made.get(dq.input[0])
+    return q.input[0] if _is(q, "QuantizeLinear") and q is not None else None
+
+
+def _output_pair(
+    name: str, readers: Mapping[str, list[onnx.NodeProto]]
+) -> tuple[onnx.NodeProto, onnx.NodeProto] | None:
+    for q in readers.get(name, []):
+        if _is(q, "QuantizeLinear") and q.input[0] == name:
+            for dq in readers.get(q.output[0], []):
+                if _is(dq, "DequantizeLinear"):
+                    return q, dq
+    return None
+
+
+def _levels(dq_consts: Sequence[onnx.NodeProto], qdq: ir.Model) -> float | None:
+    """The fewest integer levels any output channel (axis 0) of the node's 8-bit-or-narrower
+    weights spans (max - min of the quantized integers); None when there are none."""
+    arrays = {t.name: t for t in qdq.graph.initializers.values()}
+    fewest: float | None = None
+    for dq in dq_consts:
+        value = arrays.get(dq.input[0])
+        if value is None or value.const_value is None:
+            continue
+        w = value.const_value.numpy()
+        if w.dtype.kind not in "iu" or w.dtype.itemsize > 1 or w.ndim < 2:
+            continue  # int32 bias is not a weight with levels to speak of
+        flat = w.reshape(w.shape[0], -1).astype(np.int64)
+        spans = float((flat.max(axis=1) - flat.min(axis=1)).min())
+        fewest = spans if fewest is None else min(fewest, spans)
+    return fewest
