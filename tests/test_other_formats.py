@@ -1,7 +1,8 @@
 """Quantized nodes that are not Q/DQ are named, with a reason code and what to do (issue 21
 item 5): QOperator models (quantize_static) and quantize_dynamic's integer ops, in `inspect`'s
-text and JSON and in the API report. MatMulNBits is converted since issue #34
-(tests/test_published_formats.py): it is not listed."""
+text and JSON and in the API report. MatMulNBits and quantize_dynamic's MatMulInteger/ConvInteger
+are converted since issue #34 (tests/test_published_formats.py, tests/test_dynamic_integer.py):
+they are not listed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 import pytest
@@ -21,7 +23,7 @@ from quantgraph.errors import NoQuantization
 from quantgraph.passes import OtherFormatsPass, RewriteReport
 from quantgraph.passes.other_formats import ADVICE
 from tests.builders import make_model, tensor_info
-from tests.producers import dynamic_quantized, static_quantized, weight_only
+from tests.producers import static_quantized, weight_only
 
 # producer -> (node, op type, code) the report must list, in graph order
 CASES: dict[str, tuple[Callable[[], onnx.ModelProto], list[tuple[str, str, str]]]] = {
@@ -33,14 +35,26 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto], list[tuple[str, str, str]]
             ("add_quant", "QLinearAdd", "qoperator"),
         ],
     ),
-    "quantize-dynamic": (
-        dynamic_quantized,
-        [
-            ("conv_quant", "ConvInteger", "integer_op"),
-            ("mm_quant", "MatMulInteger", "integer_op"),
-        ],
+    "fused-dynamic": (
+        lambda: _contrib_node("DynamicQuantizeMatMul"),
+        [("dqmm", "DynamicQuantizeMatMul", "fused_dynamic")],
     ),
 }
+
+
+def _contrib_node(op_type: str) -> onnx.ModelProto:
+    """One com.microsoft node onnxruntime's quantizers write (inspect only reads it)."""
+    return make_model(
+        [helper.make_node(op_type, ["a", "b", "s"], ["y"], name="dqmm", domain="com.microsoft")],
+        [tensor_info("a", TensorProto.FLOAT, [2, 2])],
+        [tensor_info("y", TensorProto.FLOAT, [2, 2])],
+        [
+            onnx.numpy_helper.from_array(np.ones((2, 2), np.int8), "b"),
+            onnx.numpy_helper.from_array(np.ones(1, np.float32), "s"),
+        ],
+        domains={"com.microsoft": 1},
+        check=False,
+    )
 
 
 def _listed(report: dict[str, object]) -> list[tuple[str, str, str]]:
@@ -82,7 +96,7 @@ def test_inspect_shows_them_in_text_and_json(tmp_path: Path, name: str) -> None:
 def test_the_advice_says_what_to_run() -> None:
     assert "quant_format=QuantFormat.QDQ" in ADVICE["qoperator"]
     assert "MatMulNBitsQuantizer(..., quant_format=QuantFormat.QDQ)" in ADVICE["packed_weight_only"]
-    assert "DynamicQuantizeLinear inputs are converted" in ADVICE["integer_op"]
+    assert "MatMulInteger/ConvInteger are converted" in ADVICE["integer_op"]
 
 
 def test_other_domains_and_plain_ops_are_not_listed() -> None:

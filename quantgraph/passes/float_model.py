@@ -14,9 +14,9 @@ import onnx_ir as ir
 from ..errors import NoQuantization
 from ..ir.walk import all_graphs
 from ..spec import DOMAIN
-from .other_formats import CONTRIB, CONVERTED, reason_code
+from .other_formats import CONTRIB, CONVERTED, CONVERTED_STANDARD, reason_code
 
-_QDQ = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
+_QDQ = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", *CONVERTED_STANDARD}
 _SHOWN = 6  # op types named in the message, most frequent first
 ADVICE = (
     "quantize it first, e.g. onnxruntime.quantization.quantize_static(..., "

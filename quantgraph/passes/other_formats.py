@@ -24,18 +24,21 @@ ADVICE = {
     "packed_weight_only": "onnxruntime's packed weight-only op: re-quantize the float model "
     "with MatMulNBitsQuantizer(..., quant_format=QuantFormat.QDQ) (blocked DequantizeLinear, "
     "which quantgraph converts)",
-    "integer_op": "integer arithmetic (quantize_dynamic or QOperator form): it runs as it is in "
-    "onnxruntime; its DynamicQuantizeLinear inputs are converted; for spec ops around the "
-    f"computation itself, {QDQ_ADVICE}",
+    "integer_op": "integer arithmetic quantgraph does not convert (MatMulInteger16, MulInteger, "
+    "ReduceSumInteger; MatMulInteger/ConvInteger are converted with quantize_dynamic's scale "
+    f"chain): it runs as it is in onnxruntime; for spec ops around it, {QDQ_ADVICE}",
     "fused_dynamic": "onnxruntime's fused dynamic quantization (quantize_dynamic): quantgraph "
     f"has no such op; {QDQ_ADVICE}",
 }
-_INTEGER = {"MatMulInteger", "ConvInteger", "MatMulInteger16", "MulInteger", "ReduceSumInteger"}
+_INTEGER = {"MatMulInteger16", "MulInteger", "ReduceSumInteger"}
 _FUSED_DYNAMIC = {"DynamicQuantizeMatMul", "DynamicQuantizeLSTM", "MatMulIntegerToFloat"}
 _PACKED = {"GatherBlockQuantized", "MatMulBnb4"}
 # Published weight-only formats the conversion rewrites itself (nodes it cannot take are
 # reported by its pass, with the reason), so they are not "other" formats.
 CONVERTED = {"MatMulNBits"}
+# quantize_dynamic's integer ops (ONNX domain): :mod:`.integer_ops` converts them with their
+# scale chain and reports the ones it cannot take ("scale-chain", ...).
+CONVERTED_STANDARD = {"MatMulInteger", "ConvInteger"}
 _QOPERATOR = {
     "QGemm",
     "QAttention",
@@ -52,6 +55,8 @@ def reason_code(node: ir.Node) -> str | None:
         return None
     name = node.op_type
     if node.domain == CONTRIB and name in CONVERTED:
+        return None
+    if node.domain in ("", "ai.onnx") and name in CONVERTED_STANDARD:
         return None
     if name in _INTEGER:
         return "integer_op"

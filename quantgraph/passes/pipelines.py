@@ -6,11 +6,13 @@ import onnx_ir as ir
 
 from .dynamic_quantize_linear import DynamicQuantizeLinearPass, RestoreDynamicQuantizeLinearPass
 from .full_check import FullCheckPass
+from .integer_ops import IntegerOpsPass
 from .matmul_nbits import MatMulNBitsPass
 from .node_rewrite import Progress
 from .other_formats import OtherFormatsPass
 from .qdq_to_spec import QdqToSpecPass
 from .report import RewriteReport
+from .restore_integer_ops import RestoreIntegerOpsPass
 from .restore_nbits import RestoreMatMulNBitsPass
 from .short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from .spec_to_qdq import SpecToQdqPass
@@ -35,6 +37,7 @@ def conversion(
         UnknownDimsPass(),
         OtherFormatsPass(report),
         MatMulNBitsPass(report=report, progress=progress),
+        IntegerOpsPass(report=report),  # reads DynamicQuantizeLinear before its rewrite
         DynamicQuantizeLinearPass(report=report),
         PadShortBlocksPass(),
         rewrite,
@@ -54,6 +57,7 @@ def lowering(
     passes: list[ir.passes.PassBase] = [
         UnknownDimsPass(),
         *restore,
+        RestoreIntegerOpsPass(report=report),  # before DynamicQuantizeLinear comes back
         RestoreDynamicQuantizeLinearPass(report=report),
         SpecToQdqPass(report=report),
         TrimPaddedBlocksPass(),

@@ -40,6 +40,8 @@ SKIP_CODES: dict[str, str] = {
     "float-zero-point": "float zero points that are not integers of the quantized range",
     "packed-layout": "a packed weight whose layout or shapes are not the op's plain one",
     "runtime-weight": "a packed weight, scale or zero point that is not a constant",
+    "scale-chain": "an integer op (MatMulInteger, ConvInteger) not followed by quantize_dynamic's "
+    "Cast -> Mul(scales) chain, or whose operands are not a DynamicQuantizeLinear's or constants",
 }
 
 

@@ -210,6 +210,8 @@ class ValidationReport:
     memory: MemoryCheck | None = None  # generated inputs: the estimate of the plan that ran
     # The original is a float model and the other its quantized form: the quantization error.
     float_reference: bool = False
+    # Integer ops converted to float ones (quantgraph.validation.integer_sums): judged by a bound.
+    integer_sums: bool = False
     fusion: str = "none"  # the rewritten side's fusion mode (quantgraph.fusion)
     fusion_plan: Any = None  # its FusionPlan when fusion was used
     # Distributions of the differences, outputs then intermediate tensors (the HTML page).
@@ -246,7 +248,7 @@ class ValidationReport:
         "onednn"/"auto": they requantize and accumulate their own way)."""
         onednn_fused = self.fusion in PARTITION_MODES
         same = self.arithmetic == self.reference_arithmetic
-        return same and not self.float_reference and not onednn_fused
+        return same and not self.float_reference and not onednn_fused and not self.integer_sums
 
     @property
     def agree(self) -> bool:

@@ -2,8 +2,8 @@
 
 The original runs with ``ORT_DISABLE_ALL``: onnxruntime then executes each QuantizeLinear and
 DequantizeLinear as written (the spec's own composition). With optimizations on it would fuse
-Q/DQ into integer kernels (QLinearConv, ...), which rounds differently; that comparison is
-available as ``optimized=True``, judged by a tolerance and never mixed up with the exact one.
+Q/DQ into integer kernels (QLinearConv, ...), which rounds differently: ``optimized=True``,
+judged by a tolerance apart from the exact one (so are converted integer ops: integer_sums).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.opsets import check_opset
 from ..reference.compare import TensorComparison, compare, merge, typed
 from ..runtime.session import InferenceSession
-from . import feeds, onednn_reference
+from . import feeds, integer_sums, onednn_reference
 from .debugger import from_run
 from .error_stats import ErrorStats, has_quantization, quantization_steps
 from .inputs import describe_feeds, draw
@@ -308,7 +308,8 @@ def validate(
     )
     reference_arithmetic = "onnx" if reference is None else onednn_reference.ONEDNN
     same_arithmetic = candidate.arithmetic == reference_arithmetic
-    exact = same_arithmetic and not float_reference and not onednn_fused
+    integer = integer_sums.converted(rewritten_ir) and not float_reference and not onednn_fused
+    exact = same_arithmetic and not float_reference and not onednn_fused and not integer
     candidate_names = {o.name for o in candidate.get_outputs()}
     alias = after_quantization(rewritten_ir.graph) if float_reference else {}
     common = [n for n in tensor_names if alias.get(n, n) in candidate_names]
@@ -330,6 +331,8 @@ def validate(
             fusion=fusion, backend=backend_name, engine=onednn.version()
         )
         note = FUSED_ONEDNN_NOTE
+    elif integer:
+        comparison, note, atol, rtol = integer_sums.comparison(backend_name, fusion, atol, rtol)
     elif exact and reference is not None:
         comparison = ONEDNN_LIKE.format(
             engine=candidate.onednn_version or "oneDNN's arithmetic on the native backend",
@@ -373,6 +376,7 @@ def validate(
         input_search=search,
         memory=memory,
         float_reference=float_reference,
+        integer_sums=integer,
         fusion=fusion,
         fusion_plan=candidate.fusion_plan if fusion != "none" else None,
         reference_arithmetic=reference_arithmetic,
@@ -523,7 +527,8 @@ def check_tolerance(
 ) -> None:
     """A tolerance where the comparison must be exact would be silently unused: say so before
     any model runs (convert --validate asks before it writes OUT)."""
-    if optimized or not (atol or rtol) or fusion in PARTITION_MODES:
+    judged = optimized or fusion in PARTITION_MODES or integer_sums.converted(rewritten)
+    if judged or not (atol or rtol):
         return
     if not has_quantization(original.graph) and has_quantization(rewritten.graph):
         return  # a float original: judged by the tolerance
