@@ -381,6 +381,7 @@ DEFS: dict[str, Schema] = {
             "ratios": _array({"type": "number"}),
             "error": NULLABLE_STRING,
             "inputs": INPUTS,
+            "plan": NULLABLE_STRING,  # fusion auto's decision in the variant's first process
             "median_ms": {"type": ["number", "null"]},
             "ratio_to_original": {"type": ["number", "null"]},
             "ratio_quartiles": {
