@@ -10,6 +10,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ..ir.walk import all_graphs
+from .qoperator import form_of
 from .report import OtherQuantizedNode, RewriteReport
 
 CONTRIB = "com.microsoft"
@@ -52,6 +53,8 @@ def reason_code(node: ir.Node) -> str | None:
         return None
     name = node.op_type
     if node.domain == CONTRIB and name in CONVERTED:
+        return None
+    if form_of(node) is not None:  # QOperator forms the conversion rewrites (.qoperator)
         return None
     if name in _INTEGER:
         return "integer_op"

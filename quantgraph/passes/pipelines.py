@@ -10,6 +10,7 @@ from .matmul_nbits import MatMulNBitsPass
 from .node_rewrite import Progress
 from .other_formats import OtherFormatsPass
 from .qdq_to_spec import QdqToSpecPass
+from .qoperator import QOperatorPass
 from .report import RewriteReport
 from .restore_nbits import RestoreMatMulNBitsPass
 from .short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
@@ -35,6 +36,7 @@ def conversion(
         UnknownDimsPass(),
         OtherFormatsPass(report),
         MatMulNBitsPass(report=report, progress=progress),
+        QOperatorPass(report=report, progress=progress),
         DynamicQuantizeLinearPass(report=report),
         PadShortBlocksPass(),
         rewrite,

@@ -40,6 +40,8 @@ SKIP_CODES: dict[str, str] = {
     "float-zero-point": "float zero points that are not integers of the quantized range",
     "packed-layout": "a packed weight whose layout or shapes are not the op's plain one",
     "runtime-weight": "a packed weight, scale or zero point that is not a constant",
+    "channels-last": "a QOperator pooling node with channels_last=1: the float op is NCHW",
+    "gemm-scaling": "QGemm alpha or beta other than 1 (the int32 bias scale depends on them)",
 }
 
 
