@@ -24,7 +24,7 @@ from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.opsets import check_opset
 from ..reference.compare import TensorComparison, compare, merge, typed
 from ..runtime.session import InferenceSession
-from . import feeds, onednn_reference
+from . import feeds, onednn_reference, qoperator
 from .error_stats import ErrorStats, has_quantization, quantization_steps
 from .inputs import describe_feeds, draw
 from .inputs import plan_inputs as plan
@@ -301,7 +301,8 @@ def validate(
     )
     reference_arithmetic = "onnx" if reference is None else onednn_reference.ONEDNN
     same_arithmetic = candidate.arithmetic == reference_arithmetic
-    exact = same_arithmetic and not float_reference and not onednn_fused
+    qop = qoperator.qoperator_ops(source.ir.graph, rewritten_ir.graph)  # integer kernels
+    exact = same_arithmetic and not float_reference and not onednn_fused and not qop
     candidate_names = {o.name for o in candidate.get_outputs()}
     alias = after_quantization(rewritten_ir.graph) if float_reference else {}
     common = [n for n in tensor_names if alias.get(n, n) in candidate_names]
@@ -314,7 +315,9 @@ def validate(
 
     n_out = len(outputs)
     backend_name = candidate.backend
-    if float_reference:
+    if qop:
+        comparison, note = qoperator.comparison(qop, backend_name, fusion)
+    elif float_reference:
         comparison, note = QUANTIZATION_ERROR.format(backend=backend_name), QUANTIZATION_NOTE
     elif onednn_fused:
         from ..backends import onednn
@@ -366,6 +369,7 @@ def validate(
         input_search=search,
         memory=memory,
         float_reference=float_reference,
+        qoperator=qop,
         fusion=fusion,
         fusion_plan=candidate.fusion_plan if fusion != "none" else None,
         reference_arithmetic=reference_arithmetic,
