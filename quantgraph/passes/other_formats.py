@@ -21,7 +21,9 @@ QDQ_ADVICE = (
 # code -> what the nodes are and what the user can do
 ADVICE = {
     "qoperator": "a QOperator-format node (integer kernel with its scales and zero points "
-    f"fused in): quantgraph rewrites Q/DQ only; {QDQ_ADVICE}",
+    "fused in) quantgraph has no rewrite for (it converts QLinearConv, QLinearMatMul, QGemm and "
+    "the QLinear Add/Mul/Concat/AveragePool/GlobalAveragePool/LeakyRelu/Sigmoid/Softmax forms); "
+    f"{QDQ_ADVICE}",
     "packed_weight_only": "onnxruntime's packed weight-only op: re-quantize the float model "
     "with MatMulNBitsQuantizer(..., quant_format=QuantFormat.QDQ) (blocked DequantizeLinear, "
     "which quantgraph converts)",

@@ -244,6 +244,7 @@ DEFS: dict[str, Schema] = {
             "input_search": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/input_search"}]},
             "memory": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/memory"}]},
             "float_reference": BOOL,
+            "qoperator": _array({"type": "string"}),
             "fusion": {"enum": ["none", "onnxruntime", "onednn", "auto"]},
             "fusion_plan": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/fusion_plan"}]},
             "error_stats": _array({"$ref": "#/$defs/error_stats"}),
