@@ -1,7 +1,8 @@
 """Quantized nodes that are not Q/DQ are named, with a reason code and what to do (issue 21
-item 5): QOperator models (quantize_static) and quantize_dynamic's integer ops, in `inspect`'s
-text and JSON and in the API report. MatMulNBits and quantize_dynamic's MatMulInteger/ConvInteger
-are converted since issue #34 (tests/test_published_formats.py, tests/test_dynamic_integer.py):
+item 5): QOperator ops the conversion has no rewrite for, in `inspect`'s text and JSON and in
+the API report. MatMulNBits, quantize_dynamic's MatMulInteger/ConvInteger and quantize_static's
+QOperator forms are converted since issue #34 (tests/test_published_formats.py,
+tests/test_dynamic_integer.py, tests/test_qoperator.py):
 they are not listed."""
 
 from __future__ import annotations
@@ -27,13 +28,9 @@ from tests.producers import static_quantized, weight_only
 
 # producer -> (node, op type, code) the report must list, in graph order
 CASES: dict[str, tuple[Callable[[], onnx.ModelProto], list[tuple[str, str, str]]]] = {
-    "qoperator": (
-        lambda: static_quantized(13, qoperator=True),
-        [
-            ("conv_quant", "QLinearConv", "qoperator"),
-            ("mm_quant", "QLinearMatMul", "qoperator"),
-            ("add_quant", "QLinearAdd", "qoperator"),
-        ],
+    "qoperator": (  # QLinearWhere: a QOperator form the conversion has no rewrite for
+        lambda: _qlinear_where(),
+        [("where_quant", "QLinearWhere", "qoperator")],
     ),
     "fused-dynamic": (
         lambda: _contrib_node("DynamicQuantizeMatMul"),
@@ -55,6 +52,48 @@ def _contrib_node(op_type: str) -> onnx.ModelProto:
         domains={"com.microsoft": 1},
         check=False,
     )
+
+
+def _qlinear_where() -> onnx.ModelProto:
+    scalar = [
+        helper.make_tensor("s", TensorProto.FLOAT, [], [0.05]),
+        helper.make_tensor("zp", TensorProto.UINT8, [], [128]),
+        helper.make_tensor("c", TensorProto.BOOL, [4], [True, False, True, False]),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"], name="q"),
+        helper.make_node(
+            "QLinearWhere",
+            ["c", "q", "s", "zp", "q", "s", "zp", "s", "zp"],
+            ["w"],
+            name="where_quant",
+            domain="com.microsoft",
+        ),
+        helper.make_node("DequantizeLinear", ["w", "s", "zp"], ["y"], name="dq"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "where",
+        [tensor_info("x", TensorProto.FLOAT, [4])],
+        [tensor_info("y", TensorProto.FLOAT, [4])],
+        scalar,
+    )
+    return helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.microsoft", 1)],
+    )
+
+
+def test_qoperator_models_are_converted_not_listed() -> None:
+    """quantize_static's QLinearConv, QLinearMatMul, QLinearAdd: converted since issue #34
+    (tests/test_qoperator.py)."""
+    report = quantgraph.convert(static_quantized(13, qoperator=True)).report
+    assert report.other_quantized == []
+    assert {k: report.converted[k] for k in ("QLinearConv", "QLinearMatMul", "QLinearAdd")} == {
+        "QLinearConv": 1,
+        "QLinearMatMul": 1,
+        "QLinearAdd": 1,
+    }
 
 
 def _listed(report: dict[str, object]) -> list[tuple[str, str, str]]:

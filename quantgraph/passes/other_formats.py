@@ -10,6 +10,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ..ir.walk import all_graphs
+from .qoperator import form_of
 from .report import OtherQuantizedNode, RewriteReport
 
 CONTRIB = "com.microsoft"
@@ -20,7 +21,9 @@ QDQ_ADVICE = (
 # code -> what the nodes are and what the user can do
 ADVICE = {
     "qoperator": "a QOperator-format node (integer kernel with its scales and zero points "
-    f"fused in): quantgraph rewrites Q/DQ only; {QDQ_ADVICE}",
+    "fused in) quantgraph has no rewrite for (it converts QLinearConv, QLinearMatMul, QGemm and "
+    "the QLinear Add/Mul/Concat/AveragePool/GlobalAveragePool/LeakyRelu/Sigmoid/Softmax forms); "
+    f"{QDQ_ADVICE}",
     "packed_weight_only": "onnxruntime's packed weight-only op: re-quantize the float model "
     "with MatMulNBitsQuantizer(..., quant_format=QuantFormat.QDQ) (blocked DequantizeLinear, "
     "which quantgraph converts)",
@@ -57,6 +60,8 @@ def reason_code(node: ir.Node) -> str | None:
     if node.domain == CONTRIB and name in CONVERTED:
         return None
     if node.domain in ("", "ai.onnx") and name in CONVERTED_STANDARD:
+        return None
+    if form_of(node) is not None:  # QOperator forms the conversion rewrites (.qoperator)
         return None
     if name in _INTEGER:
         return "integer_op"

@@ -11,9 +11,11 @@ from .matmul_nbits import MatMulNBitsPass
 from .node_rewrite import Progress
 from .other_formats import OtherFormatsPass
 from .qdq_to_spec import QdqToSpecPass
+from .qoperator import QOperatorPass
 from .report import RewriteReport
 from .restore_integer_ops import RestoreIntegerOpsPass
 from .restore_nbits import RestoreMatMulNBitsPass
+from .restore_qoperator import RestoreQOperatorPass
 from .short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from .spec_to_qdq import SpecToQdqPass
 from .unknown_dims import UnknownDimsPass
@@ -38,6 +40,7 @@ def conversion(
         OtherFormatsPass(report),
         MatMulNBitsPass(report=report, progress=progress),
         IntegerOpsPass(report=report),  # reads DynamicQuantizeLinear before its rewrite
+        QOperatorPass(report=report, progress=progress),
         DynamicQuantizeLinearPass(report=report),
         PadShortBlocksPass(),
         rewrite,
@@ -50,16 +53,19 @@ def lowering(
     report: RewriteReport, *, check: bool = True, to_qdq: bool = False
 ) -> ir.passes.PassManager:
     """Spec ops -> standard Q/DQ, then onnx's full check; what conversion expanded
-    (DynamicQuantizeLinear, padded short blocks, MatMulNBits) is folded back into the original
-    node; ``to_qdq`` keeps a converted MatMulNBits in its Q/DQ form (DequantizeLinear ->
-    MatMul)."""
+    (DynamicQuantizeLinear, padded short blocks, MatMulNBits, QOperator nodes) is folded back
+    into the original node; ``to_qdq`` keeps a converted MatMulNBits or QOperator node in its
+    Q/DQ form (DequantizeLinear -> MatMul, DequantizeLinear -> Conv -> QuantizeLinear...)."""
     restore: list[ir.passes.PassBase] = [] if to_qdq else [RestoreMatMulNBitsPass(report=report)]
+    # QOperator nodes come back from the standard Q/DQ the spec ops lower to
+    after: list[ir.passes.PassBase] = [] if to_qdq else [RestoreQOperatorPass(report=report)]
     passes: list[ir.passes.PassBase] = [
         UnknownDimsPass(),
         *restore,
         RestoreIntegerOpsPass(report=report),  # before DynamicQuantizeLinear comes back
         RestoreDynamicQuantizeLinearPass(report=report),
         SpecToQdqPass(report=report),
+        *after,
         TrimPaddedBlocksPass(),
     ]
     return _with_check(passes, check)

@@ -42,6 +42,8 @@ SKIP_CODES: dict[str, str] = {
     "runtime-weight": "a packed weight, scale or zero point that is not a constant",
     "scale-chain": "an integer op (MatMulInteger, ConvInteger) not followed by quantize_dynamic's "
     "Cast -> Mul(scales) chain, or whose operands are not a DynamicQuantizeLinear's or constants",
+    "channels-last": "a QOperator pooling node with channels_last=1: the float op is NCHW",
+    "gemm-scaling": "QGemm alpha or beta other than 1 (the int32 bias scale depends on them)",
 }
 
 

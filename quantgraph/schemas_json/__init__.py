@@ -242,6 +242,7 @@ DEFS: dict[str, Schema] = {
             "input_search": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/input_search"}]},
             "memory": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/memory"}]},
             "float_reference": BOOL,
+            "qoperator": _array({"type": "string"}),
             "fusion": {"enum": ["none", "onnxruntime", "onednn", "auto"]},
             "fusion_plan": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/fusion_plan"}]},
             "debug": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/debug"}]},

@@ -67,4 +67,27 @@ class OnednnReference:
         return list(self._session.run(list(names), dict(feeds)))
 
 
-__all__ = ["UNAVAILABLE", "OnednnReference", "available"]
+def for_validation(
+    original: ir.Model,
+    label: str,
+    float_reference: bool,
+    backend: str | None,
+    arithmetic: str | None,
+    fusion: str,
+    options: ort.SessionOptions,
+    intermediate: bool,
+) -> OnednnReference | None:
+    """The original in oneDNN's arithmetic where the rewritten side computes it (and neither a
+    float original nor oneDNN's partitions make the comparison inexact anyway)."""
+    from ..backends import require, resolve_arithmetic
+    from ..fusion.plan import PARTITION_MODES
+    from .error_stats import has_quantization
+
+    if float_reference or fusion in PARTITION_MODES or not has_quantization(original.graph):
+        return None
+    if resolve_arithmetic(require(backend), arithmetic) != ONEDNN or not available():
+        return None
+    return OnednnReference(original, options, fusion, label, intermediate)
+
+
+__all__ = ["UNAVAILABLE", "OnednnReference", "available", "for_validation"]

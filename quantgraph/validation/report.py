@@ -212,6 +212,9 @@ class ValidationReport:
     float_reference: bool = False
     # Integer ops converted to float ones (quantgraph.validation.integer_sums): judged by a bound.
     integer_sums: bool = False
+    # The original's QOperator op types the rewritten model computes as the spec's composition
+    # (quantgraph.validation.qoperator): another arithmetic, not expected to be exact.
+    qoperator: list[str] = field(default_factory=list)
     fusion: str = "none"  # the rewritten side's fusion mode (quantgraph.fusion)
     fusion_plan: Any = None  # its FusionPlan when fusion was used
     # Distributions of the differences, outputs then intermediate tensors (the HTML page).
@@ -245,10 +248,17 @@ class ValidationReport:
     def exact_expected(self) -> bool:
         """Both sides compute one arithmetic (ONNX's, or oneDNN's on both): any difference is
         a disagreement. Not so against a float original, nor with oneDNN partitions (fusion
-        "onednn"/"auto": they requantize and accumulate their own way)."""
+        "onednn"/"auto": they requantize and accumulate their own way), nor against a QOperator
+        original (integer kernels)."""
         onednn_fused = self.fusion in PARTITION_MODES
         same = self.arithmetic == self.reference_arithmetic
-        return same and not self.float_reference and not onednn_fused and not self.integer_sums
+        return (
+            same
+            and not self.float_reference
+            and not onednn_fused
+            and not self.integer_sums
+            and not self.qoperator
+        )
 
     @property
     def agree(self) -> bool:
@@ -301,6 +311,7 @@ class ValidationReport:
             else None,
             "intermediate": None if self.intermediate is None else self.intermediate.to_dict(),
             "float_reference": self.float_reference,
+            "qoperator": list(self.qoperator),
             "fusion": self.fusion,
             "fusion_plan": None if self.fusion_plan is None else self.fusion_plan.to_dict(),
             "debug": None if self.debug is None else self.debug.to_dict(),

@@ -24,7 +24,7 @@ from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.opsets import check_opset
 from ..reference.compare import TensorComparison, compare, merge, typed
 from ..runtime.session import InferenceSession
-from . import feeds, integer_sums, onednn_reference
+from . import feeds, integer_sums, onednn_reference, qoperator
 from .debugger import from_run
 from .error_stats import ErrorStats, has_quantization, quantization_steps
 from .inputs import describe_feeds, draw
@@ -234,9 +234,10 @@ def validate(
     float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
     if sensitivity and not float_reference:
         raise ModelError("--sensitivity needs a float original and its quantized (QDQ) form")
-    reference = _onednn_reference(
-        source, float_reference, backend, arithmetic, fusion, level, intermediate
-    )
+    reference = onednn_reference.for_validation(
+        source.ir, source.label, float_reference, backend, arithmetic, fusion,
+        quiet_options(level), intermediate,
+    )  # fmt: skip
     if reference is not None:  # compare the tensors both compute under one name
         tensor_names = [n for n in tensor_names if n in reference.names]
     wanted = outputs + tensor_names
@@ -309,7 +310,9 @@ def validate(
     reference_arithmetic = "onnx" if reference is None else onednn_reference.ONEDNN
     same_arithmetic = candidate.arithmetic == reference_arithmetic
     integer = integer_sums.converted(rewritten_ir) and not float_reference and not onednn_fused
-    exact = same_arithmetic and not float_reference and not onednn_fused and not integer
+    qop = qoperator.qoperator_ops(source.ir.graph, rewritten_ir.graph)  # integer kernels
+    exact = same_arithmetic and not float_reference and not onednn_fused
+    exact = exact and not integer and not qop
     candidate_names = {o.name for o in candidate.get_outputs()}
     alias = after_quantization(rewritten_ir.graph) if float_reference else {}
     common = [n for n in tensor_names if alias.get(n, n) in candidate_names]
@@ -322,7 +325,9 @@ def validate(
 
     n_out = len(outputs)
     backend_name = candidate.backend
-    if float_reference:
+    if qop:
+        comparison, note = qoperator.comparison(qop, backend_name, fusion)
+    elif float_reference:
         comparison, note = QUANTIZATION_ERROR.format(backend=backend_name), QUANTIZATION_NOTE
     elif onednn_fused:
         from ..backends import onednn
@@ -377,6 +382,7 @@ def validate(
         memory=memory,
         float_reference=float_reference,
         integer_sums=integer,
+        qoperator=qop,
         fusion=fusion,
         fusion_plan=candidate.fusion_plan if fusion != "none" else None,
         reference_arithmetic=reference_arithmetic,
@@ -439,30 +445,6 @@ def _error_stats(
             elem_type = declared.get(name)
             found[name].add(typed(want[index], elem_type), typed(got[index], elem_type))
     return found
-
-
-def _onednn_reference(
-    source: _Original,
-    float_reference: bool,
-    backend: str | None,
-    arithmetic: str | None,
-    fusion: str,
-    level: ort.GraphOptimizationLevel,
-    intermediate: bool,
-) -> onednn_reference.OnednnReference | None:
-    """The original in oneDNN's arithmetic where the rewritten side computes it (and neither a
-    float original nor oneDNN's partitions make the comparison inexact anyway)."""
-    from ..backends import require, resolve_arithmetic
-
-    if float_reference or fusion in PARTITION_MODES or not has_quantization(source.ir.graph):
-        return None
-    if resolve_arithmetic(require(backend), arithmetic) != onednn_reference.ONEDNN:
-        return None
-    if not onednn_reference.available():
-        return None
-    return onednn_reference.OnednnReference(
-        source.ir, quiet_options(level), fusion, source.label, intermediate
-    )
 
 
 def _silent(stage: str, done: int, total: int) -> None:

@@ -27,7 +27,13 @@ from quantgraph.passes.dynamic_quantize_linear import (
     DynamicQuantizeLinearPass,
     RestoreDynamicQuantizeLinearPass,
 )
+from quantgraph.passes.integer_ops import IntegerOpsPass
+from quantgraph.passes.matmul_nbits import MatMulNBitsPass
 from quantgraph.passes.other_formats import OtherFormatsPass
+from quantgraph.passes.qoperator import QOperatorPass
+from quantgraph.passes.restore_integer_ops import RestoreIntegerOpsPass
+from quantgraph.passes.restore_nbits import RestoreMatMulNBitsPass
+from quantgraph.passes.restore_qoperator import RestoreQOperatorPass
 from quantgraph.passes.short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from quantgraph.passes.stamp_origin import MODEL_OP, NODE_NAME
 from quantgraph.spec import DOMAIN, SpecError
@@ -80,22 +86,28 @@ def test_the_pipelines_and_their_options() -> None:
         progress=lambda done, total: calls.append((done, total)),
     )
     assert manager.steps == 1
-    # negative dims made unknown, other formats listed, DynamicQuantizeLinear, short-block
-    # padding, the rewrite, the padding undone, the check
-    dims, other, dql, pad, rewrite, trim, _check = manager.passes
+    # negative dims made unknown, other formats listed, MatMulNBits, integer and QOperator nodes,
+    # DynamicQuantizeLinear, short-block padding, the rewrite, the padding undone, the check
+    dims, other, nbits, integer, qop, dql, pad, rewrite, trim, _check = manager.passes
     assert isinstance(dims, UnknownDimsPass)
     assert isinstance(other, OtherFormatsPass) and other.report is report
+    assert isinstance(nbits, MatMulNBitsPass) and isinstance(qop, QOperatorPass)
+    assert isinstance(integer, IntegerOpsPass) and integer.report is report
     assert isinstance(dql, DynamicQuantizeLinearPass) and dql.report is report
     assert isinstance(pad, PadShortBlocksPass) and isinstance(trim, TrimPaddedBlocksPass)
     assert isinstance(rewrite, QdqToSpecPass)
     assert (rewrite.static, rewrite.contrib, rewrite.report) == (True, False, report)
     *_, unchecked, _trim = pipelines.conversion(report, check=False).passes
     assert isinstance(unchecked, QdqToSpecPass)
-    _dims, restore, lower, trim, _check = pipelines.lowering(report).passes
+    lowered = pipelines.lowering(report).passes
+    _dims, nbits_back, integer_back, restore, lower, qop_back, trim, _check = lowered
+    assert isinstance(nbits_back, RestoreMatMulNBitsPass)
+    assert isinstance(integer_back, RestoreIntegerOpsPass)
     assert isinstance(restore, RestoreDynamicQuantizeLinearPass) and restore.report is report
     assert isinstance(lower, SpecToQdqPass) and lower.report is report
+    assert isinstance(qop_back, RestoreQOperatorPass) and qop_back.report is report
     assert isinstance(trim, TrimPaddedBlocksPass)
-    _dims, _restore, unchecked, _trim = pipelines.lowering(report, check=False).passes
+    *_, unchecked, _trim = pipelines.lowering(report, check=False, to_qdq=True).passes
     assert isinstance(unchecked, SpecToQdqPass)
 
     model = ir.from_proto(_qdq_model())

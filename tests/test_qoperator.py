@@ -1,0 +1,160 @@
+"""QOperator models (issue #34): quantize_static(..., quant_format=QOperator) writes QLinearConv,
+QLinearMatMul, QGemm and the com.microsoft QLinear* ops. Each converts into the spec's
+DynamicDequantize -> float op -> DynamicQuantize (the int32 bias as a standard DequantizeLinear
+with scale s_x * s_w), the report lists it, validation says it compares another arithmetic, and
+lower gives back the same nodes and initializers (``--to-qdq``: the Q/DQ form).
+
+What holds, measured on the models below (seeded inputs, 20 samples):
+- ORT_ENABLE_ALL with fusion "onnxruntime": identical to the original, u8 and s8 activations,
+  per-channel and per-tensor weights (onnxruntime runs the same kernels on both sides).
+- ORT_DISABLE_ALL: s8 activations identical (onnxruntime's s8 x s8 kernels requantize to what
+  the float composition gives, here); u8 activations on a CPU without VNNI up to 41 steps apart
+  (its u8 x s8 kernels saturate int16 pair sums: 49 steps at the first QLinearConv already).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+from click.testing import CliRunner
+from onnx import numpy_helper
+
+import quantgraph
+from quantgraph.cli import main
+from quantgraph.cpu import cpu
+from tests.builders import requires_native
+from tests.qoperator_models import FLOAT_OPS, QOPERATOR_OPS, qoperator
+
+pytestmark = requires_native
+
+FORMS = [("u8", True), ("u8", False), ("s8", True), ("s8", False)]
+FORM_IDS = [f"{a}-{'per-channel' if pc else 'per-tensor'}" for a, pc in FORMS]
+SAMPLES = 20
+
+
+def _initializers(model: onnx.ModelProto) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
+    """name -> (dtype, shape, bytes of the values): lowering writes scalars as raw_data where
+    quantize_static wrote float_data/int32_data (the same values, another protobuf field)."""
+    found = {}
+    for tensor in model.graph.initializer:
+        array = numpy_helper.to_array(tensor)
+        found[tensor.name] = (str(array.dtype), array.shape, array.tobytes())
+    return found
+
+
+def attributes(node: onnx.NodeProto) -> list[bytes]:
+    return [a.SerializeToString() for a in node.attribute]
+
+
+def _nodes(model: onnx.ModelProto) -> list[tuple[object, ...]]:
+    """Each node's op, domain, name, inputs, outputs and attributes (bytes). Not the protos
+    themselves: quantize_static writes ``domain: ""`` explicitly on some, onnx leaves it out."""
+    return [
+        (n.op_type, n.domain, n.name, list(n.input), list(n.output), *attributes(n))
+        for n in model.graph.node
+    ]
+
+
+@pytest.mark.parametrize(("activation", "per_channel"), FORMS, ids=FORM_IDS)
+def test_every_form_converts_and_the_report_lists_it(activation: str, per_channel: bool) -> None:
+    original = qoperator(activation, per_channel)
+    assert {n.op_type: 0 for n in original.graph.node if n.op_type in QOPERATOR_OPS}.keys() == (
+        QOPERATOR_OPS.keys()
+    )
+    result = quantgraph.convert(original)
+    report = result.report
+    assert report.other_quantized == []
+    converted = {k: v for k, v in report.converted.items() if k in QOPERATOR_OPS}
+    assert converted == QOPERATOR_OPS
+    for node in report.converted_nodes:
+        if node.op_type in QOPERATOR_OPS:
+            assert node.new_op_type == FLOAT_OPS[node.op_type]
+    weights = [n for n in report.converted_nodes if n.op_type in ("QLinearConv", "QGemm")]
+    assert all(("per-channel weight" in n.detail) == per_channel for n in weights)
+    # the int32 biases (QLinearConv's 9th input, QGemm's C) stay standard DequantizeLinear
+    assert [(s.node, s.code) for s in report.skipped] == [
+        ("conv_quant_bias", "quantized-type"),
+        ("gemm_quant_bias", "quantized-type"),
+    ]
+    kinds = [n.op_type for n in result.proto.graph.node]
+    assert not set(kinds) & set(QOPERATOR_OPS)
+    assert kinds.count("DequantizeLinear") == 2
+    assert kinds.count("DynamicQuantize") == 1 + sum(QOPERATOR_OPS.values())
+    as_dict = report.to_dict()
+    assert as_dict["converted"]["QLinearConv"] == 2  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("activation", "per_channel"), FORMS, ids=FORM_IDS)
+def test_lower_gives_back_the_qoperator_nodes(activation: str, per_channel: bool) -> None:
+    original = qoperator(activation, per_channel)
+    converted = quantgraph.convert(original).proto
+    lowered = quantgraph.lower(converted)
+    assert lowered.report.skipped == []
+    assert {k: v for k, v in lowered.report.emitted.items() if k in QOPERATOR_OPS} == QOPERATOR_OPS
+    back = lowered.proto
+    assert _nodes(back) == _nodes(original)
+    assert _initializers(back) == _initializers(original)
+    assert list(back.opset_import) == list(original.opset_import)
+    qdq = quantgraph.lower(converted, to_qdq=True).proto
+    kinds = {n.op_type for n in qdq.graph.node}
+    assert not kinds & set(QOPERATOR_OPS) and {"Conv", "Gemm", "Softmax"} <= kinds
+
+
+def _validate(activation: str, per_channel: bool, fusion: str) -> quantgraph.ValidationReport:
+    original = qoperator(activation, per_channel)
+    converted = quantgraph.convert(original).proto
+    return quantgraph.validate(original, converted, fusion=fusion, iterations=SAMPLES)
+
+
+@pytest.mark.parametrize(("activation", "per_channel"), FORMS, ids=FORM_IDS)
+def test_fused_by_onnxruntime_the_conversion_is_identical(
+    activation: str, per_channel: bool
+) -> None:
+    report = _validate(activation, per_channel, "onnxruntime")
+    assert not report.exact_expected  # stated: the kernels may differ, measured they do not
+    assert report.qoperator == sorted(QOPERATOR_OPS)
+    assert "ORT_ENABLE_ALL (fusion 'onnxruntime')" in report.comparison
+    assert all(o.mismatches == 0 for o in report.outputs), report.to_dict()["outputs"]
+
+
+@pytest.mark.parametrize("activation", ["u8", "s8"])
+def test_unfused_the_comparison_states_another_arithmetic(activation: str) -> None:
+    report = _validate(activation, True, "none")
+    assert not report.exact_expected
+    assert report.comparison.startswith("original (QOperator integer kernels: QGemm, QLinearAdd")
+    assert "ORT_DISABLE_ALL: not expected to be exact" in report.comparison
+    steps = {o.name: report.error_stats[o.name].max_steps for o in report.outputs}
+    if activation == "s8":
+        assert steps == {"y": 0.0, "z": 0.0}  # measured: identical
+        assert report.agree
+    elif not cpu().vnni:  # u8 x s8 kernels saturate int16 pair sums
+        assert not report.agree
+        assert 0 < max(v or 0.0 for v in steps.values()) <= 41.0 + 1e-4, steps
+    payload = report.to_dict()
+    assert payload["exact_expected"] is False and payload["qoperator"] == sorted(QOPERATOR_OPS)
+    assert "QLinearConv/QLinearMatMul/QGemm sum in int32" in str(payload["comparison_note"])
+
+
+def test_cli_convert_lists_and_lower_restores(tmp_path: Path) -> None:
+    source, converted, lowered = tmp_path / "q.onnx", tmp_path / "c.onnx", tmp_path / "l.onnx"
+    original = qoperator("u8", True)
+    onnx.save(original, source)
+    runner = CliRunner()
+    done = runner.invoke(main, ["convert", str(source), str(converted), "--json"])
+    assert done.exit_code == 0, done.output
+    payload = json.loads(done.stdout)
+    assert payload["other_quantized"] == []
+    assert {k: payload["converted"][k] for k in QOPERATOR_OPS} == QOPERATOR_OPS
+    assert ["conv_quant", "QLinearConv", "Conv"] in [
+        [n["node"], n["op_type"], n["new_op_type"]] for n in payload["nodes"]
+    ]
+    text = runner.invoke(main, ["convert", str(source), str(tmp_path / "t.onnx")])
+    assert "QLinearConv" in text.stdout and "QGemm" in text.stdout, text.stdout
+    back = runner.invoke(main, ["lower", str(converted), str(lowered), "--json"])
+    assert back.exit_code == 0, back.output
+    assert json.loads(back.stdout)["emitted"]["QLinearConv"] == 2
+    assert _initializers(onnx.load(lowered)) == _initializers(original)
+    assert _nodes(onnx.load(lowered)) == _nodes(original)
