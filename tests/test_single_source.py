@@ -59,19 +59,18 @@ def test_the_package_holds_the_product_only() -> None:
 
 
 def test_readme_layout_matches_the_tree() -> None:
-    """Every folder and module the README's Layout names exists, and every package module and
+    """Every folder and module docs/layout.md names exists, and every package module and
     top-level folder is named there."""
-    readme = (ROOT / "README.md").read_text()
-    layout = readme[readme.index("## Layout") :]
+    layout = (ROOT / "docs" / "layout.md").read_text()
     named = set(re.findall(r"[\w.]+(?:/[\w.]*)?", layout))
     for entry in re.findall(r"^    (\S+/)", layout, re.M):
-        assert (ROOT / entry).is_dir(), f"README names {entry}, which does not exist"
+        assert (ROOT / entry).is_dir(), f"docs/layout.md names {entry}, which does not exist"
     package = ROOT / "quantgraph"
     for path in package.glob("*.py"):
         if path.name != "__init__.py":
-            assert path.name in named, f"README's Layout does not name quantgraph/{path.name}"
+            assert path.name in named, f"docs/layout.md does not name quantgraph/{path.name}"
     for folder in [p for p in package.iterdir() if p.is_dir() and p.name != "__pycache__"]:
         if folder.name != "_native":  # the built library's install folder
-            assert f"{folder.name}/" in layout, f"README's Layout does not name {folder.name}/"
+            assert f"{folder.name}/" in layout, f"docs/layout.md does not name {folder.name}/"
     for top in ("tools", "benchmarks", "custom_ops", "models", "tests", "docs"):
         assert (ROOT / top).is_dir()

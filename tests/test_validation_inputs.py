@@ -715,8 +715,8 @@ def test_any_chain_of_value_passing_ops_keeps_indices_in_range(
 def test_the_readme_states_the_search_as_the_code_does() -> None:
     from quantgraph.validation import inputs, memory, search
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = readme[readme.index("## Validation") : readme.index("## Evidence")]
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "guide.md").read_text()
+    section = guide[guide.index("## Validation") : guide.index("## Evidence")]
     text = " ".join(section.split())
     assert f"at most {search.MAX_ATTEMPTS} attempts" in text
     assert f"image sizes ({', '.join(map(str, search.SPATIAL_SIZES))})" in text
