@@ -14,6 +14,7 @@ import onnx_ir as ir
 from ..errors import NoQuantization
 from ..ir.walk import all_graphs
 from ..spec import DOMAIN
+from .cast_scale import is_cast_scale
 from .other_formats import CONTRIB, CONVERTED, CONVERTED_STANDARD, reason_code
 
 _QDQ = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", *CONVERTED_STANDARD}
@@ -26,14 +27,14 @@ ADVICE = (
 
 def is_quantized(node: ir.Node) -> bool:
     """Q/DQ of any domain quantgraph reads, a quantized node of another format, or an op of
-    quantgraph's domain."""
+    quantgraph's domain, or the Cast starting a weight-only Cast x scale chain."""
     if node.domain == DOMAIN:
         return True
     if node.domain in ("", "ai.onnx", CONTRIB) and node.op_type in _QDQ:
         return True
     if node.domain == CONTRIB and node.op_type in CONVERTED:
         return True
-    return reason_code(node) is not None
+    return reason_code(node) is not None or is_cast_scale(node)
 
 
 def refuse_unquantized(model: ir.Model, label: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from .cast_scale import CastScalePass
 from .dynamic_quantize_linear import DynamicQuantizeLinearPass, RestoreDynamicQuantizeLinearPass
 from .full_check import FullCheckPass
 from .integer_ops import IntegerOpsPass
@@ -13,6 +14,7 @@ from .other_formats import OtherFormatsPass
 from .qdq_to_spec import QdqToSpecPass
 from .qoperator import QOperatorPass
 from .report import RewriteReport
+from .restore_cast_scale import RestoreCastScalePass
 from .restore_integer_ops import RestoreIntegerOpsPass
 from .restore_nbits import RestoreMatMulNBitsPass
 from .restore_qoperator import RestoreQOperatorPass
@@ -39,6 +41,7 @@ def conversion(
         UnknownDimsPass(),
         OtherFormatsPass(report),
         MatMulNBitsPass(report=report, progress=progress),
+        CastScalePass(report=report),
         IntegerOpsPass(report=report),  # reads DynamicQuantizeLinear before its rewrite
         QOperatorPass(report=report, progress=progress),
         DynamicQuantizeLinearPass(report=report),
@@ -62,6 +65,7 @@ def lowering(
     passes: list[ir.passes.PassBase] = [
         UnknownDimsPass(),
         *restore,
+        RestoreCastScalePass(report=report),  # Cast/Sub/Mul are standard already: even to_qdq
         RestoreIntegerOpsPass(report=report),  # before DynamicQuantizeLinear comes back
         RestoreDynamicQuantizeLinearPass(report=report),
         SpecToQdqPass(report=report),

@@ -18,6 +18,7 @@ import onnx_ir as ir
 
 from ..ir.values import constant_array
 from ..ir.walk import GraphLike, spec_op
+from ..passes.cast_scale import is_cast_scale
 from ..reference.compare import mismatch_mask
 
 # |difference| bins: exactly 0, then one bin per decade from 1e-8 up, the last open-ended.
@@ -173,9 +174,11 @@ def quantization_steps(graph: GraphLike) -> dict[str, float]:
 
 
 def has_quantization(graph: GraphLike) -> bool:
-    """Whether a graph quantizes anything: Q/DQ (any domain), spec ops or integer kernels."""
+    """Whether a graph quantizes anything: Q/DQ (any domain), spec ops, integer kernels or a
+    weight-only Cast x scale chain."""
     return any(
         spec_op(node) is not None
+        or is_cast_scale(node)
         or node.op_type in QUANTIZED_OPS
         or (node.domain in QDQ_DOMAINS and node.op_type.startswith("QLinear"))
         for node in graph

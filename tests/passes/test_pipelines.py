@@ -23,6 +23,7 @@ from quantgraph.passes import (
     UnknownDimsPass,
     pipelines,
 )
+from quantgraph.passes.cast_scale import CastScalePass
 from quantgraph.passes.dynamic_quantize_linear import (
     DynamicQuantizeLinearPass,
     RestoreDynamicQuantizeLinearPass,
@@ -31,6 +32,7 @@ from quantgraph.passes.integer_ops import IntegerOpsPass
 from quantgraph.passes.matmul_nbits import MatMulNBitsPass
 from quantgraph.passes.other_formats import OtherFormatsPass
 from quantgraph.passes.qoperator import QOperatorPass
+from quantgraph.passes.restore_cast_scale import RestoreCastScalePass
 from quantgraph.passes.restore_integer_ops import RestoreIntegerOpsPass
 from quantgraph.passes.restore_nbits import RestoreMatMulNBitsPass
 from quantgraph.passes.restore_qoperator import RestoreQOperatorPass
@@ -86,13 +88,15 @@ def test_the_pipelines_and_their_options() -> None:
         progress=lambda done, total: calls.append((done, total)),
     )
     assert manager.steps == 1
-    # negative dims made unknown, other formats listed, MatMulNBits, integer and QOperator nodes,
-    # DynamicQuantizeLinear, short-block padding, the rewrite, the padding undone, the check
-    dims, other, nbits, integer, qop, dql, pad, rewrite, trim, _check = manager.passes
+    # negative dims made unknown, other formats listed, MatMulNBits, Cast x scale weights, integer
+    # and QOperator nodes, DynamicQuantizeLinear, short-block padding, the rewrite, the padding
+    # undone, the check
+    dims, other, nbits, cast, integer, qop, dql, pad, rewrite, trim, _check = manager.passes
     assert isinstance(dims, UnknownDimsPass)
     assert isinstance(other, OtherFormatsPass) and other.report is report
     assert isinstance(nbits, MatMulNBitsPass) and isinstance(qop, QOperatorPass)
     assert isinstance(integer, IntegerOpsPass) and integer.report is report
+    assert isinstance(cast, CastScalePass) and cast.report is report
     assert isinstance(dql, DynamicQuantizeLinearPass) and dql.report is report
     assert isinstance(pad, PadShortBlocksPass) and isinstance(trim, TrimPaddedBlocksPass)
     assert isinstance(rewrite, QdqToSpecPass)
@@ -100,8 +104,9 @@ def test_the_pipelines_and_their_options() -> None:
     *_, unchecked, _trim = pipelines.conversion(report, check=False).passes
     assert isinstance(unchecked, QdqToSpecPass)
     lowered = pipelines.lowering(report).passes
-    _dims, nbits_back, integer_back, restore, lower, qop_back, trim, _check = lowered
+    _dims, nbits_back, cast_back, integer_back, restore, lower, qop_back, trim, _check = lowered
     assert isinstance(nbits_back, RestoreMatMulNBitsPass)
+    assert isinstance(cast_back, RestoreCastScalePass) and cast_back.report is report
     assert isinstance(integer_back, RestoreIntegerOpsPass)
     assert isinstance(restore, RestoreDynamicQuantizeLinearPass) and restore.report is report
     assert isinstance(lower, SpecToQdqPass) and lower.report is report
