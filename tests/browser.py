@@ -46,9 +46,9 @@ def _run(page: Path, *flags: str) -> tuple[str, float]:
     return done.stdout, elapsed
 
 
-def dom(page: Path) -> tuple[str, float]:
+def dom(page: Path, *flags: str) -> tuple[str, float]:
     """The page's DOM after its scripts ran, and how long the browser took (seconds)."""
-    return _run(page, "--dump-dom", "--virtual-time-budget=5000")
+    return _run(page, "--dump-dom", "--virtual-time-budget=5000", *flags)
 
 
 def screenshot(page: Path, png: Path, width: int = 1100, height: int = 1600) -> Path:

@@ -23,8 +23,11 @@ from ..reference.compare import mismatch_mask
 
 # |difference| bins: exactly 0, then one bin per decade from 1e-8 up, the last open-ended.
 DECADES = tuple(range(-8, 5))  # bin k holds 10**DECADES[k-1] <= |d| < 10**DECADES[k]
-# Differences in quantization steps: <= -4, -3 .. 3, >= 4.
+# Differences in quantization steps: <= -4, -3 .. 3, >= 4 (the JSON's histogram).
 STEP_LIMIT = 4
+# The page's step histogram spans the true range: exact counts of -SPAN .. SPAN steps (beyond
+# them, the outermost counts), and the extreme steps themselves.
+STEP_SPAN = 256
 
 
 def abs_bin_labels() -> list[str]:
@@ -56,6 +59,9 @@ class ErrorStats:
     step: float | None = None  # one quantization step of the tensor, when known
     abs_histogram: list[int] = field(default_factory=lambda: [0] * (len(DECADES) + 2))
     step_histogram: list[int] | None = None
+    dtype: str = ""  # the expected side's element type
+    step_counts: list[int] | None = None  # -STEP_SPAN .. STEP_SPAN steps (clipped), the page's
+    step_range: tuple[float, float] | None = None  # the lowest and highest difference in steps
 
     @property
     def sqnr_db(self) -> float:
@@ -70,6 +76,7 @@ class ErrorStats:
         """Count one sample (same shape; shape or type mismatches are ``compare``'s to report)."""
         if np.shape(expected) != np.shape(actual):
             return
+        self.dtype = self.dtype or str(np.asarray(expected).dtype)
         want = _wide(expected)
         got = _wide(actual)
         if want is None or got is None or want.shape != got.shape:
@@ -105,11 +112,46 @@ class ErrorStats:
         if self.step:
             if self.step_histogram is None:
                 self.step_histogram = [0] * (2 * STEP_LIMIT + 1)
-            steps = np.clip(np.rint(diff[finite] / self.step), -STEP_LIMIT, STEP_LIMIT)
+            exact = np.rint(diff[finite] / self.step)
+            self._count_steps(exact)
+            steps = np.clip(exact, -STEP_LIMIT, STEP_LIMIT)
             bins = (steps + STEP_LIMIT).astype(np.int64)
             counts = np.bincount(bins, minlength=2 * STEP_LIMIT + 1)
             for index, count in enumerate(counts):
                 self.step_histogram[index] += int(count)
+
+    def _count_steps(self, steps: np.ndarray) -> None:
+        if not steps.size:
+            return
+        if self.step_counts is None:
+            self.step_counts = [0] * (2 * STEP_SPAN + 1)
+        low, high = float(steps.min()), float(steps.max())
+        if self.step_range is not None:
+            low, high = min(low, self.step_range[0]), max(high, self.step_range[1])
+        self.step_range = (low, high)
+        bins = (np.clip(steps, -STEP_SPAN, STEP_SPAN) + STEP_SPAN).astype(np.int64)
+        for index, count in enumerate(np.bincount(bins, minlength=2 * STEP_SPAN + 1)):
+            self.step_counts[index] += int(count)
+
+    def step_bins(self, most: int = 17) -> tuple[list[str], list[int]] | None:
+        """The page's step histogram: at most ``most`` bins from the lowest difference in steps
+        to the highest (one step a bin when they fit; beyond STEP_SPAN, the outermost bins)."""
+        if self.step_counts is None or self.step_range is None:
+            return None
+        low = int(max(-STEP_SPAN, min(0.0, self.step_range[0])))
+        high = int(min(STEP_SPAN, max(0.0, self.step_range[1])))
+        width = max(1, math.ceil((high - low + 1) / most))
+        labels, counts = [], []
+        for start in range(low, high + 1, width):
+            end = min(high, start + width - 1)
+            counts.append(sum(self.step_counts[start + STEP_SPAN : end + STEP_SPAN + 1]))
+            text = str(start) if start == end else f"{start}..{end}"
+            if start == -STEP_SPAN and self.step_range[0] < -STEP_SPAN:
+                text = f"{self.step_range[0]:.0f}..{end}"
+            if end == STEP_SPAN and self.step_range[1] > STEP_SPAN:
+                text = f"{start}..{self.step_range[1]:.0f}"
+            labels.append(text)
+        return labels, counts
 
     @property
     def max_steps(self) -> float | None:

@@ -22,7 +22,7 @@ def _n(value: float | None) -> str:
 def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     top = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in head) + "</tr>"
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table>{top}{body}</table>"
+    return f"<div class='wide'><table>{top}{body}</table></div>"
 
 
 def section(debug: QuantizationDebug | None) -> str:

@@ -18,28 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..reference.compare import TensorComparison
 from . import svg
-from .error_stats import ErrorStats, abs_bin_labels, abs_bin_ranges, step_bin_labels
+from .error_stats import ErrorStats, abs_bin_labels, abs_bin_ranges
 from .html_debug import section as debug_section
+from .html_tensors import section as tensors_section
 
 if TYPE_CHECKING:  # the report writes itself through this module (write_html)
     from .report import ValidationReport
 
 # The page's style and its one script live beside this module (package data).
 CSS = resources.files(__package__).joinpath("html_page.css").read_text()
-SCRIPT = resources.files(__package__).joinpath("html_page.js").read_text()
-
-COLUMNS = (
-    ("index", "#"),
-    ("name", "tensor"),
-    ("node", "node"),
-    ("op_type", "op"),
-    ("dtype", "dtype"),
-    ("mismatches", "mismatches"),
-    ("elements", "elements"),
-    ("max_abs_diff", "max abs diff"),
-    ("max_ulp_diff", "max ulp diff"),
-    ("sqnr_db", "SQNR dB"),
-)
 
 
 def render(
@@ -57,13 +44,14 @@ def render(
         "<meta name='viewport' content='width=device-width,initial-scale=1'>",
         f"<title>quantgraph validation: {escape(rewritten)}</title><style>{CSS}</style></head>",
         "<body>",
+        _verdict(report),
+        debug_section(report.debug),  # where quantization hurts: the ranking right after
         _header(report, original, rewritten),
-        debug_section(report.debug),  # where quantization hurts: the ranking first
         _inputs(report),
         _outputs(report),
         _optimized(report),
         _onnx_arithmetic(report),
-        _intermediate(report),
+        tensors_section(report),
         _conversion(conversion),
         _fusion(fusion_plan if fusion_plan is not None else report.fusion_plan),
         "<p class='muted'>Written by quantgraph. Every figure is also in "
@@ -72,9 +60,17 @@ def render(
     return "\n".join(p for p in parts if p)
 
 
-def _header(report: ValidationReport, original: str, rewritten: str) -> str:
+def _verdict(report: ValidationReport) -> str:
     agree = report.agree
     verdict = "the models agree" if agree else "the models DISAGREE"
+    return (
+        "<h1>quantgraph validation report</h1>"
+        f"<p><span id='verdict' class='verdict {'agree' if agree else 'disagree'}'>"
+        f"{escape(verdict)}</span></p>"
+    )
+
+
+def _header(report: ValidationReport, original: str, rewritten: str) -> str:
     atol, rtol = report.tolerance
     rows = [
         ("original", original),
@@ -88,11 +84,8 @@ def _header(report: ValidationReport, original: str, rewritten: str) -> str:
         ("tolerance", f"atol={atol:g} rtol={rtol:g}" if not report.exact_expected else "exact"),
         ("samples", f"{report.samples}" + ("" if report.seed is None else f", seed {report.seed}")),
     ]
-    return (
-        "<h1>quantgraph validation report</h1>"
-        f"<p><span id='verdict' class='verdict {'agree' if agree else 'disagree'}'>"
-        f"{escape(verdict)}</span></p>"
-        + _table(("", ""), [(f"<b>{escape(k)}</b>", escape(str(v))) for k, v in rows], head=False)
+    return "<h2>Run</h2>" + _table(
+        ("", ""), [(f"<b>{escape(k)}</b>", escape(str(v))) for k, v in rows], head=False
     )
 
 
@@ -119,6 +112,7 @@ def _inputs(report: ValidationReport) -> str:
 def _outputs(report: ValidationReport) -> str:
     rows = []
     charts = []
+    ulps = not report.float_reference  # a float's ulps against its quantized form mean nothing
     for output in report.outputs:
         stats = report.error_stats.get(output.name)
         good = output.agree or (not report.exact_expected and output.within_tolerance)
@@ -130,16 +124,17 @@ def _outputs(report: ValidationReport) -> str:
                 f"<span class='{'ok' if good else 'bad'}'>{verdict}</span>",
                 f"{output.mismatches:,} / {output.elements:,}",
                 _num(output.max_abs_diff),
-                str(output.max_ulp_diff),
+                *((str(output.max_ulp_diff),) if ulps else ()),
                 "&ndash;" if stats is None else _sqnr(stats),
             )
         )
-        if stats is not None:
+        if stats is not None and (stats.noise or stats.nonfinite):  # nothing to draw if equal
             charts.append(_histograms(stats))
-    head = ("output", "dtype", "verdict", "mismatches", "max abs diff", "max ulp diff", "SQNR dB")
+    head: tuple[str, ...] = ("output", "dtype", "verdict", "mismatches", "max abs diff")
+    head += ("max ulp diff", "SQNR dB") if ulps else ("SQNR dB",)
     return (
         "<h2>Outputs</h2>"
-        + _table(head, rows, numeric=(3, 4, 5, 6))
+        + _table(head, rows, numeric=tuple(range(3, len(head))))
         + "<div class='charts' id='output-charts'>"
         + "".join(charts)
         + "</div>"
@@ -155,12 +150,14 @@ def _histograms(stats: ErrorStats) -> str:
             tips=abs_bin_ranges(),
         )
     ]
-    if stats.step_histogram is not None and stats.step is not None:
+    steps = stats.step_bins()
+    if steps is not None and stats.step is not None:
         charts.append(
             svg.bars(
-                step_bin_labels(),
-                stats.step_histogram,
+                steps[0],
+                steps[1],
                 title=f"{stats.name}: difference in steps of {stats.step:.4g}",
+                tips=[f"{label} steps" for label in steps[0]],
                 color="#7a5cb3",
             )
         )
@@ -210,92 +207,6 @@ def _informational(
     return f"<h2>{escape(title)}</h2><p class='muted'>{escape(why)}</p>" + _table(head, rows)
 
 
-def _intermediate(report: ValidationReport) -> str:
-    found = report.intermediate
-    if found is None:
-        return ""
-    order = found.order
-    stats = report.error_stats
-    differing = {c.name: c for c in found.differing}
-    first = found.first_divergence
-    mark = order.index(first.tensor) if first is not None and first.tensor in order else None
-    what = "first tensor that differs" if report.float_reference else "first divergence"
-    mark_label = "" if first is None else f"{what}: {first.node} ({first.op_type})"
-    sqnr_line = [stats[n].sqnr_db if n in stats else None for n in order]
-    max_abs = [stats[n].max_abs if n in stats else None for n in order]
-    plots = svg.along(
-        svg.Series("SQNR dB", sqnr_line, "#3b6fb6"),
-        title="SQNR per tensor along the original's node order (higher is closer)",
-        x_label="tensor in node order",
-        names=order,
-        top_band="identical",
-        bottom_band="no signal",
-        mark=mark,
-        mark_label=mark_label,
-    ) + svg.along(
-        svg.Series("max abs diff", max_abs, "#c0392b", log=True),
-        title="Largest absolute difference per tensor (log scale)",
-        x_label="tensor in node order",
-        names=order,
-        top_band="inf / NaN",
-        bottom_band="0",
-        mark=mark,
-        mark_label=mark_label,
-    )
-    summary = (
-        f"<p>{found.tensors_compared:,} tensors compared by name, "
-        f"<b>{found.tensors_differing:,}</b> differ.</p>"
-    )
-    if first is not None:
-        summary += (
-            f"<p id='first-divergence' class='bad'>{what.capitalize()}: node "
-            f"<code>{escape(first.node)}</code> ({escape(first.op_type)}, now "
-            f"{escape(first.rewritten_op_type)}), tensor <code>{escape(first.tensor)}</code>: "
-            f"{first.mismatches:,} of {first.elements:,} elements differ, max abs diff "
-            f"{_num(first.max_abs_diff)}.</p>"
-        )
-    data = []  # one array a row, in COLUMNS order, then whether it is the first divergence
-    for index, name in enumerate(order):
-        node, op_type = found.producers.get(name, ("", ""))
-        compared = differing.get(name)
-        tensor_stats = stats.get(name)
-        sqnr = None if tensor_stats is None else tensor_stats.sqnr_db
-        elements = tensor_stats.elements if tensor_stats else None
-        data.append(
-            [
-                index,
-                name,
-                node,
-                op_type,
-                compared.dtype if compared else "",
-                compared.mismatches if compared else 0,
-                compared.elements if compared else elements,
-                _json_num(compared.max_abs_diff) if compared else 0,
-                compared.max_ulp_diff if compared else 0,
-                None if sqnr is None or math.isinf(sqnr) else float(f"{sqnr:.4g}"),
-                1 if first is not None and name == first.tensor else 0,
-            ]
-        )
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
-    keys = json.dumps([k for k, _ in COLUMNS])
-    head = "".join(f"<th data-key='{k}'>{escape(label)}</th>" for k, label in COLUMNS)
-    checked = " checked" if report.exact_expected else ""
-    return (
-        "<h2>Tensors along the graph</h2>"
-        + summary
-        + f"<div id='intermediate-charts'>{plots}</div>"
-        + f"<p><label><input type='checkbox' id='only-differing'{checked}> only differing "
-        "tensors</label> &middot; <span id='tensor-count'></span> &middot; click a column "
-        "to sort</p>"
-        + f"<div class='scroll'><table id='tensors'><thead><tr>{head}</tr></thead>"
-        + "<tbody></tbody></table></div>"
-        + f"<script type='application/json' id='tensor-keys'>{keys}</script>"
-        + f"<script type='application/json' id='tensor-data'>{payload}</script>"
-        + f"<script>{SCRIPT}</script>"
-        + "<noscript><p>The table needs JavaScript; the charts above do not.</p></noscript>"
-    )
-
-
 def _conversion(conversion: Any) -> str:
     if conversion is None:
         return ""
@@ -325,7 +236,7 @@ def _fusion(plan: Any) -> str:
     if plan is None:
         return ""
     text = json.dumps(plan.to_dict() if hasattr(plan, "to_dict") else plan, indent=1)
-    return f"<h2>Fusion plan</h2><pre>{escape(text)}</pre>"
+    return f"<h2>Fusion plan</h2><pre class='wide'>{escape(text)}</pre>"
 
 
 def _table(
@@ -335,7 +246,7 @@ def _table(
     numeric: Sequence[int] = (),
     head: bool = True,
 ) -> str:
-    out = ["<table>"]
+    out = ["<div class='wide'><table>"]
     if head:
         out.append("<tr>" + "".join(f"<th>{escape(h)}</th>" for h in columns) + "</tr>")
     for row in rows:
@@ -344,7 +255,7 @@ def _table(
             for i, cell in enumerate(row)
         )
         out.append(f"<tr>{cells}</tr>")
-    out.append("</table>")
+    out.append("</table></div>")
     return "".join(out)
 
 
@@ -361,10 +272,6 @@ def _num(value: float) -> str:
 
 def _steps(value: float | None) -> str:
     return "no single step" if value is None else _num(value)
-
-
-def _json_num(value: float) -> float | None:
-    return None if math.isinf(value) or math.isnan(value) else float(f"{value:.4g}")
 
 
 def write_page(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from html import escape
 
 FONT = 'font-family="system-ui, sans-serif" font-size="11"'
+MAX_POINTS = 300  # points along a chart before neighbours share a bin (900 px: 3 px apart)
 
 
 def bars(
@@ -74,14 +75,21 @@ def along(
     title: str,
     x_label: str,
     names: Sequence[str],
+    tips: Sequence[str] | None = None,
     top_band: str,
     bottom_band: str,
     mark: int | None = None,
     mark_label: str = "",
+    worst_low: bool = True,
     width: int = 900,
     height: int = 220,
 ) -> str:
-    """A line of one series along a sequence (tensors in node order), with a vertical mark."""
+    """A line of one series along a sequence (tensors in node order), with a vertical mark.
+
+    Every drawn point has a ``<title>`` (``tips[i]``, else the name, then the value). Past
+    :data:`MAX_POINTS` positions, consecutive ones share a bin: a bar spans the bin's range and
+    the point is its worst value (``worst_low``: the lowest, else the highest), titled with the
+    bin's extent and that position's tip, so a thousand tensors stay a readable chart."""
     left, right, top, bottom = 56, 12, 34, 30
     plot_w, plot_h = width - left - right, height - top - bottom
     band = 12.0
@@ -136,27 +144,49 @@ def along(
             f'stroke="#c0392b" stroke-dasharray="4 3"/><text x="{x + 4:.1f}" y="{top - 4}" '
             f'{FONT} fill="#c0392b" text-anchor="{anchor}">{escape(mark_label)}</text>'
         )
-    points = []
-    for i, scaled in enumerate(finite):
-        if scaled is not None:
-            points.append(f"{x_at(i):.1f},{y_at(scaled):.1f}")
+    size = max(1, math.ceil(n / MAX_POINTS))
+    points, dots = [], []
+    for start in range(0, n, size):
+        members = [i for i in range(start, min(n, start + size)) if finite[i] is not None]
+        if not members:
+            continue
+        pick = min if worst_low else max
+        worst = pick(members, key=lambda i: _order_key(finite[i]))
+        values = [finite[i] for i in members]
+        x, y = x_at(worst), y_at(_given(finite[worst]))
+        points.append(f"{x:.1f},{y:.1f}")
+        tip = f"{worst}: {names[worst]}" if tips is None else tips[worst]
+        tip += f": {_figure(series.values[worst])}"
+        if size > 1:
+            x = left + plot_w * (start + min(size, n - start) / 2) / n
+            points[-1] = f"{x:.1f},{y:.1f}"
+            ys = [y_at(_given(v)) for v in values]
+            tip = f"tensors {start}..{min(n, start + size) - 1}, worst {tip}"
+            dots.append(
+                f'<line x1="{x:.1f}" y1="{min(ys):.1f}" x2="{x:.1f}" y2="{max(ys):.1f}" '
+                f'stroke="{series.color}" stroke-opacity="0.35" stroke-width="2"/>'
+            )
+        dots.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2.2" fill="{series.color}">'
+            f"<title>{escape(tip)}</title></circle>"
+        )
     if points:
         parts.append(
             f'<polyline class="series" fill="none" stroke="{series.color}" stroke-width="1.5" '
-            f'points="{" ".join(points)}"/>'
+            f'points="{" ".join(points)}"><title>{escape(series.name)}</title></polyline>'
         )
-    if n <= 400:  # a dot per tensor with its name, while they stay apart
-        for i, scaled in enumerate(finite):
-            if scaled is None:
-                continue
-            raw = series.values[i]
-            parts.append(
-                f'<circle cx="{x_at(i):.1f}" cy="{y_at(scaled):.1f}" r="2.2" '
-                f'fill="{series.color}"><title>{i}: {escape(names[i])}: '
-                f"{_figure(raw)}</title></circle>"
-            )
+    parts.extend(dots)
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _given(value: float | None) -> float:
+    assert value is not None  # drawn points have a value
+    return value
+
+
+def _order_key(value: float | None) -> float:
+    return -math.inf if value is None else value
 
 
 def _scaled(value: float | None, log: bool) -> float | None:
