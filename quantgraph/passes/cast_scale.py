@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import onnx_ir as ir
@@ -30,7 +29,8 @@ from ..ir.rewrite import ConstantFactory, replace_node
 from ..ir.values import constant_array, elem_type
 from ..ir.walk import GraphLike, is_standard
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_CHANNEL, PER_TENSOR
-from .node_rewrite import NodeRewritePass
+from .node_rewrite import NodeRewritePass, import_spec_domain
+from .report import RewriteReport
 
 RECORD = "quantgraph.cast_scale"  # node metadata: JSON of what lowering needs
 _SOURCES = {
@@ -154,12 +154,8 @@ class CastScalePass(NodeRewritePass):
     def matches(self, node: ir.Node) -> bool:
         return is_standard(node) and node.op_type == "Cast"
 
-    def finish(self, model: ir.Model, report: Any) -> None:
-        if any(n.op_type == "Cast" for n in report.converted_nodes):
-            model.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
-            for function in model.functions.values():
-                if any(n.domain == DOMAIN for n in function):
-                    function.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
+    def finish(self, model: ir.Model, report: RewriteReport) -> None:
+        import_spec_domain(model, report, ("Cast",))
 
     def rewrite(
         self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory

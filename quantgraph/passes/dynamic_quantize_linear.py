@@ -22,7 +22,7 @@ import onnx_ir as ir
 from ..ir.rewrite import ConstantFactory, replace_node
 from ..ir.walk import GraphLike, is_standard, opset_version
 from ..spec import DOMAIN, DYNAMIC_QUANTIZE, OPSET_VERSION, PER_TENSOR
-from .node_rewrite import NodeRewritePass
+from .node_rewrite import NodeRewritePass, import_spec_domain
 from .report import RewriteReport, Skip
 
 OP = "DynamicQuantizeLinear"
@@ -39,11 +39,7 @@ class DynamicQuantizeLinearPass(NodeRewritePass):
         return node.op_type == OP and is_standard(node)
 
     def finish(self, model: ir.Model, report: RewriteReport) -> None:
-        if any(n.op_type == OP for n in report.converted_nodes):
-            model.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
-            for function in model.functions.values():
-                if any(n.domain == DOMAIN for n in function):
-                    function.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
+        import_spec_domain(model, report, (OP,))
 
     def rewrite(
         self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory

@@ -16,6 +16,7 @@ from ..ir.walk import all_graphs
 from ..spec import DOMAIN
 from .cast_scale import is_cast_scale
 from .other_formats import CONTRIB, CONVERTED, CONVERTED_STANDARD, reason_code
+from .qoperator import form_of
 
 _QDQ = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", *CONVERTED_STANDARD}
 _SHOWN = 6  # op types named in the message, most frequent first
@@ -26,13 +27,15 @@ ADVICE = (
 
 
 def is_quantized(node: ir.Node) -> bool:
-    """Q/DQ of any domain quantgraph reads, a quantized node of another format, or an op of
-    quantgraph's domain, or the Cast starting a weight-only Cast x scale chain."""
+    """Q/DQ of any domain quantgraph reads, a quantized node of another format (converted or
+    not), an op of quantgraph's domain, or the Cast starting a weight-only Cast x scale chain."""
     if node.domain == DOMAIN:
         return True
     if node.domain in ("", "ai.onnx", CONTRIB) and node.op_type in _QDQ:
         return True
     if node.domain == CONTRIB and node.op_type in CONVERTED:
+        return True
+    if form_of(node) is not None:  # a QOperator form (QLinearConv, QGemm, ...)
         return True
     return reason_code(node) is not None or is_cast_scale(node)
 

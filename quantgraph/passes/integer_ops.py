@@ -35,7 +35,7 @@ from ..ir.rewrite import ConstantFactory
 from ..ir.values import constant_array, optional_input
 from ..ir.walk import GraphLike, is_standard
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_CHANNEL, PER_TENSOR
-from .node_rewrite import NodeRewritePass
+from .node_rewrite import NodeRewritePass, import_spec_domain
 from .report import RewriteReport, Skip
 
 RECORD = "quantgraph.integer_op"  # node metadata: JSON of what lowering needs
@@ -70,11 +70,7 @@ class IntegerOpsPass(NodeRewritePass):
         return node.op_type in FLOAT_OP and is_standard(node)
 
     def finish(self, model: ir.Model, report: RewriteReport) -> None:
-        if any(n.op_type in FLOAT_OP for n in report.converted_nodes):
-            model.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
-            for function in model.functions.values():
-                if any(n.domain == DOMAIN for n in function):
-                    function.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
+        import_spec_domain(model, report, FLOAT_OP)
 
     def rewrite(
         self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory

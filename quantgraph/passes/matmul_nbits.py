@@ -32,7 +32,7 @@ from ..ir.values import constant_array, elem_type, optional_input
 from ..ir.walk import GraphLike
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_GROUP, dtypes
 from . import nbits_layout as layout
-from .node_rewrite import NodeRewritePass
+from .node_rewrite import NodeRewritePass, import_spec_domain
 from .report import RewriteReport, Skip
 from .short_blocks import PADDED
 
@@ -54,11 +54,7 @@ class MatMulNBitsPass(NodeRewritePass):
         return is_matmul_nbits(node)
 
     def finish(self, model: ir.Model, report: RewriteReport) -> None:
-        if any(n.op_type == "MatMulNBits" for n in report.converted_nodes):
-            model.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
-            for function in model.functions.values():
-                if any(n.domain == DOMAIN for n in function):
-                    function.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
+        import_spec_domain(model, report, ("MatMulNBits",))
 
     def rewrite(
         self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory

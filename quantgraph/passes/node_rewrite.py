@@ -3,12 +3,13 @@ rewrite each in place or record why not, sweep what the rewrites left unused."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import onnx_ir as ir
 
 from ..ir.rewrite import ConstantFactory, remove_if_unused
 from ..ir.walk import GraphLike, all_graphs, used_names
+from ..spec import DOMAIN, OPSET_VERSION
 from .report import ConvertedNode, RewriteReport, RewriteResult, Skip, SkippedNode
 from .requirements import schemas_registered, supported_opset
 
@@ -92,3 +93,14 @@ class NodeRewritePass(ir.passes.InPlacePass):
         remove_if_unused(self.stale)
         modified = len(report.converted_nodes) > converted_before
         return RewriteResult(model, modified=modified, report=report)
+
+
+def import_spec_domain(model: ir.Model, report: RewriteReport, op_types: Collection[str]) -> None:
+    """The spec ops' domain imported by the model, and by each function holding a spec op, once
+    a pass converted any node of ``op_types`` into spec ops (a pass's ``finish``)."""
+    if not any(n.op_type in op_types for n in report.converted_nodes):
+        return
+    model.opset_imports.setdefault(DOMAIN, OPSET_VERSION)
+    for function in model.functions.values():
+        if any(n.domain == DOMAIN for n in function):
+            function.opset_imports.setdefault(DOMAIN, OPSET_VERSION)

@@ -19,6 +19,7 @@ from quantgraph.passes import QdqToSpecPass, RewriteReport, SkippedNode, SpecToQ
 from quantgraph.passes.report import SKIP_CODES, Skip
 from quantgraph.testing import one_op_model
 from tests.builders import dequantize_linear_model, quantize_linear_model, spec_op_model
+from tests.passes import published_skips
 from tests.passes.qdq_models import dq_only
 
 F, U8, S8 = TensorProto.FLOAT, TensorProto.UINT8, TensorProto.INT8
@@ -45,6 +46,13 @@ def _dql(outputs: list[str], opset: int = 21) -> onnx.ModelProto:
 # contrib=False, "lower" quantgraph.lower(allow_partial=True); the first node is skipped.
 Job = tuple[str, Callable[[], onnx.ModelProto]]
 CASES: dict[str, Job] = {
+    "act-order": ("convert", published_skips.act_order),
+    "float-zero-point": ("convert", published_skips.float_zero_point),
+    "packed-layout": ("convert", published_skips.packed_layout),
+    "runtime-weight": ("convert", published_skips.runtime_weight),
+    "scale-chain": ("convert", published_skips.scale_chain),
+    "channels-last": ("convert", published_skips.channels_last),
+    "gemm-scaling": ("convert", published_skips.gemm_scaling),
     "contrib-off": (
         "convert-no-contrib",
         lambda: quantize_linear_model((F, [2]), HALF, _zp(U8, [0]), domain="com.microsoft"),
