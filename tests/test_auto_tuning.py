@@ -36,7 +36,7 @@ def test_candidates_baseline_first_none_twice() -> None:
     found = choices([CONV, MATMUL, POOL])
     names = [c.name for c in found]
     assert names[0] == BASELINE and len(set(names)) == len(names)
-    assert len({c.engines for c in found}) == len(found)
+    assert len({(c.engines, c.rest) for c in found}) == len(found)
     by_name = {c.name: c for c in found}
     assert by_name[BASELINE].to_onednn == 0 and by_name["onednn"].to_onednn == 3
     assert by_name["onednn for MatMul only"].engine_for("fc") == "onednn"
@@ -44,8 +44,12 @@ def test_candidates_baseline_first_none_twice() -> None:
     rules = (("conv", "onednn"), ("fc", "onnxruntime"), ("pool", "onnxruntime"))
     assert by_name["rules"].engines == rules
     assert "onednn for Convolution only" not in by_name  # the same plan as the rules'
+    # fusion "onednn"'s own plan: the same partitions, every other spec op alone
+    alone = by_name["onednn partitions only"]
+    assert alone.engines == by_name["onednn"].engines and alone.rest == "none"
+    assert by_name["onednn"].rest == BASELINE
     # One kind only: no per-kind mixes; a rule table that agrees with a plan adds nothing.
-    assert [c.name for c in choices([CONV])] == [BASELINE, "onednn"]
+    assert [c.name for c in choices([CONV])] == [BASELINE, "onednn", "onednn partitions only"]
 
 
 def _fixed(ratios: Mapping[str, float]) -> tuner.Measure:

@@ -92,7 +92,10 @@ def _bound(run: Runner, feeds: Mapping[str, np.ndarray]) -> Callable[[], object]
 
 
 def _same(one: Sequence[Choice], other: Sequence[Choice]) -> bool:
-    return [(c.name, c.engines) for c in one] == [(c.name, c.engines) for c in other]
+    def plans(choices: Sequence[Choice]) -> list[tuple[str, object, str]]:
+        return [(c.name, c.engines, c.rest) for c in choices]
+
+    return plans(one) == plans(other)
 
 
 __all__ = ["ENVIRONMENT", "MODES", "PENDING", "Build", "Runner", "Tuning", "check_mode"]

@@ -5,9 +5,11 @@ partition, which engine runs it: all to onnxruntime's fused kernels (the ``onnxr
 plan, the baseline that is never given up for a slower one), all to oneDNN, the rule table's
 guess (:mod:`.auto_engine`), and per kind (convolutions to oneDNN, MatMuls to onnxruntime, and
 the reverse) where a model has both; whatever no partition holds is planned as fusion
-"onnxruntime" in every candidate. The session times them at its own input shapes, in one
-process, interleaved round by round (each candidate's session without pool spinning, so that one
-session's idle threads take no core from the next), within a time budget; a candidate replaces
+"onnxruntime" in every candidate but one, fusion "onednn"'s own plan (every partition to oneDNN,
+every other spec op alone: no layout changes between oneDNN's partitions). The session times
+them at its own input shapes, in one process, interleaved round by round (each candidate's
+session without pool spinning, so that one session's idle threads take no core from the
+next), within a time budget; a candidate replaces
 the ``onnxruntime`` plan only when the median of its round-by-round ratios to it is below
 :data:`MARGIN`, so noise never picks a slower plan.
 
@@ -22,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .plan import ONEDNN, ONNXRUNTIME
+from .plan import NONE, ONEDNN, ONNXRUNTIME
 
 BASELINE = ONNXRUNTIME  # the plan every other candidate must beat
 MARGIN = 0.97  # a candidate must be at least 3% faster than the baseline, round for round
@@ -54,6 +56,9 @@ class Choice:
 
     name: str
     engines: tuple[tuple[str, str], ...]  # (compute, engine)
+    # the spec ops no partition holds: onnxruntime's fused kernels, or each alone ("none", as
+    # fusion "onednn" leaves them: no layout changes between oneDNN's partitions)
+    rest: str = ONNXRUNTIME
 
     def engine_for(self, compute: str) -> str:
         return dict(self.engines).get(compute, ONNXRUNTIME)
@@ -116,6 +121,7 @@ class Decision:
                 {
                     "name": c.name,
                     "to_onednn": [compute for compute, e in c.engines if e == ONEDNN],
+                    "rest": c.rest,
                     "median_ms": self.times_ms.get(c.name),
                     "ratio_to_onnxruntime": self.ratios.get(c.name),
                 }
@@ -128,23 +134,27 @@ class Decision:
 
 
 def choices(partitions: Sequence[Partition]) -> list[Choice]:
-    """The candidate plans for ``partitions``, baseline first, none twice."""
+    """The candidate plans for ``partitions``, baseline first, none twice (without partitions:
+    the baseline alone)."""
 
     def plan(name: str, engine: Callable[[Partition], str]) -> Choice:
         return Choice(name, tuple((p.compute, engine(p)) for p in partitions))
 
+    if not partitions:
+        return [plan(BASELINE, lambda p: ONNXRUNTIME)]
     found = [
         plan(BASELINE, lambda p: ONNXRUNTIME),
         plan(ONEDNN, lambda p: ONEDNN),
+        Choice(f"{ONEDNN} partitions only", plan(ONEDNN, lambda p: ONEDNN).engines, NONE),
         plan("rules", lambda p: p.rule_engine),
     ]
     kinds = [k for k in ("Convolution", "MatMul") if any(k in p.kinds for p in partitions)]
     if len(kinds) > 1:
         for kind in kinds:
             found.append(plan(f"{ONEDNN} for {kind} only", _only(kind)))
-    unique: dict[tuple[tuple[str, str], ...], Choice] = {}
+    unique: dict[tuple[tuple[tuple[str, str], ...], str], Choice] = {}
     for choice in found:
-        unique.setdefault(choice.engines, choice)
+        unique.setdefault((choice.engines, choice.rest), choice)
     return list(unique.values())
 
 

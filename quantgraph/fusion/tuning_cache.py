@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cpu import cpu
+from .plan import ONNXRUNTIME
 from .tuner import Choice, Decision
 
 FORMAT = 1
@@ -126,7 +127,8 @@ def _entry(decision: Decision) -> dict[str, Any]:
     return {
         "chosen": decision.choice.name,
         "candidates": [
-            {"name": c.name, "engines": [list(e) for e in c.engines]} for c in decision.candidates
+            {"name": c.name, "engines": [list(e) for e in c.engines], "rest": c.rest}
+            for c in decision.candidates
         ],
         "times_ms": decision.times_ms,
         "ratios": decision.ratios,
@@ -138,7 +140,11 @@ def _entry(decision: Decision) -> dict[str, Any]:
 
 def _decision(entry: Mapping[str, Any]) -> Decision:
     candidates = [
-        Choice(str(c["name"]), tuple((str(a), str(b)) for a, b in c["engines"]))
+        Choice(
+            str(c["name"]),
+            tuple((str(a), str(b)) for a, b in c["engines"]),
+            str(c.get("rest", ONNXRUNTIME)),
+        )
         for c in entry["candidates"]
     ]
     (choice,) = [c for c in candidates if c.name == entry["chosen"]]

@@ -365,6 +365,7 @@ DEFS: dict[str, Schema] = {
                     {
                         "name": STRING,
                         "to_onednn": _array(STRING),
+                        "rest": {"enum": ["onnxruntime", "none"]},
                         "median_ms": {"type": ["number", "null"]},
                         "ratio_to_onnxruntime": {"type": ["number", "null"]},
                     }
