@@ -69,6 +69,16 @@ def is_standard(node: ir.Node) -> bool:
     return node.domain in STANDARD_DOMAINS
 
 
+def only_user(value: ir.Value) -> ir.Node | None:
+    """The one node reading ``value``, None when several or none do or the graph returns it
+    (a chain a pass folds must not be read anywhere else)."""
+    uses = list(value.uses())
+    if len(uses) != 1 or value.is_graph_output():
+        return None
+    user: ir.Node = uses[0].node
+    return user
+
+
 def used_names(model: ir.Model) -> set[str]:
     """Every value and node name in the model, so that new names collide with none."""
     names: set[str] = set()

@@ -27,7 +27,7 @@ import onnx_ir as ir
 
 from ..ir.rewrite import ConstantFactory, replace_node
 from ..ir.values import constant_array, elem_type
-from ..ir.walk import GraphLike, is_standard
+from ..ir.walk import GraphLike, is_standard, only_user
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_CHANNEL, PER_TENSOR
 from .node_rewrite import NodeRewritePass, import_spec_domain
 from .report import RewriteReport
@@ -58,14 +58,6 @@ class Chain:
     zps: np.ndarray | None  # 1-D, of the source's type
 
 
-def _only_user(value: ir.Value) -> ir.Node | None:
-    uses = list(value.uses())
-    if len(uses) != 1 or value.is_graph_output():
-        return None
-    user: ir.Node = uses[0].node
-    return user
-
-
 def _axis_of(shape: tuple[int, ...], weight: tuple[int, ...]) -> tuple[bool, int | None]:
     """(broadcasts along at most one axis of ``weight`` without changing its shape, that axis)."""
     if len(shape) > len(weight):
@@ -91,14 +83,14 @@ def match(cast: ir.Node) -> Chain | None:
     weight = constant_array(source)
     if source is None or weight is None or weight.ndim == 0:
         return None
-    user = _only_user(cast.outputs[0])
+    user = only_user(cast.outputs[0])
     sub: ir.Node | None = None
     zero_point: ir.Value | None = None
     if user is not None and is_standard(user) and user.op_type == "Sub":
         if len(user.inputs) != 2 or user.inputs[0] is not cast.outputs[0]:
             return None
         sub, zero_point = user, user.inputs[1]
-        user = _only_user(user.outputs[0])
+        user = only_user(user.outputs[0])
     last = (sub or cast).outputs[0]
     if user is None or not is_standard(user) or user.op_type != "Mul" or len(user.inputs) != 2:
         return None

@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from ..ir.rewrite import ConstantFactory
 from ..ir.values import constant_array, optional_input
-from ..ir.walk import GraphLike, is_standard
+from ..ir.walk import GraphLike, is_standard, only_user
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_CHANNEL, PER_TENSOR
 from .node_rewrite import NodeRewritePass, import_spec_domain
 from .report import RewriteReport, Skip
@@ -48,11 +48,8 @@ _CHAIN = (
 
 
 def _only_user(value: ir.Value) -> ir.Node | None:
-    uses = list(value.uses())
-    if len(uses) != 1 or value.is_graph_output():
-        return None
-    user: ir.Node = uses[0].node
-    return user if is_standard(user) else None
+    user = only_user(value)
+    return user if user is not None and is_standard(user) else None
 
 
 class _Operand:

@@ -17,20 +17,12 @@ import onnx_ir as ir
 
 from ..ir.rewrite import ConstantFactory, replace_node
 from ..ir.values import constant_array, optional_input
-from ..ir.walk import GraphLike, is_standard
+from ..ir.walk import GraphLike, is_standard, only_user
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE
 from . import nbits_layout as layout
 from .matmul_nbits import CONTRIB, RECORD
 from .node_rewrite import NodeRewritePass
 from .short_blocks import PADDED
-
-
-def _only_user(value: ir.Value) -> ir.Node | None:
-    uses = list(value.uses())
-    if len(uses) != 1 or value.is_graph_output():
-        return None
-    user: ir.Node = uses[0].node
-    return user
 
 
 class RestoreMatMulNBitsPass(NodeRewritePass):
@@ -115,7 +107,7 @@ def _chain(dequantize: ir.Node) -> list[ir.Node] | None:
     found: list[ir.Node] = []
     current = dequantize
     while True:
-        user = _only_user(current.outputs[0])
+        user = only_user(current.outputs[0])
         if user is None or not is_standard(user):
             return None
         if user.op_type == "Slice" and PADDED in user.metadata_props and not found:

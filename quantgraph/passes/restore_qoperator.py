@@ -15,17 +15,9 @@ from typing import Any
 import onnx_ir as ir
 
 from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.walk import GraphLike, is_standard
+from ..ir.walk import GraphLike, is_standard, only_user
 from .node_rewrite import NodeRewritePass
 from .qoperator import CONTRIB, RECORD, decode_attribute
-
-
-def _only_user(value: ir.Value) -> ir.Node | None:
-    uses = list(value.uses())
-    if len(uses) != 1 or value.is_graph_output():
-        return None
-    user: ir.Node = uses[0].node
-    return user
 
 
 def _dequantize(value: ir.Value | None, user: ir.Node) -> ir.Node | None:
@@ -36,7 +28,7 @@ def _dequantize(value: ir.Value | None, user: ir.Node) -> ir.Node | None:
         or value is None
         or not is_standard(producer)
         or producer.op_type != "DequantizeLinear"
-        or _only_user(value) is not user
+        or only_user(value) is not user
     ):
         return None
     return producer
@@ -65,7 +57,7 @@ class RestoreQOperatorPass(NodeRewritePass):
                 dequantized[index] = producer
         quantize: ir.Node | None = None
         if any(slot[0] == "out" for slot in slots):
-            quantize = _only_user(node.outputs[0])
+            quantize = only_user(node.outputs[0])
             if (
                 quantize is None
                 or not is_standard(quantize)
