@@ -125,20 +125,20 @@ def rewritten() -> onnx.ModelProto:
 
 
 def _fake_timing(monkeypatch: pytest.MonkeyPatch, ratios: Mapping[str, float]) -> list[list[str]]:
-    """time_runs replaced: each candidate's session runs once (it must work), and the ratios
-    are ``ratios`` (1.0 for any other candidate)."""
+    """time_turns replaced: each candidate's session (in its worker) runs once (it must work),
+    and the ratios are ``ratios`` (1.0 for any other candidate)."""
     calls: list[list[str]] = []
 
     def fake(
-        runs: Mapping[str, Callable[[], object]], budget: float = 0.0, clock: object = None
+        turns: Mapping[str, tuner.Turn], budget: float = 0.0, clock: object = None
     ) -> tuple[dict[str, float], dict[str, float], int]:
-        calls.append(list(runs))
-        for run in runs.values():
-            run()
-        found = {name: ratios.get(name, 1.0) for name in runs}
+        calls.append(list(turns))
+        for turn in turns.values():
+            assert turn(1, 0) > 0
+        found = {name: ratios.get(name, 1.0) for name in turns}
         return {n: r * 0.1 for n, r in found.items()}, found, 3
 
-    monkeypatch.setattr(tuner, "time_runs", fake)
+    monkeypatch.setattr(tuner, "time_turns", fake)
     return calls
 
 

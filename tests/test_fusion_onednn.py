@@ -631,12 +631,12 @@ def test_auto_carries_out_the_rule_plan_when_it_measures_fastest(
     monkeypatch.setattr(auto_engine, "without_vnni", lambda: False)  # the rules of a VNNI CPU
 
     def rules_fastest(
-        runs: dict[str, object], budget: float = 0.0, clock: object = None
+        turns: dict[str, object], budget: float = 0.0, clock: object = None
     ) -> tuple[dict[str, float], dict[str, float], int]:
-        ratios = {name: 0.5 if name == "rules" else 1.0 for name in runs}
+        ratios = {name: 0.5 if name == "rules" else 1.0 for name in turns}
         return dict(ratios), ratios, 3
 
-    monkeypatch.setattr(tuner, "time_runs", rules_fastest)
+    monkeypatch.setattr(tuner, "time_turns", rules_fastest)
     path = ROOT / "models" / "cnn_u8.onnx"
     feeds = make_inputs(path, seed=0)
     session = quantgraph.InferenceSession(

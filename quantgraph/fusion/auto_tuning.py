@@ -3,8 +3,9 @@ session's input shapes (:mod:`.tuner`), else the onnxruntime plan.
 
 Modes (``tuning``): ``measure`` (the default: the cache, else measure and store), ``cache``
 (the cache, else the onnxruntime plan: never measure), ``force`` (measure again and store).
-``QUANTGRAPH_TUNING`` sets the default. The session builds each candidate's runner (it knows
-how to register its backend); this module knows nothing of backends.
+``QUANTGRAPH_TUNING`` sets the default. The session builds each candidate's turns (it knows
+how to register its backend, and times each candidate in a worker process of its own where it
+can: :mod:`quantgraph.runtime.tuning_workers`); this module knows nothing of backends.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +28,19 @@ ENVIRONMENT = "QUANTGRAPH_TUNING"
 PENDING = "pending"  # no inputs yet: the first run decides
 # A runner for one candidate plan: called with the inputs, runs the model once.
 Runner = Callable[[Mapping[str, np.ndarray]], object]
-Build = Callable[[Choice], Runner]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The candidates made ready to time: each one's turn (:data:`tuner.Turn`) and how they
+    are isolated from each other ("processes", or "in-process: " and why)."""
+
+    turns: Mapping[str, tuner.Turn]
+    isolation: str
+
+
+# build(candidates, inputs): the candidates ready to time, released when the context ends
+Build = Callable[[Sequence[Choice], Mapping[str, np.ndarray]], AbstractContextManager[Timing]]
 
 
 def default_mode() -> str:
@@ -70,25 +84,26 @@ class Tuning:
             return Decision(candidates[0], "not measured", candidates, note="tuning 'cache'")
         if feeds is None:
             return Decision(candidates[0], PENDING, candidates, note="no inputs yet")
-        decision = tuner.decide(candidates, self.measure or _timed(feeds, build, self.budget))
+        isolation: list[str] = []
+        measure = self.measure or _timed(feeds, build, self.budget, isolation)
+        decision = tuner.decide(candidates, measure)
         decision.shapes = shapes or {}
+        decision.isolation = "".join(isolation)
         tuning_cache.store(self.key, decision)
         return decision
 
 
-def _timed(feeds: Mapping[str, np.ndarray], build: Build, budget: float) -> tuner.Measure:
+def _timed(
+    feeds: Mapping[str, np.ndarray], build: Build, budget: float, isolation: list[str]
+) -> tuner.Measure:
     def measure(candidates: Sequence[Choice]) -> tuple[dict[str, float], dict[str, float], int]:
         with warnings.catch_warnings():  # a candidate that forms no unit is no news
             warnings.simplefilter("ignore")
-            runners = {c.name: build(c) for c in candidates}
-        calls = {name: _bound(run, feeds) for name, run in runners.items()}
-        return tuner.time_runs(calls, budget)
+            with build(candidates, feeds) as timing:
+                isolation.append(timing.isolation)
+                return tuner.time_turns(timing.turns, budget)
 
     return measure
-
-
-def _bound(run: Runner, feeds: Mapping[str, np.ndarray]) -> Callable[[], object]:
-    return lambda: run(feeds)
 
 
 def _same(one: Sequence[Choice], other: Sequence[Choice]) -> bool:
@@ -98,4 +113,13 @@ def _same(one: Sequence[Choice], other: Sequence[Choice]) -> bool:
     return plans(one) == plans(other)
 
 
-__all__ = ["ENVIRONMENT", "MODES", "PENDING", "Build", "Runner", "Tuning", "check_mode"]
+__all__ = [
+    "ENVIRONMENT",
+    "MODES",
+    "PENDING",
+    "Build",
+    "Runner",
+    "Timing",
+    "Tuning",
+    "check_mode",
+]

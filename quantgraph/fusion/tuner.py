@@ -87,6 +87,9 @@ class Decision:
     shapes: dict[str, list[int]] = field(default_factory=dict)
     cache_file: str | None = None
     note: str = ""
+    # how the candidates were timed: each in a worker process of its own ("processes"), or all
+    # in this one ("in-process: " and why)
+    isolation: str = ""
 
     @property
     def why(self) -> str:
@@ -128,6 +131,7 @@ class Decision:
                 for c in self.candidates
             ],
             "rounds": self.rounds,
+            "isolation": self.isolation or None,
             "shapes": self.shapes,
             "cache_file": self.cache_file,
         }
@@ -187,22 +191,53 @@ def decide(candidates: Sequence[Choice], measure: Measure) -> Decision:
     return Decision(best, "measured", list(candidates), times, ratios, rounds)
 
 
+# A candidate's turn: ``turn(count, warm)`` makes ``warm`` untimed calls, then ``count`` timed
+# ones, and returns the seconds those took (in this process, or in a worker process).
+Turn = Callable[[int, int], float]
+
+
 def time_runs(
     runs: Mapping[str, Callable[[], object]],
     budget: float = DEFAULT_BUDGET,
     clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[dict[str, float], dict[str, float], int]:
-    """Median ms a call of each of ``runs`` and the median of its round-by-round ratios to
+    """:func:`time_turns` of calls made in this process, timed with ``clock``."""
+    return time_turns(turns_of(runs, clock), budget, clock)
+
+
+def turns_of(
+    runs: Mapping[str, Callable[[], object]], clock: Callable[[], float] = time.perf_counter
+) -> dict[str, Turn]:
+    """Each of ``runs`` (one call each) as a turn timed in this process."""
+
+    def turn(run: Callable[[], object]) -> Turn:
+        def timed(count: int, warm: int) -> float:
+            for _ in range(warm):
+                run()
+            began = clock()
+            for _ in range(count):
+                run()
+            return clock() - began
+
+        return timed
+
+    return {name: turn(run) for name, run in runs.items()}
+
+
+def time_turns(
+    turns: Mapping[str, Turn],
+    budget: float = DEFAULT_BUDGET,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[dict[str, float], dict[str, float], int]:
+    """Median ms a call of each of ``turns`` and the median of its round-by-round ratios to
     the baseline's (the first), interleaved in rotated order, each turn warmed up first; at
-    least :data:`MIN_ROUNDS` rounds, more while the budget lasts (at most :data:`MAX_ROUNDS`)."""
-    names = list(runs)
+    least :data:`MIN_ROUNDS` rounds, more while the budget (read on ``clock``) lasts (at most
+    :data:`MAX_ROUNDS`)."""
+    names = list(turns)
     start = clock()
     calls: dict[str, int] = {}
     for name in names:  # warm-up, and how many calls make a turn
-        began = clock()
-        for _ in range(WARMUP_CALLS):
-            runs[name]()
-        each = max((clock() - began) / WARMUP_CALLS, 1e-7)
+        each = max(turns[name](WARMUP_CALLS, 0) / WARMUP_CALLS, 1e-7)
         calls[name] = max(MIN_CALLS, min(1000, round(TURN_SECONDS / each)))
     # one count for all: a turn of each candidate does the same work
     count = min(calls.values())
@@ -211,12 +246,7 @@ def time_runs(
     while rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or clock() - start < budget):
         order = names[rounds % len(names) :] + names[: rounds % len(names)]
         for name in order:
-            for _ in range(TURN_WARMUP):
-                runs[name]()
-            began = clock()
-            for _ in range(count):
-                runs[name]()
-            per_round[name].append((clock() - began) / count)
+            per_round[name].append(turns[name](count, TURN_WARMUP) / count)
         rounds += 1
     base = per_round[names[0]]
     times = {n: statistics.median(v) * 1e3 for n, v in per_round.items()}
@@ -237,5 +267,8 @@ __all__ = [
     "Partition",
     "choices",
     "decide",
+    "Turn",
     "time_runs",
+    "time_turns",
+    "turns_of",
 ]

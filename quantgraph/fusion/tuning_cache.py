@@ -23,7 +23,7 @@ from ..cpu import cpu
 from .plan import ONNXRUNTIME
 from .tuner import Choice, Decision
 
-FORMAT = 1
+FORMAT = 2  # 2: candidates timed in worker processes (1: in one process)
 
 
 def folder() -> Path:
@@ -133,6 +133,7 @@ def _entry(decision: Decision) -> dict[str, Any]:
         "times_ms": decision.times_ms,
         "ratios": decision.ratios,
         "rounds": decision.rounds,
+        "isolation": decision.isolation,
         "shapes": decision.shapes,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -156,6 +157,7 @@ def _decision(entry: Mapping[str, Any]) -> Decision:
         {str(k): float(v) for k, v in entry["ratios"].items()},
         int(entry["rounds"]),
         {str(k): [int(d) for d in v] for k, v in entry["shapes"].items()},
+        isolation=str(entry.get("isolation", "")),
     )
 
 

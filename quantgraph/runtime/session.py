@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,15 @@ import onnxruntime as ort
 
 from .. import fusion as fusion_engines
 from ..backends import Backend, require, resolve_arithmetic
-from ..fusion import tuning_cache
-from ..fusion.auto_tuning import PENDING, Runner, Tuning, check_mode, default_mode
+from ..fusion import tuner, tuning_cache
+from ..fusion.auto_tuning import PENDING, Timing, Tuning, check_mode, default_mode
 from ..fusion.tuner import DEFAULT_BUDGET, Choice, Decision
 from ..ir.model_files import ModelLike, has_external_data, load_model, save_model
 from ..ir.onnx_schemas import register as register_schemas
 from ..ir.opsets import check_opset
 from ..passes.declared_dst import DeclaredDstPass, needs_declared_dst
+from . import tuning_workers
+from .candidates import candidate_model, candidate_options, new_session
 
 
 class InferenceSession:
@@ -94,7 +97,7 @@ class InferenceSession:
         self._tuning: Tuning | None = None
         if fusion == fusion_engines.AUTO:
             self._tuning = self._start_tuning(model, options, tuning, tuning_budget)
-            decision = self._tuning.decide(tune_inputs, self._candidate_runner)
+            decision = self._tuning.decide(tune_inputs, self._candidate_timing)
             source = self._prepare(self._tuning.model, self._level, decision)
         else:
             source = self._prepare(model, self._level)
@@ -122,14 +125,14 @@ class InferenceSession:
     ) -> ort.InferenceSession:
         """An onnxruntime session on ``source`` with the backend (and oneDNN partitions'
         kernel, where ``plan`` has partitions) registered in ``options``."""
-        self._backend.configure(options)
-        self._backend.register(options, self.arithmetic)
-        if fusion_engines.uses_partitions(plan) and not self._backend.registers_partitions:
-            # OneDnnPartition nodes run in libquantgraph_onednn whatever runs the spec ops.
-            from ..fusion.onednn_engine import register
-
-            register(options)
-        return ort.InferenceSession(source, options, providers=self._providers)
+        return new_session(
+            self._backend,
+            self.arithmetic,
+            source,
+            options,
+            partitions=fusion_engines.uses_partitions(plan),
+            providers=self._providers,
+        )
 
     # -- fusion "auto" (quantgraph.fusion.auto_tuning) -----------------------------------------
 
@@ -163,25 +166,43 @@ class InferenceSession:
             budget,
         )
 
-    def _candidate_runner(self, choice: Choice) -> Runner:
-        """A session of the candidate plan ``choice``, without pool spinning (sessions timed
-        in turns must not spin against each other), as a function of the inputs."""
+    @contextlib.contextmanager
+    def _candidate_timing(
+        self, candidates: Sequence[Choice], feeds: Mapping[str, np.ndarray]
+    ) -> Iterator[Timing]:
+        """The candidate plans ready to time: each in a worker process of its own, unless
+        :func:`~.tuning_workers.in_process` says why not."""
         assert self._tuning is not None
-        copy = ir.from_proto(ir.to_proto(self._tuning.model))
-        plan = fusion_engines.apply(
-            copy, fusion_engines.AUTO, level=self._level, decision=Decision(choice, "candidate")
-        )
-        self._backend.prepare(copy)
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel(self._level)
-        options.intra_op_num_threads = self._threads
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 4
-        session = self._new_session(ir.to_proto(copy).SerializeToString(), options, plan)
+        planned = {
+            c.name: candidate_model(self._tuning.model, c, self._level, self._backend)
+            for c in candidates
+        }
+        why = tuning_workers.in_process(self._tuning.model, feeds)
+        if why is None:
+            settings = tuning_workers.Settings(
+                self.backend, self.arithmetic, self._level, self._threads, tuple(self._providers)
+            )
+            jobs = {
+                name: tuning_workers.Job(model, fusion_engines.uses_partitions(plan))
+                for name, (model, plan) in planned.items()
+            }
+            with tuning_workers.worker_turns(jobs, feeds, settings) as turns:
+                yield Timing(turns, "processes")
+            return
+        runs = {name: self._candidate_run(m, p, feeds) for name, (m, p) in planned.items()}
+        yield Timing(tuner.turns_of(runs), f"in-process: {why}")
 
-        def run(feeds: Mapping[str, np.ndarray]) -> object:
+    def _candidate_run(
+        self, model: ir.Model, plan: fusion_engines.FusionPlan, feeds: Mapping[str, np.ndarray]
+    ) -> Callable[[], object]:
+        """One call of a candidate's session in this process."""
+        options = candidate_options(self._level, self._threads)
+        session = self._new_session(ir.to_proto(model).SerializeToString(), options, plan)
+        feed = dict(feeds)
+
+        def run() -> object:
             self._backend.before_run()
-            done = session.run(None, dict(feeds))
+            done = session.run(None, feed)
             self._backend.after_run()
             return done
 
@@ -198,7 +219,7 @@ class InferenceSession:
         holding this bound method keeps calling it: later calls only run)."""
         if self._pending:
             assert self._tuning is not None
-            decision = self._tuning.decide(input_feed, self._candidate_runner)
+            decision = self._tuning.decide(input_feed, self._candidate_timing)
             source = self._prepare(self._tuning.model, self._level, decision)
             self._session = self._new_session(source, self._options_copy(), self.fusion_plan)
             self._pending = False

@@ -372,6 +372,7 @@ DEFS: dict[str, Schema] = {
                 )
             ),
             "rounds": INT,
+            "isolation": NULLABLE_STRING,
             "shapes": {"type": "object", "additionalProperties": SHAPE},
             "cache_file": NULLABLE_STRING,
         }

@@ -1,0 +1,244 @@
+"""Fusion "auto"'s candidate plans timed each in a worker process of its own.
+
+Timed in one process, candidate sessions disturb each other: nudenet s8's oneDNN plan measured
+0.99-1.06x of the onnxruntime plan there, where whole processes gave 0.89x. So each candidate's
+prepared model runs in a worker (``python -m quantgraph.runtime.tuning_workers``) that the
+tuner drives turn by turn, interleaved as before: only one works at a time, the others wait on
+a pipe. The protocol, one line each way: the parent sends the worker's settings as JSON, the
+worker answers ``ready`` (its session built and run once); then each ``COUNT WARM`` asks for
+WARM untimed and COUNT timed calls, answered by the seconds those took. End of input ends the
+worker; it ignores Ctrl-C (the parent's interrupt ends it by closing its input, or kills it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import onnx_ir as ir
+
+from ..fusion.tuner import Turn
+from ..ir.model_files import has_external_data, save_model
+from ..ir.walk import subgraphs
+
+ENVIRONMENT = "QUANTGRAPH_TUNING_ISOLATION"  # "none": time every candidate in this process
+LARGEST_MODEL = 256 << 20  # bytes of weights a worker may copy; larger models time in-process
+READY_SECONDS = 600.0  # a worker loads onnxruntime and builds its session in this time
+TURN_SECONDS = 300.0  # one turn answers in this time, or the worker is stuck
+
+
+class WorkerFailed(RuntimeError):
+    """A candidate's worker process could not build or run its session."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One candidate plan for a worker: its model, planned and prepared for the backend."""
+
+    model: ir.Model
+    partitions: bool  # whether it holds oneDNN partitions (their kernel is registered too)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every worker's session shares with the tuning session."""
+
+    backend: str
+    arithmetic: str
+    level: int
+    threads: int
+    providers: tuple[str, ...]
+
+
+class _Worker:
+    def __init__(self, name: str, folder: Path, settings: dict[str, Any]) -> None:
+        self.name = name
+        self._errors = folder / "stderr.txt"
+        with open(self._errors, "wb") as errors:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", __name__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+                env=_environment(),
+            )
+        self._send(json.dumps(settings))
+
+    def _send(self, line: str) -> None:
+        stdin = self._process.stdin
+        assert stdin is not None
+        try:
+            stdin.write(line.encode() + b"\n")
+            stdin.flush()
+        except BrokenPipeError:
+            raise self._failed("ended before its turn") from None
+
+    def reply(self, timeout: float) -> str:
+        stdout = self._process.stdout
+        assert stdout is not None
+        ready, _, _ = select.select([stdout], [], [], timeout)
+        line = stdout.readline() if ready else b""
+        if not line:
+            raise self._failed(
+                f"gave no answer in {timeout:.0f} s" if not ready else "ended without an answer"
+            )
+        return line.decode().strip()
+
+    def turn(self, count: int, warm: int) -> float:
+        self._send(f"{count} {warm}")
+        return float(self.reply(TURN_SECONDS))
+
+    def _failed(self, what: str) -> WorkerFailed:
+        self.stop()
+        lines = self._errors.read_text(errors="replace").strip().splitlines()
+        why = f": {lines[-1]}" if lines else ""
+        return WorkerFailed(f"fusion auto: the worker timing plan '{self.name}' {what}{why}")
+
+    def stop(self) -> None:
+        process = self._process
+        if process.stdin is not None and not process.stdin.closed:
+            with contextlib.suppress(OSError):
+                process.stdin.close()  # its end of input: the worker returns
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def in_process(model: ir.Model, feeds: Mapping[str, np.ndarray]) -> str | None:
+    """Why ``model``'s candidates are timed in this process rather than in workers (None:
+    in workers): asked to, weights each worker would copy, inputs a file cannot carry."""
+    if os.environ.get(ENVIRONMENT, "") == "none":
+        return f"{ENVIRONMENT}=none"
+    if has_external_data(model):
+        return "weights in external data (each worker would copy them)"
+    size = sum(
+        value.const_value.nbytes
+        for graph in (model.graph, *subgraphs(model.graph))
+        for value in graph.initializers.values()
+        if value.const_value is not None
+    )
+    if size > LARGEST_MODEL:
+        return f"{size >> 20} MiB of weights (each worker would copy them)"
+    if any(np.asarray(array).dtype.hasobject for array in feeds.values()):
+        return "inputs of strings or objects"
+    return None
+
+
+def _environment() -> dict[str, str]:
+    """The parent's environment, with its import path (a worktree or a source checkout)."""
+    environment = dict(os.environ)
+    paths = [p for p in sys.path if p]
+    environment["PYTHONPATH"] = os.pathsep.join(paths)
+    return environment
+
+
+@contextlib.contextmanager
+def worker_turns(
+    jobs: Mapping[str, Job], feeds: Mapping[str, np.ndarray], settings: Settings
+) -> Iterator[dict[str, Turn]]:
+    """Each of ``jobs`` in a worker process, ready; its turn is its worker's. The workers end
+    and their files go when the context ends (an interrupt included)."""
+    workers: list[_Worker] = []
+    with tempfile.TemporaryDirectory(prefix="quantgraph-tuning-") as scratch:
+        folder = Path(scratch)
+        names = list(feeds)
+        inputs = folder / "inputs.npz"
+        np.savez(inputs, *[np.asarray(feeds[name]) for name in names])
+        try:
+            for index, (name, job) in enumerate(jobs.items()):
+                place = folder / str(index)
+                place.mkdir()
+                model = place / "model.onnx"
+                save_model(job.model, model)
+                config = {
+                    "model": str(model),
+                    "inputs": str(inputs),
+                    "names": names,
+                    "partitions": job.partitions,
+                    "backend": settings.backend,
+                    "arithmetic": settings.arithmetic,
+                    "level": settings.level,
+                    "threads": settings.threads,
+                    "providers": list(settings.providers),
+                }
+                workers.append(_Worker(name, place, config))
+            for worker in workers:  # they build their sessions side by side
+                answer = worker.reply(READY_SECONDS)
+                if answer != "ready":
+                    raise worker._failed(f"answered {answer!r}")
+            yield {worker.name: worker.turn for worker in workers}
+        finally:
+            for worker in workers:
+                worker.stop()
+
+
+def _serve(settings: dict[str, Any], requests: IO[str], answers: IO[str]) -> None:
+    from ..backends import require, resolve_arithmetic
+    from .candidates import candidate_options, new_session
+
+    backend = require(settings["backend"])
+    options = candidate_options(int(settings["level"]), int(settings["threads"]))
+    session = new_session(
+        backend,
+        resolve_arithmetic(backend, settings["arithmetic"]),
+        str(settings["model"]),
+        options,
+        partitions=bool(settings["partitions"]),
+        providers=list(settings["providers"]),
+    )
+    with np.load(settings["inputs"], allow_pickle=False) as stored:
+        feeds = {name: stored[f"arr_{i}"] for i, name in enumerate(settings["names"])}
+    run: Any = session.run
+
+    def call() -> None:
+        backend.before_run()
+        run(None, feeds)
+        backend.after_run()
+
+    call()
+    print("ready", file=answers, flush=True)
+    for line in requests:
+        count, warm = (int(part) for part in line.split())
+        for _ in range(warm):
+            call()
+        began = time.perf_counter()
+        for _ in range(count):
+            call()
+        print(repr(time.perf_counter() - began), file=answers, flush=True)
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ends its workers
+    # Answers go on a copy of stdout; anything a library prints goes to stderr instead.
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    line = sys.stdin.readline()
+    if not line:
+        return 0
+    try:
+        _serve(json.loads(line), sys.stdin, answers)
+    except Exception as error:  # the parent reports it, with the candidate's name
+        first = str(error).strip().splitlines()
+        print(f"{type(error).__name__}: {first[0] if first else ''}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
