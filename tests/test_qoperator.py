@@ -36,8 +36,8 @@ SAMPLES = 20
 
 
 def _initializers(model: onnx.ModelProto) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
-    """name -> (dtype, shape, bytes of the values): lowering writes scalars as raw_data where
-    quantize_static wrote float_data/int32_data (the same values, another protobuf field)."""
+    """name -> (dtype, shape, bytes of the values); the TensorProtos themselves are compared in
+    tests/test_lowered_bytes.py."""
     found = {}
     for tensor in model.graph.initializer:
         array = numpy_helper.to_array(tensor)

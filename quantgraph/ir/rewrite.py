@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
+import onnx
 import onnx_ir as ir
 
 from .walk import GraphLike
@@ -13,8 +14,10 @@ from .walk import GraphLike
 
 class ConstantFactory:
     """Creates 1-D constants for one graph: initializers in the main graph, Constant nodes
-    elsewhere (functions cannot hold initializers). Same request, same value: shared scale and
-    zero-point initializers stay shared after the rewrite."""
+    elsewhere (functions cannot hold initializers), or beside the constant they stand for
+    (``like``: an initializer of a subgraph, or of an outer graph a subgraph captures, gets its
+    replacement there, so that lowering can give it back where it was). Same request, same
+    value: shared scale and zero-point initializers stay shared after the rewrite."""
 
     def __init__(self, graph: GraphLike, is_main: bool, taken: set[str]) -> None:
         self.graph = graph
@@ -31,22 +34,40 @@ class ConstantFactory:
         self._taken.add(name)
         return name
 
-    def constant(self, base_name: str, array: np.ndarray, before: ir.Node) -> ir.Value:
+    def constant(
+        self,
+        base_name: str,
+        array: np.ndarray,
+        before: ir.Node,
+        *,
+        like: ir.Value | None = None,
+        tensor: ir.TensorProtocol | None = None,
+    ) -> ir.Value:
+        """A constant of ``array`` (``tensor`` when given: its encoding, raw_data or typed
+        fields, is kept), placed as the class says."""
         key = (base_name, array.dtype.str, array.tobytes() + str(array.shape).encode())
         cached = self._cache.get(key)
         if cached is not None:
             return cached
         name = self.unique_name(base_name)
-        tensor = ir.tensor(array, name=name)
-        if self.is_main:
-            assert isinstance(self.graph, ir.Graph)
+        if tensor is None:
+            tensor = ir.tensor(array, name=name)
+        else:
+            tensor.name = name
+        home: GraphLike | None = None
+        if like is not None and like.is_initializer():
+            home = like.graph
+        if home is None and (self.is_main or tensor.dtype.bitwidth < 8):
+            # Constant holds 4-bit tensors from opset 21 only; a subgraph holds initializers
+            home = self.graph
+        if isinstance(home, ir.Graph):
             value = ir.Value(
                 name=name,
                 shape=ir.Shape(array.shape),
                 type=ir.TensorType(tensor.dtype),
                 const_value=tensor,
             )
-            self.graph.register_initializer(value)
+            home.register_initializer(value)
         else:
             node = ir.Node(
                 "",
@@ -70,7 +91,11 @@ class ConstantFactory:
         by thousands of nodes is reshaped and looked up once."""
         cached = self._as_1d.get(id(value))
         if cached is None:
-            cached = self.constant(f"{value.name}_1d", array.reshape(-1), before)
+            flat = array.reshape(-1)
+            tensor = ir.tensor(flat)
+            if typed_fields(value):  # lowering writes the scalar back in those fields
+                tensor.metadata_props[TYPED_FIELDS] = "1"
+            cached = self.constant(f"{value.name}_1d", flat, before, like=value, tensor=tensor)
             self._as_1d[id(value)] = cached
         return cached
 
@@ -133,6 +158,28 @@ class ConstantFactory:
         out.shape = value.shape
         self.graph.insert_before(before, cast)
         return out
+
+
+TYPED_FIELDS = "quantgraph.typed_fields"  # tensor metadata: the source was not raw_data
+
+
+def typed_fields(value: ir.Value) -> bool:
+    """Whether ``value``'s constant is stored in the typed fields (float_data, int32_data...),
+    as onnx.helper.make_tensor writes it (onnxruntime's quantizers' scales and zero points), or
+    stands for one that was (:data:`TYPED_FIELDS`)."""
+    tensor = ir.convenience.get_const_tensor(value)
+    if tensor is None:
+        return False
+    if tensor.metadata_props.get(TYPED_FIELDS) == "1":
+        return True
+    raw = getattr(tensor, "raw", None)
+    return isinstance(raw, onnx.TensorProto) and not raw.HasField("raw_data")
+
+
+def typed_tensor(array: np.ndarray, dtype: ir.DataType) -> ir.TensorProtocol:
+    """``array`` as a tensor in the typed fields of ``dtype`` (see :func:`typed_fields`)."""
+    proto = onnx.helper.make_tensor("", int(dtype), array.shape, array.reshape(-1))
+    return ir.serde.TensorProtoTensor(proto)
 
 
 _WIDE_FOR_4_BIT = {ir.DataType.INT4: ir.DataType.INT8, ir.DataType.UINT4: ir.DataType.UINT8}

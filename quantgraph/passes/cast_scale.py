@@ -205,4 +205,4 @@ def _one_dim(
     current = constant_array(value)
     if current is not None and current.shape == array.shape and current.dtype == array.dtype:
         return value
-    return factory.constant(f"{value.name}_1d", array, before)
+    return factory.constant(f"{value.name}_1d", array, before, like=value)

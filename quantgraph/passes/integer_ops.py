@@ -225,12 +225,14 @@ class IntegerOpsPass(NodeRewritePass):
         assert operand.scale is not None
         inputs: list[ir.Value | None] = [
             operand.q,
-            factory.constant(f"{operand.scale.name or base}_1d", scales, node),
+            factory.constant(f"{operand.scale.name or base}_1d", scales, node, like=operand.scale),
         ]
         if zp is not None:
             assert operand.zp is not None
             zps = np.broadcast_to(zp.reshape(-1), (count,)).copy()
-            inputs.append(factory.constant(f"{operand.zp.name or base}_1d", zps, node))
+            inputs.append(
+                factory.constant(f"{operand.zp.name or base}_1d", zps, node, like=operand.zp)
+            )
         graph = node.graph
         assert graph is not None
         out = _dequantize(
@@ -250,7 +252,7 @@ class IntegerOpsPass(NodeRewritePass):
 def saved(value: ir.Value) -> list[object]:
     """[name, base64 of the TensorProto]: the constant as its producer encoded it (float_data or
     raw_data), so that lowering gives the same bytes back."""
-    tensor = value.const_value
+    tensor = ir.convenience.get_const_tensor(value)  # an initializer or a Constant node's
     if tensor is None:
         return [value.name, None]
     proto = ir.serde.serialize_tensor(tensor)

@@ -106,16 +106,23 @@ class MatMulNBitsPass(NodeRewritePass):
         else:
             quantized = values.astype(layout.unsigned_type(bits))
         src = factory.constant(
-            f"{source.name or base}_{'s' if zp_kind == _ZP_ABSENT else 'u'}{bits}", quantized, node
+            f"{source.name or base}_{'s' if zp_kind == _ZP_ABSENT else 'u'}{bits}",
+            quantized,
+            node,
+            like=source,
         )
         inputs: list[ir.Value | None] = [
             src,
-            factory.constant(f"{scale.name or base}_t", scales.reshape(n, blocks).T.copy(), node),
+            factory.constant(
+                f"{scale.name or base}_t", scales.reshape(n, blocks).T.copy(), node, like=scale
+            ),
         ]
         if zps is not None:
             zp_name = (zp_value.name if zp_value is not None else None) or f"{base}_zero_points"
             inputs.append(
-                factory.constant(f"{zp_name}_t", zps.T.astype(layout.unsigned_type(bits)), node)
+                factory.constant(
+                    f"{zp_name}_t", zps.T.astype(layout.unsigned_type(bits)), node, like=zp_value
+                )
             )
         float_type = ir.DataType(scale_type.onnx)
         dequantize = _new_node(
@@ -156,6 +163,10 @@ class MatMulNBitsPass(NodeRewritePass):
             "zero_point_padding": zp_padding,
             "domain_version": node.version,
         }
+        # inputs given by Constant nodes (in a subgraph) come back as Constant nodes
+        from_nodes = [v.name for v in (source, scale, zp_value) if v and _from_constant_node(v)]
+        if from_nodes:
+            record["constant_nodes"] = from_nodes
         former = list(node.inputs)
         a = node.inputs[0]
         if bias is None:
@@ -254,6 +265,11 @@ def _check_g_idx(value: ir.Value | None, k: int, block: int) -> None:
             "g_idx is not k // block_size (act-order): channels of a group are not one block of "
             "K, which per_group cannot express",
         )
+
+
+def _from_constant_node(value: ir.Value | None) -> bool:
+    producer = value.producer() if value is not None else None
+    return producer is not None and producer.op_type == "Constant"
 
 
 def _named_shape(value: ir.Value | None) -> list[object]:

@@ -31,7 +31,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.values import constant_array, elem_type, optional_input
+from ..ir.values import constant_array, elem_type, optional_input, value_shape
 from ..ir.walk import GraphLike, opset_version
 from .node_rewrite import NodeRewritePass
 from .report import Skip
@@ -273,7 +273,8 @@ class QOperatorPass(NodeRewritePass):
             raise Skip(
                 "opset", f"per-channel weight at opset {version}: DequantizeLinear has axis from 13"
             )
-        rank = len(x.shape) if x.shape is not None else None
+        known = value_shape(x)  # a Constant node's output has no declared shape
+        rank = len(known) if known is not None else None
         if node.op_type == "QLinearConv":
             return 0
         if node.op_type == "QGemm":

@@ -57,7 +57,7 @@ class RestoreCastScalePass(NodeRewritePass):
         self.stale += list(node.inputs)
         if record["sub"] is not None:
             z_name, z_shape = record["zero_point"]
-            zp = _constant(graph, factory, z_name, _shaped(zps, z_shape, float_type), node)
+            zp = _constant(factory, z_name, _shaped(zps, z_shape, float_type), node, node.inputs[2])
             sub_name, sub_out = record["sub"]
             sub = _node(
                 "Sub", [last, zp], [], (sub_name, sub_out, cast_versions[1]), factory, target
@@ -65,7 +65,9 @@ class RestoreCastScalePass(NodeRewritePass):
             graph.insert_before(node, sub)
             last = sub.outputs[0]
         s_name, s_shape = record["scale"]
-        scale = _constant(graph, factory, s_name, _shaped(scales, s_shape, float_type), node)
+        scale = _constant(
+            factory, s_name, _shaped(scales, s_shape, float_type), node, node.inputs[1]
+        )
         (scale_second,) = record["mul"]
         pair: list[ir.Value | None] = [last, scale] if scale_second else [scale, last]
         replace_node(node, ("", "Mul", cast_versions[2]), pair, [], target)
@@ -80,10 +82,12 @@ def _shaped(array: np.ndarray | None, shape: list[int], dtype: np.dtype) -> np.n
 
 
 def _constant(
-    graph: GraphLike, factory: ConstantFactory, name: str, array: np.ndarray, before: ir.Node
+    factory: ConstantFactory, name: str, array: np.ndarray, before: ir.Node, now: ir.Value | None
 ) -> ir.Value:
     """The initializer ``name`` when it still holds ``array`` (a scale the conversion reused or
-    another node shares), else a new constant named ``name``."""
+    another node shares), else a new constant named ``name``, beside the one the dequantize
+    reads (``now``: in the graph holding it, an outer one for a captured initializer)."""
+    graph = now.graph if now is not None and now.is_initializer() else factory.graph
     if isinstance(graph, ir.Graph) and name in graph.initializers:
         value = graph.initializers[name]
         current = constant_array(value)
@@ -94,7 +98,7 @@ def _constant(
             and current.tobytes() == array.tobytes()
         ):
             return value
-    return factory.constant(name, array.copy(), before)  # ascontiguousarray makes 0-d 1-D
+    return factory.constant(name, array.copy(), before, like=now)  # ascontiguousarray: 0-d -> 1-D
 
 
 def _node(

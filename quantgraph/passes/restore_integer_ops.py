@@ -122,18 +122,7 @@ def _initializer(
         np.broadcast_to(array.reshape(-1), current.shape), current
     ):
         return None
-    if not factory.is_main:
-        return factory.constant(str(record[0]), array, before)
-    graph = factory.graph
-    assert isinstance(graph, ir.Graph)
-    value = ir.Value(
-        name=factory.unique_name(str(record[0])),
-        shape=ir.Shape(array.shape),
-        type=ir.TensorType(tensor.dtype),
-        const_value=tensor,
-    )
-    graph.register_initializer(value)
-    return value
+    return factory.constant(str(record[0]), array, before, like=now, tensor=tensor)
 
 
 def _before_reshape(value: ir.Value | None) -> ir.Value | None:

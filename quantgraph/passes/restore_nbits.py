@@ -53,10 +53,17 @@ class RestoreMatMulNBitsPass(NodeRewritePass):
         n = attrs["N"]
         packed = layout.pack(values.T.astype(np.uint8), bits, int(np.prod(b_shape)) // n)
         s_name, s_shape = record["scales"]
+        nodes = record.get("constant_nodes", [])
+
+        def home(index: int, name: str) -> ir.Value | None:  # beside the converted constant
+            return None if name in nodes else optional_input(node, index)
+
         inputs: list[ir.Value | None] = [
             (between[-1] if last.op_type == "Add" else last).inputs[0],  # A
-            factory.constant(b_name, packed.reshape(b_shape), node),
-            factory.constant(s_name, np.ascontiguousarray(scales.T).reshape(s_shape), node),
+            factory.constant(b_name, packed.reshape(b_shape), node, like=home(0, b_name)),
+            factory.constant(
+                s_name, np.ascontiguousarray(scales.T).reshape(s_shape), node, like=home(1, s_name)
+            ),
         ]
         if zps is not None:
             _, z_name, z_shape, z_type = record["zero_points"]
@@ -71,11 +78,14 @@ class RestoreMatMulNBitsPass(NodeRewritePass):
                 zp_array = layout.pack(columns, bits, width)
             else:
                 zp_array = zps.astype(np.uint8).T.astype(ir.DataType(z_type).numpy())
-            inputs.append(factory.constant(z_name, zp_array.reshape(z_shape), node))
+            inputs.append(
+                factory.constant(z_name, zp_array.reshape(z_shape), node, like=home(2, z_name))
+            )
         if record["g_idx"]:
             g_name, g_shape = record["g_idx"]
             identity = (np.arange(k) // block).astype(np.int32).reshape(g_shape)
-            inputs += [None] * (4 - len(inputs)) + [factory.constant(g_name, identity, node)]
+            g_idx = factory.constant(g_name, identity, node, like=node.inputs[0])
+            inputs += [None] * (4 - len(inputs)) + [g_idx]
         if last.op_type == "Add":
             inputs += [None] * (5 - len(inputs)) + [last.inputs[1]]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, replace_node
+from ..ir.rewrite import ConstantFactory, replace_node, typed_fields, typed_tensor
 from ..ir.values import constant_array, elem_type, optional_input
 from ..ir.walk import GraphLike, all_graphs, opset_version, spec_op
 from ..spec import DOMAIN, PER_CHANNEL, PER_GROUP, PER_TENSOR, dst_type, dtypes
@@ -205,9 +205,8 @@ class SpecToQdqPass(NodeRewritePass):
                 if shape is None or len(shape) != 1 or not isinstance(shape[0], int):
                     raise Skip("unknown-shape", "no zps and the channel count is unknown")
                 count = shape[0]
-            return factory.constant(
-                f"{base}_zero_point", self._fit(np.zeros(count, np.int64), quant, qtype), node
-            )
+            zeros = self._fit(np.zeros(count, np.int64), quant, qtype)
+            return factory.constant(f"{base}_zero_point", zeros, node, like=scale)
         if elem_type(zero_point) == quant.onnx and qtype in (PER_CHANNEL, PER_GROUP):
             return zero_point
         if elem_type(zero_point) == quant.onnx:
@@ -219,9 +218,8 @@ class SpecToQdqPass(NodeRewritePass):
                 f"zps of type {dtypes.onnx_name(int(elem_type(zero_point) or 0))} computed at "
                 f"run time cannot become an ONNX zero point of type {quant.name}",
             )
-        return factory.constant(
-            f"{base}_zero_point", self._fit(values.astype(np.int64), quant, qtype), node
-        )
+        zps = self._fit(values.astype(np.int64), quant, qtype)
+        return factory.constant(f"{base}_zero_point", zps, node, like=zero_point)
 
     @staticmethod
     def _as_scalar(node: ir.Node, value: ir.Value, factory: ConstantFactory) -> ir.Value:
@@ -230,7 +228,9 @@ class SpecToQdqPass(NodeRewritePass):
             # A scalar that conversion made 1-D ("<name>_1d") gets its own name back.
             name = value.name or "scale"
             base = name[: -len(_1D)] if name.endswith(_1D) else f"{name}_scalar"
-            return factory.constant(base, array.reshape(()), node)
+            scalar = array.reshape(())
+            tensor = typed_tensor(scalar, elem_type(value)) if typed_fields(value) else None  # type: ignore[arg-type]
+            return factory.constant(base, scalar, node, like=value, tensor=tensor)
         return factory.reshaped(value, [], node, "scalar")
 
 
