@@ -9,6 +9,7 @@ import logging
 import secrets
 import sys
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -25,6 +26,7 @@ from quantgraph.backends import native_available
 from quantgraph.spec import DYNAMIC_DEQUANTIZE
 
 from .case import OP_NAMES, PROFILES, Case
+from .formats import PATTERNS, run_formats
 from .fuzzer import Fuzzer
 from .report import FuzzReport, OpStats
 from .strategies import Pair, cases, dequantize_pairs
@@ -113,6 +115,22 @@ def _fuzz(fuzzer: Fuzzer, strategy: st.SearchStrategy[Case], count: int, seed: i
     fuzz_one()
 
 
+def _formats(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    chosen = PATTERNS if args.formats == "all" else tuple(args.formats.split(","))
+    unknown = [p for p in chosen if p not in PATTERNS]
+    if unknown:
+        parser.error(f"unknown pattern(s) {', '.join(unknown)}; choose from {', '.join(PATTERNS)}")
+    seed = secrets.randbelow(2**31) if args.seed is None else args.seed
+    with _quiet(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # FusionWarning: a one-node model often forms no unit
+        report = run_formats(chosen, args.examples or 50, seed)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, default=str))
+    else:
+        print(report.summary())
+    return 1 if report.failures else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tools.fuzz",
@@ -126,7 +144,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="default: a random one, reported")
     parser.add_argument("--ops", default=",".join(OP_NAMES), help="comma-separated subset")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--formats",
+        default=None,
+        help="fuzz the published formats instead (comma-separated, or 'all': "
+        f"{', '.join(PATTERNS)}): draw models, convert, validate, lower; --examples per pattern "
+        "(default 50)",
+    )
     args = parser.parse_args(argv)
+    if args.formats is not None:
+        return _formats(parser, args)
     ops = [op.strip() for op in args.ops.split(",") if op.strip()]
     unknown = [op for op in ops if op not in OP_NAMES]
     if unknown:

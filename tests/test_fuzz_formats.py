@@ -1,0 +1,33 @@
+"""The published-format fuzzer (tools.fuzz.formats): a few drawn models of each pattern run
+through convert, validate and lower; what it draws is what its pass accepts or the refusal it
+was drawn to be."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.builders import requires_native
+from tools.fuzz.format_models import LEFT
+from tools.fuzz.formats import PATTERNS, SeededKnobs, rebuild, run_formats
+
+pytestmark = requires_native
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_short_run_draws_accepted_and_refused_models(pattern: str) -> None:
+    report = run_formats([pattern], examples=12, seed=3)
+    stats = report.patterns[pattern]
+    assert stats.examples == 12
+    assert stats.converted + sum(stats.refused.values()) + stats.failures >= 12
+    assert stats.converted > 0
+
+
+def test_a_seed_rebuilds_the_same_model() -> None:
+    one, two = rebuild("qoperator", 97), rebuild("qoperator", 97)
+    assert one.model.SerializeToString() == two.model.SerializeToString()
+    assert SeededKnobs(5).int("k", 0, 9) == SeededKnobs(5).int("k", 0, 9)
+
+
+def test_a_weight_only_chain_that_is_not_one_is_left_alone() -> None:
+    expects = {rebuild("cast_scale", seed).expect for seed in range(40)}
+    assert {None, LEFT} <= expects
