@@ -7,6 +7,7 @@ import onnx_ir as ir
 from .cast_scale import CastScalePass
 from .dynamic_quantize_linear import DynamicQuantizeLinearPass, RestoreDynamicQuantizeLinearPass
 from .full_check import FullCheckPass
+from .gather_block_quantized import GatherBlockQuantizedPass
 from .integer_ops import IntegerOpsPass
 from .matmul_nbits import MatMulNBitsPass
 from .node_rewrite import Progress
@@ -41,6 +42,7 @@ def conversion(
         UnknownDimsPass(),
         OtherFormatsPass(report),
         MatMulNBitsPass(report=report, progress=progress),
+        GatherBlockQuantizedPass(report=report, progress=progress),
         CastScalePass(report=report),
         IntegerOpsPass(report=report),  # reads DynamicQuantizeLinear before its rewrite
         QOperatorPass(report=report, progress=progress),
