@@ -43,7 +43,7 @@ from .report import RewriteReport, Skip
 
 RECORD = "quantgraph.gather_block_quantized"  # node metadata: JSON of what lowering needs
 _ATTRIBUTES = ("gather_axis", "quantize_axis", "block_size", "bits")
-_DEFAULTS = {"gather_axis": 0, "quantize_axis": 1, "block_size": 128, "bits": 4}  # the kernel's
+DEFAULTS = {"gather_axis": 0, "quantize_axis": 1, "block_size": 128, "bits": 4}  # the kernel's
 _FOUR_BIT = {ir.DataType.INT4: "s", ir.DataType.UINT4: "u"}
 
 
@@ -185,7 +185,7 @@ def _attributes(node: ir.Node) -> dict[str, int]:
     unknown = sorted(set(node.attributes) - set(_ATTRIBUTES))
     if unknown:
         raise Skip("unknown-attribute", f"unknown attributes {unknown}")
-    return {name: node.attributes.get_int(name, default) for name, default in _DEFAULTS.items()}
+    return {name: node.attributes.get_int(name, default) for name, default in DEFAULTS.items()}
 
 
 def _axis(axis: int, rank: int) -> int:
