@@ -184,3 +184,17 @@ def test_cli_convert_validate_lower_on_an_embedding(tmp_path: Path) -> None:
     assert back.exit_code == 0, back.output
     assert json.loads(back.stdout)["emitted"] == {"GatherBlockQuantized": 1, "MatMulNBits": 1}
     assert _initializers(onnx.load(lowered)) == _initializers(original)
+
+
+def test_it_is_converted_not_listed_as_another_format() -> None:
+    report = quantgraph.convert(published.gather_block_quantized()).report
+    assert report.other_quantized == [] and report.converted == {"GatherBlockQuantized": 1}
+
+
+def test_an_index_out_of_the_table_is_an_error_where_the_original_gives_zeros() -> None:
+    original = published.gather_block_quantized(vocab=40)
+    converted = quantgraph.convert(original).proto
+    ids = {"ids": np.array([[40]], np.int64)}
+    assert not _original(original, ids, LEVELS[0]).any()
+    with pytest.raises(Exception, match="out of data bounds"):
+        _converted(converted, ids)
