@@ -130,3 +130,64 @@ def matmul_nbits(
     )
     opsets = [helper.make_opsetid("", opset), helper.make_opsetid(CONTRIB, 1)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=8)
+
+
+def gather_block_quantized(
+    k: int = 64,
+    block: int = 16,
+    bits: int = 4,
+    *,
+    data: str = "uint8",
+    zero_points: bool = False,
+    vocab: int = 40,
+    dtype: int = TensorProto.FLOAT,
+    gather_axis: int = 0,
+    quantize_axis: int = 1,
+) -> onnx.ModelProto:
+    """One hand-built GatherBlockQuantized: ids [batch, seq] -> y [batch, seq, K]. ``data``:
+    uint8 (Olive's RTN: ``bits`` packed per byte, packed zero points, MatMulNBits' default zero
+    point 2^(bits-1)), int4 or uint4 (typed zero points, default 0)."""
+    rng = np.random.default_rng(k * 100 + block + bits + vocab)
+    blocks = -(-(vocab, k)[quantize_axis] // block)
+    signed = data == "int4"
+    low, high = (-8, 8) if signed else (0, 1 << bits)
+    q = rng.integers(low, high, (vocab, k))
+    grouped = (blocks, k) if quantize_axis == 0 else (vocab, blocks)
+    zps = rng.integers(low, high, grouped)
+    scales = (rng.random(grouped) * 0.02 + 0.001).astype(helper.tensor_dtype_to_np_dtype(dtype))
+    inits = [numpy_helper.from_array(scales, "scales")]
+    if data == "uint8":
+        inits.append(numpy_helper.from_array(pack(q.astype(np.uint8), bits, k * bits // 8), "q"))
+        if zero_points:
+            width = -(-blocks * bits // 8)
+            inits.append(numpy_helper.from_array(pack(zps.astype(np.uint8), bits, width), "zp"))
+    else:
+        kind = TensorProto.INT4 if signed else TensorProto.UINT4
+        for name, values in [("q", q), ("zp", zps)][: 2 if zero_points else 1]:
+            raw = pack((values.reshape(1, -1) & 0xF).astype(np.uint8), 4, -(-values.size // 2))
+            inits.append(helper.make_tensor(name, kind, list(values.shape), raw.tobytes(), True))
+    attributes: dict[str, Any] = {"block_size": block, "gather_axis": gather_axis}
+    attributes["quantize_axis"] = quantize_axis
+    if data == "uint8":
+        attributes["bits"] = bits
+    node = helper.make_node(
+        "GatherBlockQuantized",
+        ["q", "ids", "scales", *(["zp"] if zero_points else [])],
+        ["y"],
+        name="embed",
+        domain=CONTRIB,
+        **attributes,
+    )
+    graph = helper.make_graph(
+        [node],
+        "gather_block_quantized",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])],
+        [
+            helper.make_tensor_value_info(
+                "y", dtype, [vocab, "batch", "seq"] if gather_axis else ["batch", "seq", k]
+            )
+        ],
+        inits,
+    )
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid(CONTRIB, 1)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)

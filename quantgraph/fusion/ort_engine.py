@@ -71,8 +71,9 @@ class _RestoreSome(RestoreDynamicQuantizeLinearPass):
 def _lower(model: ir.Model, names: set[str] | None, report: RewriteReport) -> None:
     """Lowering as ``quantgraph lower`` does it (DynamicQuantizeLinear and padded short blocks
     folded back into their original node), of every spec op or of those in ``names``."""
-    if names is None:
-        pipelines.run(pipelines.lowering(report, check=False), model)
+    if names is None:  # onnxruntime never fuses Gather -> DequantizeLinear into
+        # GatherBlockQuantized (1.32): that DequantizeLinear is judged as it is, not restored
+        pipelines.run(pipelines.lowering(report, check=False, gather_qdq=True), model)
         return
     for step in (_RestoreSome(names, report), _LowerSome(names, report), TrimPaddedBlocksPass()):
         step(model)

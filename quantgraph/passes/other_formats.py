@@ -35,10 +35,10 @@ ADVICE = {
 }
 _INTEGER = {"MatMulInteger16", "MulInteger", "ReduceSumInteger"}
 _FUSED_DYNAMIC = {"DynamicQuantizeMatMul", "DynamicQuantizeLSTM", "MatMulIntegerToFloat"}
-_PACKED = {"GatherBlockQuantized", "MatMulBnb4"}
+_PACKED = {"MatMulBnb4"}
 # Published weight-only formats the conversion rewrites itself (nodes it cannot take are
 # reported by its pass, with the reason), so they are not "other" formats.
-CONVERTED = {"MatMulNBits"}
+CONVERTED = {"MatMulNBits", "GatherBlockQuantized"}
 # quantize_dynamic's integer ops (ONNX domain): :mod:`.integer_ops` converts them with their
 # scale chain and reports the ones it cannot take ("scale-chain", ...).
 CONVERTED_STANDARD = {"MatMulInteger", "ConvInteger"}

@@ -7,6 +7,7 @@ import onnx_ir as ir
 from .cast_scale import CastScalePass
 from .dynamic_quantize_linear import DynamicQuantizeLinearPass, RestoreDynamicQuantizeLinearPass
 from .full_check import FullCheckPass
+from .gather_block_quantized import GatherBlockQuantizedPass
 from .integer_ops import IntegerOpsPass
 from .matmul_nbits import MatMulNBitsPass
 from .node_rewrite import Progress
@@ -15,6 +16,7 @@ from .qdq_to_spec import QdqToSpecPass
 from .qoperator import QOperatorPass
 from .report import RewriteReport
 from .restore_cast_scale import RestoreCastScalePass
+from .restore_gather_block import RestoreGatherBlockQuantizedPass
 from .restore_integer_ops import RestoreIntegerOpsPass
 from .restore_nbits import RestoreMatMulNBitsPass
 from .restore_qoperator import RestoreQOperatorPass
@@ -41,6 +43,7 @@ def conversion(
         UnknownDimsPass(),
         OtherFormatsPass(report),
         MatMulNBitsPass(report=report, progress=progress),
+        GatherBlockQuantizedPass(report=report, progress=progress),
         CastScalePass(report=report),
         IntegerOpsPass(report=report),  # reads DynamicQuantizeLinear before its rewrite
         QOperatorPass(report=report, progress=progress),
@@ -53,13 +56,19 @@ def conversion(
 
 
 def lowering(
-    report: RewriteReport, *, check: bool = True, to_qdq: bool = False
+    report: RewriteReport, *, check: bool = True, to_qdq: bool = False, gather_qdq: bool = False
 ) -> ir.passes.PassManager:
     """Spec ops -> standard Q/DQ, then onnx's full check; what conversion expanded
-    (DynamicQuantizeLinear, padded short blocks, MatMulNBits, QOperator nodes) is folded back
-    into the original node; ``to_qdq`` keeps a converted MatMulNBits or QOperator node in its
-    Q/DQ form (DequantizeLinear -> MatMul, DequantizeLinear -> Conv -> QuantizeLinear...)."""
-    restore: list[ir.passes.PassBase] = [] if to_qdq else [RestoreMatMulNBitsPass(report=report)]
+    (DynamicQuantizeLinear, padded short blocks, MatMulNBits, GatherBlockQuantized, QOperator
+    nodes) is folded back into the original node; ``to_qdq`` keeps a converted MatMulNBits,
+    GatherBlockQuantized or QOperator node in its Q/DQ form (DequantizeLinear -> MatMul,
+    Gather -> DequantizeLinear, DequantizeLinear -> Conv -> QuantizeLinear...);
+    ``gather_qdq`` that of GatherBlockQuantized only (onnxruntime does not fuse it back)."""
+    restore: list[ir.passes.PassBase] = []
+    if not to_qdq:
+        restore.append(RestoreMatMulNBitsPass(report=report))
+        if not gather_qdq:
+            restore.append(RestoreGatherBlockQuantizedPass(report=report))
     # QOperator nodes come back from the standard Q/DQ the spec ops lower to
     after: list[ir.passes.PassBase] = [] if to_qdq else [RestoreQOperatorPass(report=report)]
     passes: list[ir.passes.PassBase] = [

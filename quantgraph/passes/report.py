@@ -43,6 +43,8 @@ SKIP_CODES: dict[str, str] = {
     "scale-chain": "an integer op (MatMulInteger, ConvInteger) not followed by quantize_dynamic's "
     "Cast -> Mul(scales) chain, or whose operands are not a DynamicQuantizeLinear's or constants",
     "channels-last": "a QOperator pooling node with channels_last=1: the float op is NCHW",
+    "gather-axis": "GatherBlockQuantized with quantize_axis == gather_axis: a gathered row's "
+    "scale is its block's of rows, not a group of the gathered rows",
     "gemm-scaling": "QGemm alpha or beta other than 1 (the int32 bias scale depends on them)",
 }
 

@@ -4,7 +4,8 @@ Values are followed through ops that pass them on unchanged or pick among them (
 Reshape, Squeeze, Unsqueeze, Flatten, Transpose, Expand, Tile, Slice, Split, Concat, Gather and
 GatherElements/GatherND of the value itself, TopK's values, ReduceMax/ReduceMin, Min, Max, Clip,
 Where's branches) and through Add or Sub of a scalar integer constant (which shifts the range).
-Where they are read: the indices of Gather, GatherElements or GatherND stay inside the indexed
+Where they are read: the indices of Gather, GatherElements, GatherND or com.microsoft's
+GatherBlockQuantized stay inside the indexed
 dimension; the sequence_lens of an RNN, GRU or LSTM lie in [1, sequence length]; counts and sizes
 (TopK's k, OneHot's depth, Tile's repeats, ConstantOfShape's shape, Range's limit) in [1, 8].
 A bound is sufficient, not necessary: every value in it is one the consumer accepts.
@@ -136,8 +137,9 @@ def bound(use: Use, sizes: Sizes) -> tuple[int, int, str] | None:
     label = f"'{node.name}' ({node.op_type})" if node.name else node.op_type
     op = node.op_type
     found: tuple[int, int, str] | None = None
-    if op in ("Gather", "GatherElements") and index == 1:
-        axis = node.attributes.get_int("axis", 0)
+    if op in ("Gather", "GatherElements", "GatherBlockQuantized") and index == 1:
+        # GatherBlockQuantized (com.microsoft) gives zeros out of range, its rewrite an error
+        axis = node.attributes.get_int("gather_axis" if op[-1] == "d" else "axis", 0)
         size = sizes.dim(node.inputs[0], axis)
         if size:
             found = 0, size - 1, f"indices of {label}, axis {axis} of size {size}"

@@ -33,6 +33,11 @@ def float_zero_point() -> onnx.ModelProto:
     return published.matmul_nbits(zero_points="fractional")
 
 
+def gather_axis() -> onnx.ModelProto:
+    """GatherBlockQuantized quantized along the axis it gathers (int4 data allows it)."""
+    return published.gather_block_quantized(data="uint4", quantize_axis=0, k=32)
+
+
 def packed_layout() -> onnx.ModelProto:
     """MatMulNBits whose N does not fit its B."""
     model = published.matmul_nbits()

@@ -28,11 +28,13 @@ from quantgraph.passes.dynamic_quantize_linear import (
     DynamicQuantizeLinearPass,
     RestoreDynamicQuantizeLinearPass,
 )
+from quantgraph.passes.gather_block_quantized import GatherBlockQuantizedPass
 from quantgraph.passes.integer_ops import IntegerOpsPass
 from quantgraph.passes.matmul_nbits import MatMulNBitsPass
 from quantgraph.passes.other_formats import OtherFormatsPass
 from quantgraph.passes.qoperator import QOperatorPass
 from quantgraph.passes.restore_cast_scale import RestoreCastScalePass
+from quantgraph.passes.restore_gather_block import RestoreGatherBlockQuantizedPass
 from quantgraph.passes.restore_integer_ops import RestoreIntegerOpsPass
 from quantgraph.passes.restore_nbits import RestoreMatMulNBitsPass
 from quantgraph.passes.restore_qoperator import RestoreQOperatorPass
@@ -88,10 +90,11 @@ def test_the_pipelines_and_their_options() -> None:
         progress=lambda done, total: calls.append((done, total)),
     )
     assert manager.steps == 1
-    # negative dims made unknown, other formats listed, MatMulNBits, Cast x scale weights, integer
-    # and QOperator nodes, DynamicQuantizeLinear, short-block padding, the rewrite, the padding
-    # undone, the check
-    dims, other, nbits, cast, integer, qop, dql, pad, rewrite, trim, _check = manager.passes
+    # negative dims made unknown, other formats listed, MatMulNBits, GatherBlockQuantized, Cast x
+    # scale weights, integer and QOperator nodes, DynamicQuantizeLinear, short-block padding, the
+    # rewrite, the padding undone, the check
+    dims, other, nbits, gather, cast, integer, qop, dql, pad, rewrite, trim, _check = manager.passes
+    assert isinstance(gather, GatherBlockQuantizedPass) and gather.report is report
     assert isinstance(dims, UnknownDimsPass)
     assert isinstance(other, OtherFormatsPass) and other.report is report
     assert isinstance(nbits, MatMulNBitsPass) and isinstance(qop, QOperatorPass)
@@ -104,8 +107,10 @@ def test_the_pipelines_and_their_options() -> None:
     *_, unchecked, _trim = pipelines.conversion(report, check=False).passes
     assert isinstance(unchecked, QdqToSpecPass)
     lowered = pipelines.lowering(report).passes
-    _dims, nbits_back, cast_back, integer_back, restore, lower, qop_back, trim, _check = lowered
+    _, nbits_back, gather_back, cast_back, integer_back, restore, lower, qop_back, trim, _ = lowered
     assert isinstance(nbits_back, RestoreMatMulNBitsPass)
+    assert isinstance(gather_back, RestoreGatherBlockQuantizedPass)
+    assert len(pipelines.lowering(report, gather_qdq=True).passes) == len(lowered) - 1
     assert isinstance(cast_back, RestoreCastScalePass) and cast_back.report is report
     assert isinstance(integer_back, RestoreIntegerOpsPass)
     assert isinstance(restore, RestoreDynamicQuantizeLinearPass) and restore.report is report

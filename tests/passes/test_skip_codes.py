@@ -53,6 +53,7 @@ CASES: dict[str, Job] = {
     "scale-chain": ("convert", published_skips.scale_chain),
     "channels-last": ("convert", published_skips.channels_last),
     "gemm-scaling": ("convert", published_skips.gemm_scaling),
+    "gather-axis": ("convert", published_skips.gather_axis),
     "contrib-off": (
         "convert-no-contrib",
         lambda: quantize_linear_model((F, [2]), HALF, _zp(U8, [0]), domain="com.microsoft"),
