@@ -34,8 +34,11 @@ from ..ir.walk import GraphLike, all_graphs, spec_op
 from ..passes import pipelines
 from ..passes.dynamic_quantize_linear import RestoreDynamicQuantizeLinearPass
 from ..passes.report import RewriteReport
+from ..passes.restore_cast_scale import RestoreCastScalePass
+from ..passes.restore_nbits import RestoreMatMulNBitsPass, recorded_chain
 from ..passes.short_blocks import PADDED, TrimPaddedBlocksPass
 from ..passes.spec_to_qdq import SpecToQdqPass
+from ..spec import DYNAMIC_DEQUANTIZE
 from .plan import ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 from .unique_dequantize import unique_dequantize
 
@@ -68,14 +71,46 @@ class _RestoreSome(RestoreDynamicQuantizeLinearPass):
         return super().matches(node) and _key(node) in self.names
 
 
+class _RestoreNBitsSome(RestoreMatMulNBitsPass):
+    """Gives back the MatMulNBits of the dequantizes named in ``names`` only."""
+
+    def __init__(self, names: set[str], report: RewriteReport) -> None:
+        super().__init__(report=report)
+        self.names = names
+
+    def matches(self, node: ir.Node) -> bool:
+        return super().matches(node) and _key(node) in self.names
+
+
+class _RestoreCastScaleSome(RestoreCastScalePass):
+    """Gives back the Cast [-> Sub] -> Mul of the dequantizes named in ``names`` only."""
+
+    def __init__(self, names: set[str], report: RewriteReport) -> None:
+        super().__init__(report=report)
+        self.names = names
+
+    def matches(self, node: ir.Node) -> bool:
+        return super().matches(node) and _key(node) in self.names
+
+
 def _lower(model: ir.Model, names: set[str] | None, report: RewriteReport) -> None:
-    """Lowering as ``quantgraph lower`` does it (DynamicQuantizeLinear and padded short blocks
-    folded back into their original node), of every spec op or of those in ``names``."""
+    """Lowering as ``quantgraph lower`` does it (DynamicQuantizeLinear, MatMulNBits, weight-only
+    Cast chains and padded short blocks folded back into their original nodes), of every spec
+    op or of those in ``names``. The plan is read off the original's form, so the units handed
+    to onnxruntime must be in that form too: a Cast chain onnxruntime folds into a float
+    weight, lowered to DequantizeLinear -> MatMul instead, would become MatMulNBits."""
     if names is None:  # onnxruntime never fuses Gather -> DequantizeLinear into
         # GatherBlockQuantized (1.32): that DequantizeLinear is judged as it is, not restored
         pipelines.run(pipelines.lowering(report, check=False, gather_qdq=True), model)
         return
-    for step in (_RestoreSome(names, report), _LowerSome(names, report), TrimPaddedBlocksPass()):
+    steps: tuple[ir.passes.PassBase, ...] = (
+        _RestoreNBitsSome(names, report),
+        _RestoreCastScaleSome(names, report),
+        _RestoreSome(names, report),
+        _LowerSome(names, report),
+        TrimPaddedBlocksPass(),
+    )
+    for step in steps:
         step(model)
 
 
@@ -99,6 +134,7 @@ def plan(model: ir.Model, level: int) -> FusionPlan:
     # A spec op whose output a marked Slice trims (a padded short block) is known after
     # lowering by the Slice's output, which the folded DequantizeLinear takes over.
     renamed = _trimmed_names(model)
+    nbits = _nbits_chains(model)
     lowered = ir.from_proto(ir.to_proto(model))
     report = RewriteReport()
     _lower(lowered, None, report)
@@ -132,7 +168,44 @@ def plan(model: ir.Model, level: int) -> FusionPlan:
             )
     handed = set(spec) - keep
     found.units = _units(lowered, handed | {k for k, v in renamed.items() if v in handed}, after)
+    in_lowered = {renamed.get(_key(n), _key(n)) for _, n in _graph_nodes_all(lowered)}
+    for key in sorted(handed - in_lowered, key=list(spec).index):
+        graph, original = spec[key]
+        if key in nbits:  # folded back into the original's MatMulNBits: its kernel runs it
+            compute, output = nbits[key]
+            made = after.get(output)
+            kernel = _kernel_name(made) if made is not None else "com.microsoft.MatMulNBits"
+            found.units.append(
+                Unit(
+                    compute=compute.name or "",
+                    op_type=compute.op_type,
+                    nodes=(original.name or key,),
+                    engine=ONNXRUNTIME,
+                    kernel=kernel,
+                    graph=_where(model, graph),
+                    reason="the original's MatMulNBits, given back: onnxruntime runs it with its "
+                    "own kernel, as for the original",
+                )
+            )
+        else:  # every spec op is accounted for; lowering folded this one into another node
+            keep.add(key)
+            found.alone.append(
+                _alone(_where(model, graph), original, "no node of its own after lowering")
+            )
+    handed -= keep
     _lower(model, handed, RewriteReport())
+    return found
+
+
+def _nbits_chains(model: ir.Model) -> dict[str, tuple[ir.Node, str]]:
+    """Spec op -> (its MatMul, the output MatMulNBits takes over) for each dequantize that
+    lowering folds back into a MatMulNBits."""
+    found = {}
+    for _, node in _spec_nodes(model):
+        nodes = recorded_chain(node) if node.op_type == DYNAMIC_DEQUANTIZE.name else None
+        if nodes:
+            compute = next(n for n in nodes if n.op_type == "MatMul")
+            found[_key(node)] = (compute, nodes[-1].outputs[0].name or "")
     return found
 
 
@@ -274,8 +347,9 @@ def _units(lowered: ir.Model, handed: set[str], after: dict[str, onnx.NodeProto]
 
 
 def _compute_for(node: ir.Node) -> ir.Node | None:
-    """A DequantizeLinear's consumer or a QuantizeLinear's producer, when it is compute."""
-    if node.op_type == "DequantizeLinear":
+    """A DequantizeLinear's consumer (or that of a weight-only Cast chain's Mul, given back)
+    or a QuantizeLinear's producer, when it is compute."""
+    if node.op_type in ("DequantizeLinear", "Mul"):
         for use in node.outputs[0].uses():
             if use.node.op_type not in QDQ:
                 return use.node
@@ -301,13 +375,19 @@ def _kernel(
     if compute is not None and compute.name:  # the layout transformer renames: conv1_token_1
         candidates += [n for n in by_name.get(compute.name, ())]
     for node in candidates:
-        if node.op_type == "Transpose":
+        if node.op_type == "Cast" and node.input and node.input[0] in after:
+            node = after[node.input[0]]  # a float16 op runs in float32 between inserted Casts
+        if node.op_type in ("Transpose", "Cast"):
             continue
-        kernel = f"{node.domain}.{node.op_type}" if node.domain else node.op_type
+        kernel = _kernel_name(node)
         if compute is not None and kernel == compute.op_type:  # no integer kernel for it
             return f"{kernel} (float; onnxruntime folded its Q/DQ: constants dequantized once)"
         return kernel
     return "folded away by onnxruntime's optimizer"
+
+
+def _kernel_name(node: onnx.NodeProto) -> str:
+    return f"{node.domain}.{node.op_type}" if node.domain else node.op_type
 
 
 def _alone(where: str, node: ir.Node, reason: str) -> LeftAlone:

@@ -34,7 +34,7 @@ class RestoreMatMulNBitsPass(NodeRewritePass):
     def rewrite(
         self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory
     ) -> tuple[str, str] | None:
-        chain = _chain(node)
+        chain = recorded_chain(node)
         if chain is None:
             return None
         *between, last = chain
@@ -112,7 +112,7 @@ class RestoreMatMulNBitsPass(NodeRewritePass):
         )
 
 
-def _chain(dequantize: ir.Node) -> list[ir.Node] | None:
+def recorded_chain(dequantize: ir.Node) -> list[ir.Node] | None:
     """[Slice?, MatMul, Add?] from ``dequantize`` to the node holding the record, or None."""
     found: list[ir.Node] = []
     current = dequantize

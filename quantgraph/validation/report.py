@@ -215,6 +215,9 @@ class ValidationReport:
     # The original's QOperator op types the rewritten model computes as the spec's composition
     # (quantgraph.validation.qoperator): another arithmetic, not expected to be exact.
     qoperator: list[str] = field(default_factory=list)
+    # Converted nodes whose original onnxruntime runs with another kernel unfused
+    # (quantgraph.validation.other_kernels): judged by a bound.
+    other_kernels: list[str] = field(default_factory=list)
     fusion: str = "none"  # the rewritten side's fusion mode (quantgraph.fusion)
     fusion_plan: Any = None  # its FusionPlan when fusion was used
     # Distributions of the differences, outputs then intermediate tensors (the HTML page).
@@ -249,7 +252,8 @@ class ValidationReport:
         """Both sides compute one arithmetic (ONNX's, or oneDNN's on both): any difference is
         a disagreement. Not so against a float original, nor with oneDNN partitions (fusion
         "onednn"/"auto": they requantize and accumulate their own way), nor against a QOperator
-        original (integer kernels)."""
+        original (integer kernels), nor unfused where the original's kernel computes otherwise
+        (MatMulNBits, float16 Cast chains: :mod:`.other_kernels`)."""
         onednn_fused = self.fusion in PARTITION_MODES
         same = self.arithmetic == self.reference_arithmetic
         return (
@@ -258,6 +262,7 @@ class ValidationReport:
             and not onednn_fused
             and not self.integer_sums
             and not self.qoperator
+            and not self.other_kernels
         )
 
     @property

@@ -3,7 +3,8 @@
 The original runs with ``ORT_DISABLE_ALL``: onnxruntime then executes each QuantizeLinear and
 DequantizeLinear as written (the spec's own composition). With optimizations on it would fuse
 Q/DQ into integer kernels (QLinearConv, ...), which rounds differently: ``optimized=True``,
-judged by a tolerance apart from the exact one (so are converted integer ops: integer_sums).
+judged by a tolerance apart from the exact one (so are converted integer ops: integer_sums, and
+unfused nodes the original runs with another kernel: other_kernels).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.opsets import check_opset
 from ..reference.compare import TensorComparison, compare, merge, typed
 from ..runtime.session import InferenceSession
-from . import feeds, integer_sums, onednn_reference, qoperator
+from . import feeds, integer_sums, onednn_reference, other_kernels, qoperator
 from .debugger import from_run
 from .error_stats import ErrorStats, has_quantization, quantization_steps
 from .inputs import describe_feeds, draw
@@ -312,7 +313,8 @@ def validate(
     integer = integer_sums.converted(rewritten_ir) and not float_reference and not onednn_fused
     qop = qoperator.qoperator_ops(source.ir.graph, rewritten_ir.graph)  # integer kernels
     exact = same_arithmetic and not float_reference and not onednn_fused
-    exact = exact and not integer and not qop
+    kernels = [] if float_reference or qop else other_kernels.differing(rewritten_ir, fusion)
+    exact = exact and not integer and not qop and not kernels
     candidate_names = {o.name for o in candidate.get_outputs()}
     alias = after_quantization(rewritten_ir.graph) if float_reference else {}
     common = [n for n in tensor_names if alias.get(n, n) in candidate_names]
@@ -338,6 +340,8 @@ def validate(
         note = FUSED_ONEDNN_NOTE
     elif integer:
         comparison, note, atol, rtol = integer_sums.comparison(backend_name, fusion, atol, rtol)
+    elif kernels:
+        comparison, note, atol, rtol = other_kernels.comparison(kernels, backend_name, atol, rtol)
     elif exact and reference is not None:
         comparison = ONEDNN_LIKE.format(
             engine=candidate.onednn_version or "oneDNN's arithmetic on the native backend",
@@ -383,6 +387,7 @@ def validate(
         float_reference=float_reference,
         integer_sums=integer,
         qoperator=qop,
+        other_kernels=kernels,
         fusion=fusion,
         fusion_plan=candidate.fusion_plan if fusion != "none" else None,
         reference_arithmetic=reference_arithmetic,
@@ -510,6 +515,7 @@ def check_tolerance(
     """A tolerance where the comparison must be exact would be silently unused: say so before
     any model runs (convert --validate asks before it writes OUT)."""
     judged = optimized or fusion in PARTITION_MODES or integer_sums.converted(rewritten)
+    judged = judged or bool(other_kernels.differing(rewritten, fusion))
     if judged or not (atol or rtol):
         return
     if not has_quantization(original.graph) and has_quantization(rewritten.graph):
