@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import quantgraph
 from quantgraph.errors import NoQuantization
+from quantgraph.testing import ort_session, quiet_session_options
 from tests.builders import requires_native, run_ort
 
 pytestmark = requires_native
@@ -173,3 +175,50 @@ def test_beside_qdq_only_the_chain_converts() -> None:
     assert [n.name for n in result.proto.graph.node if n.op_type == "Cast"] == ["plain"]
     lowered = quantgraph.lower(result.proto).proto
     assert list(lowered.graph.node) == list(original.graph.node)
+
+
+ENABLE_ALL_ROWS: list[dict[str, object]] = [
+    {"qtype": qtype, "to": to, "scale_shape": shape, "zero_point": zero_point}
+    for qtype in (TensorProto.UINT8, TensorProto.INT8)
+    for to in (TensorProto.FLOAT, TensorProto.FLOAT16)
+    for shape in [(), (1,), (N,)]
+    for zero_point in (None, ())
+]
+
+
+def _row_id(row: dict[str, object]) -> str:
+    qtype = "u8" if row["qtype"] == TensorProto.UINT8 else "s8"
+    to = "f32" if row["to"] == TensorProto.FLOAT else "f16"
+    sub = "-sub" if row["zero_point"] is not None else ""
+    return f"{qtype}-{to}-scale{list(row['scale_shape'])}{sub}"  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("rows", ENABLE_ALL_ROWS, ids=[_row_id(r) for r in ENABLE_ALL_ROWS])
+def test_fusion_onnxruntime_runs_the_original_chain_at_enable_all(rows: dict[str, object]) -> None:
+    """Found by tools.fuzz.formats (cast_scale seed 149: 24 values up to 0.07 apart): the plan
+    read what onnxruntime does with the Cast chain (folds it into a float weight) but handed it
+    a DequantizeLinear -> MatMul, which onnxruntime 1.32 fuses into an 8-bit MatMulNBits. The
+    unit now goes back as the original's Cast [-> Sub] -> Mul: identical to the original at
+    ORT_ENABLE_ALL; unfused, float16 chains are judged by a stated bound (onnxruntime computes
+    them in float32 and never rounds the weight to float16)."""
+    original = _model(**rows)  # type: ignore[arg-type]
+    converted = quantgraph.convert(original).proto
+    session = quantgraph.InferenceSession(converted, "native", fusion="onnxruntime")
+    (unit,) = session.fusion_plan.units
+    assert (unit.compute, unit.nodes) == ("mm", ("mul",))
+    assert "MatMulNBits" not in unit.kernel
+    options = quiet_session_options()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    float_np = np.float32 if rows["to"] == TensorProto.FLOAT else np.float16
+    for seed in range(3):
+        x = {"x": np.random.default_rng(seed).standard_normal((2, K)).astype(float_np) * 4}
+        want = ort_session(original, options).run(None, x)[0]
+        np.testing.assert_array_equal(session.run(None, x)[0], want)
+    fused = quantgraph.validate(original, converted, backend="native", fusion="onnxruntime")
+    assert fused.agree and fused.exact_expected, fused.to_dict()
+    unfused = quantgraph.validate(original, converted, backend="native")
+    assert unfused.agree, unfused.to_dict()
+    assert unfused.exact_expected == (rows["to"] == TensorProto.FLOAT)
+    if rows["to"] == TensorProto.FLOAT16:
+        assert "float16 Cast -> Mul" in unfused.comparison
+        assert unfused.tolerance == (0.05, 1e-2)

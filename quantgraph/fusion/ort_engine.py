@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -169,30 +170,33 @@ def plan(model: ir.Model, level: int) -> FusionPlan:
     handed = set(spec) - keep
     found.units = _units(lowered, handed | {k for k, v in renamed.items() if v in handed}, after)
     in_lowered = {renamed.get(_key(n), _key(n)) for _, n in _graph_nodes_all(lowered)}
-    for key in sorted(handed - in_lowered, key=list(spec).index):
+    folded: dict[tuple[str, str], Unit] = {}  # one unit per compute node
+    for key in sorted(handed - in_lowered, key=list(spec).index):  # every spec op is accounted
         graph, original = spec[key]
-        if key in nbits:  # folded back into the original's MatMulNBits: its kernel runs it
-            compute, output = nbits[key]
-            made = after.get(output)
-            kernel = _kernel_name(made) if made is not None else "com.microsoft.MatMulNBits"
-            found.units.append(
-                Unit(
-                    compute=compute.name or "",
-                    op_type=compute.op_type,
-                    nodes=(original.name or key,),
-                    engine=ONNXRUNTIME,
-                    kernel=kernel,
-                    graph=_where(model, graph),
-                    reason="the original's MatMulNBits, given back: onnxruntime runs it with its "
-                    "own kernel, as for the original",
-                )
-            )
-        else:  # every spec op is accounted for; lowering folded this one into another node
-            keep.add(key)
-            found.alone.append(
-                _alone(_where(model, graph), original, "no node of its own after lowering")
-            )
-    handed -= keep
+        compute, output = nbits.get(key) or _consumer(original)
+        made = after.get(output)
+        reason = (  # folded back into the original's MatMulNBits: its kernel runs it
+            "the original's MatMulNBits, given back: onnxruntime runs it with its own kernel, "
+            "as for the original"
+            if key in nbits
+            else "lowering folds it into the original's node; handed over in its Q/DQ form"
+        )
+        where = _where(model, graph)
+        group = (where, output or key)
+        if group in folded:
+            unit = folded[group]
+            folded[group] = replace(unit, nodes=(*unit.nodes, original.name or key))
+            continue
+        folded[group] = Unit(
+            compute="" if compute is None else compute.name or "",
+            op_type="" if compute is None else compute.op_type,
+            nodes=(original.name or key,),
+            engine=ONNXRUNTIME,
+            kernel="folded away by onnxruntime's optimizer" if made is None else _kernel_name(made),
+            graph=where,
+            reason=reason,
+        )
+    found.units += folded.values()
     _lower(model, handed, RewriteReport())
     return found
 
@@ -207,6 +211,14 @@ def _nbits_chains(model: ir.Model) -> dict[str, tuple[ir.Node, str]]:
             compute = next(n for n in nodes if n.op_type == "MatMul")
             found[_key(node)] = (compute, nodes[-1].outputs[0].name or "")
     return found
+
+
+def _consumer(node: ir.Node) -> tuple[ir.Node | None, str]:
+    """The first node reading ``node``'s output that is no spec op, and its output's name."""
+    for use in node.outputs[0].uses():
+        if spec_op(use.node) is None and use.node.outputs:
+            return use.node, use.node.outputs[0].name or ""
+    return None, ""
 
 
 def _trimmed_names(model: ir.Model) -> dict[str, str]:

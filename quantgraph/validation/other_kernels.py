@@ -29,11 +29,13 @@ from ..passes.matmul_nbits import RECORD as NBITS_RECORD
 
 MATMUL_NBITS = "MatMulNBits"
 FLOAT16_CHAIN = "float16 Cast -> Mul"
-# The default bounds where the caller gives no tolerance, by kind: float32 sums of the same
-# products in another order (gamma_K * sum |a * w| with K up to a few hundred: ~1e-6 measured),
-# and half a float16 ulp per weight element carried into a float16 output (about 2^-10 relative
-# to the output's magnitude, plus one ulp of its own rounding).
-BOUNDS = {MATMUL_NBITS: (1e-5, 1e-4), FLOAT16_CHAIN: (2e-3, 4e-3)}
+# The default tolerance where the caller gives none, by kind. The derived bounds (in NOTES) hold
+# per element and depend on sum |a * w|, which only the model's own data gives: these defaults
+# cover them for layers of a few hundred inputs with activations of order 1 (measured: float32
+# sums in another order <= 4.8e-6; a float16 weight's rounding <= 0.016 where the outputs reach
+# ~100, cancelling rows apart by several float16 ulps of their small result). Pass --atol/--rtol
+# for other models.
+BOUNDS = {MATMUL_NBITS: (1e-5, 1e-4), FLOAT16_CHAIN: (0.05, 1e-2)}
 COMPARISON = (
     "original ({kinds} as onnxruntime's kernels compute them) vs rewritten (the spec's "
     "composition) on the {backend} backend, both at ORT_DISABLE_ALL: not expected to be exact, "
@@ -51,9 +53,10 @@ NOTES = {
     "apart, each output up to 2^-11 * sum |a * w| plus its own float16 rounding",
 }
 NOTE_END = (
-    "; the bound is --atol/--rtol, else the default above; with fusion 'onnxruntime' at "
-    "ORT_ENABLE_ALL these nodes go back to onnxruntime in the original's form and must be "
-    "identical"
+    "; judged by --atol/--rtol, else a default that covers that bound for layers of a few "
+    "hundred inputs with activations of order 1 (not a guarantee for every model); with "
+    "fusion 'onnxruntime' at ORT_ENABLE_ALL these nodes go back to onnxruntime in the "
+    "original's form and must be identical"
 )
 
 
