@@ -219,3 +219,49 @@ def test_lower_to_qdq_writes_the_blocked_dequantize_form() -> None:
     assert kinds == ["DequantizeLinear", "MatMul", "Relu", "DequantizeLinear", "MatMul"]
     x = {"x": np.random.default_rng(2).standard_normal((3, 56)).astype(np.float32)}
     np.testing.assert_array_equal(_original(lowered, x)[0], _original(original, x)[0])
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        {},
+        {"zero_points": "packed"},
+        {"bits": 8},
+        {"accuracy_level": 0},
+        {"dtype": TensorProto.FLOAT16},
+        {"bias": True},
+        {"accuracy_level": 4, "k": 256},
+    ],
+    ids=lambda r: "-".join(f"{k}={v}" for k, v in r.items()) or "plain",
+)
+def test_fusion_onnxruntime_runs_the_original_matmul_nbits(rows: dict[str, object]) -> None:
+    """Found by tools.fuzz.formats (matmul_nbits seeds 10683, 512, 990990979): the plan folded
+    the dequantize back into MatMulNBits to read onnxruntime's graph, then listed it nowhere
+    and handed the session the spec op (4-bit Q/DQ needs opset 21; these models are 17), so
+    MatMul ran where the original runs MatMulNBits (one row: its GEMV path, 1e-7..5e-6 apart).
+    Now it is a unit given back as the original's MatMulNBits: identical at ORT_ENABLE_ALL for
+    every row (accuracy_level 4, float16, bias too); unfused, validation states a bound."""
+    original = published.matmul_nbits(**rows)  # type: ignore[arg-type]
+    k = next(a.i for a in original.graph.node[0].attribute if a.name == "K")
+    converted = quantgraph.convert(original).proto
+    session = quantgraph.InferenceSession(converted, "native", fusion="onnxruntime")
+    plan = session.fusion_plan
+    spec = {n.name for n in converted.graph.node if n.domain == "com.quantgraph"}
+    covered = [n for u in plan.units for n in u.nodes] + [a.node for a in plan.alone]
+    assert sorted(covered) == sorted(spec)
+    (unit,) = plan.units
+    assert (unit.op_type, unit.kernel) == ("MatMul", "com.microsoft.MatMulNBits")
+    assert "MatMulNBits" in unit.reason
+    options = quiet_session_options()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    np_type = np.float16 if rows.get("dtype") == TensorProto.FLOAT16 else np.float32
+    for shape in [(1, 1, k), (2, 3, k)]:  # one row: the GEMV path
+        x = {"x": np.random.default_rng(k).standard_normal(shape).astype(np_type)}
+        want = ort_session(original, options).run(None, x)[0]
+        np.testing.assert_array_equal(session.run(None, x)[0], want)
+    fused = quantgraph.validate(original, converted, backend="native", fusion="onnxruntime")
+    assert fused.agree and fused.exact_expected, fused.to_dict()
+    unfused = quantgraph.validate(original, converted, backend="native")
+    assert not unfused.exact_expected and "MatMulNBits" in unfused.comparison
+    if not rows.get("accuracy_level") and np_type == np.float32:  # the float32 rows: bounded
+        assert unfused.agree and unfused.tolerance == (1e-5, 1e-4), unfused.to_dict()
