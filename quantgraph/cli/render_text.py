@@ -377,7 +377,10 @@ def print_tuning(decision: Any) -> None:
     click.echo(f"auto: {decision.why}")
     if decision.shapes:
         shapes = ", ".join(f"{n}[{'x'.join(map(str, s))}]" for n, s in decision.shapes.items())
-        click.echo(f"  measured at {shapes}, {decision.rounds} rounds")
+        how = {"": "", "processes": ", each plan in a process of its own"}.get(
+            decision.isolation, f", {decision.isolation}"
+        )
+        click.echo(f"  measured at {shapes}, {decision.rounds} rounds{how}")
     for candidate in decision.candidates:
         ms = decision.times_ms.get(candidate.name)
         ratio = decision.ratios.get(candidate.name)
