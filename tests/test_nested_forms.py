@@ -69,8 +69,9 @@ def _kinds(model: onnx.ModelProto) -> Counter[tuple[str, str]]:
 
 def _plain_nodes(graph: onnx.GraphProto) -> list[bytes]:
     """The graph's nodes, byte for byte, but If/Loop (their bodies are compared on their own)
-    and Constant (a restored one is named by the factory). An empty domain that the producer
-    set explicitly (quantize_static's QLinearMatMul) is the unset one: onnx-ir cannot tell."""
+    and Constant (a restored one is named by the factory). An explicit empty domain counts as
+    the unset one: onnx-ir drops it on nodes lower does not restore (restored QOperator nodes
+    keep it: tests/test_qoperator.py)."""
     found = []
     for node in graph.node:
         if node.op_type in ("If", "Loop", "Constant"):
