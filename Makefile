@@ -17,6 +17,8 @@ $(STAMP): $(NATIVE_SOURCES)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@echo "setup: installing quantgraph and its dependencies, building the C++ kernels (about a minute; the first time also fetches onnxruntime's headers)"
 	$(BIN)/python -m pip install --quiet -e '.[dev,onednn]'
+	@echo "setup: onnx-neural-compressor for its tests, without its numpy<2 pin (pyproject.toml's dev extra has what it imports)"
+	$(BIN)/python -m pip install --quiet --no-deps onnx-neural-compressor==1.0
 	touch $(STAMP)
 	@echo "setup: done"
 

@@ -14,6 +14,7 @@ import onnx_ir as ir
 
 from .errors import ModelError
 from .ir.collector import collector_paused
+from .ir.domain_fields import write_domain_fields
 from .ir.model_files import (
     AUTO,
     ModelLike,
@@ -50,7 +51,7 @@ class RewriteResult:
     def proto(self) -> onnx.ModelProto:
         """The model serialized, once: the checked serialization where the check ran (saving
         and sessions reuse it). Changes made to ``model`` after conversion are not in it."""
-        return checked_proto(self.model) or ir.to_proto(self.model)
+        return checked_proto(self.model) or write_domain_fields(self.model, ir.to_proto(self.model))
 
     def original(self) -> ir.Model:
         """The input model as it was read, for comparisons (no file is read again)."""

@@ -69,8 +69,9 @@ def _kinds(model: onnx.ModelProto) -> Counter[tuple[str, str]]:
 
 def _plain_nodes(graph: onnx.GraphProto) -> list[bytes]:
     """The graph's nodes, byte for byte, but If/Loop (their bodies are compared on their own)
-    and Constant (a restored one is named by the factory). An empty domain that the producer
-    set explicitly (quantize_static's QLinearMatMul) is the unset one: onnx-ir cannot tell."""
+    and Constant (a restored one is named by the factory). An explicit empty domain counts as
+    the unset one: onnx-ir drops it on nodes lower does not restore (restored QOperator nodes
+    keep it: tests/test_qoperator.py)."""
     found = []
     for node in graph.node:
         if node.op_type in ("If", "Loop", "Constant"):
@@ -139,3 +140,30 @@ def test_form_in_a_subgraph_converts_runs_and_lowers_back(
         assert _plain_nodes(got_graph) == _plain_nodes(want_graph)
         got_inits = {t.name: t.SerializeToString() for t in got_graph.initializer}
         assert got_inits == {t.name: t.SerializeToString() for t in want_graph.initializer}
+
+
+@pytest.mark.parametrize("nest", NESTS)
+@pytest.mark.parametrize("form", FORMS)
+def test_declared_shapes_in_subgraphs_hold(form: str, nest: str) -> None:
+    """The value_info that convert and lower write in bodies (onnx-ir writes one for every
+    value it knows the type of) never contradicts ONNX's strict shape inference. One with no
+    shape field is "shape unknown", which onnx's printer writes ``float[] body_w_d``; a scalar
+    is ``float body_s``: not a scalar claim (issue #34, checked on onnx 1.23)."""
+    model = NESTS[nest](FORMS[form][0](), "body")
+    converted = quantgraph.convert(model).proto
+    for proto in (converted, quantgraph.lower(converted).proto):
+        onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True, data_prop=True)
+        tensors = {t.name: list(t.dims) for g in _graphs(proto.graph) for t in g.initializer}
+        for graph in _graphs(proto.graph):
+            for info in graph.value_info:
+                tensor = info.type.tensor_type
+                if info.name in tensors and tensor.HasField("shape"):
+                    assert [d.dim_value for d in tensor.shape.dim] == tensors[info.name], info
+
+
+def test_unknown_shape_prints_as_empty_brackets() -> None:
+    """What ``float[] body_w_d`` means in onnx's text format: no shape (unknown rank)."""
+    graph = onnx.parser.parse_graph("g (float[] a, float b) => (float c) { c = Add(b, b) }")
+    unknown, scalar = (i.type.tensor_type for i in graph.input)
+    assert not unknown.HasField("shape")
+    assert scalar.HasField("shape") and len(scalar.shape.dim) == 0

@@ -74,6 +74,13 @@ def _from_proto(proto: onnx.ModelProto) -> ir.Model:
     return loaded
 
 
+def source_proto(model: ir.Model) -> onnx.ModelProto | None:
+    """The proto ``model`` was read from by :func:`load_model` (not to be changed); None for a
+    model not made by it."""
+    proto: onnx.ModelProto | None = model.meta.get(_SOURCE_PROTO)
+    return proto
+
+
 def original_model(model: ir.Model) -> ir.Model | None:
     """``model`` as it was read (before passes changed it), without reading any file again;
     None for a model not made by :func:`load_model`."""

@@ -14,6 +14,7 @@ from typing import Literal
 import onnx
 import onnx_ir as ir
 
+from ..ir.domain_fields import write_domain_fields
 from .requirements import schemas_registered
 
 CHECKED_PROTO = "quantgraph.checked_proto"
@@ -34,7 +35,7 @@ class FullCheckPass(ir.passes.PassBase):
         schemas_registered()  # the checker validates spec ops against their schemas
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        proto = ir.to_proto(model)
+        proto = write_domain_fields(model, ir.to_proto(model))
         onnx.checker.check_model(proto, full_check=True)
         model.meta[CHECKED_PROTO] = proto
         return ir.passes.PassResult(model, modified=False)

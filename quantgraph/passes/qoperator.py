@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
+from ..ir.domain_fields import explicit_empty_domain
 from ..ir.rewrite import ConstantFactory, replace_node
 from ..ir.values import constant_array, elem_type, optional_input, value_shape
 from ..ir.walk import GraphLike, opset_version
@@ -182,6 +183,8 @@ class QOperatorPass(NodeRewritePass):
             "attributes": [encode_attribute(a) for a in node.attributes.values()],
             "slots": slots,
         }
+        if explicit_empty_domain(model, node):  # quantize_static's QLinearMatMul: domain ""
+            record["domain_field"] = True
         encoded = json.dumps(record, sort_keys=True)
         former = list(node.inputs)
         self.stale += former

@@ -14,6 +14,7 @@ from typing import Any
 
 import onnx_ir as ir
 
+from ..ir.domain_fields import EXPLICIT_EMPTY
 from ..ir.rewrite import ConstantFactory, replace_node
 from ..ir.walk import GraphLike, is_standard, only_user
 from .node_rewrite import NodeRewritePass
@@ -92,6 +93,8 @@ class RestoreQOperatorPass(NodeRewritePass):
             output_type.dtype if output_type is not None else ir.DataType.UINT8,
         )
         target.metadata_props.pop(RECORD, None)
+        if record.get("domain_field"):
+            target.meta[EXPLICIT_EMPTY] = True  # the serialized node writes domain ""
         if record["domain"] == CONTRIB:
             model.opset_imports.setdefault(CONTRIB, 1)
             if isinstance(graph, ir.Function):

@@ -1,0 +1,69 @@
+"""An empty domain written explicitly (``domain: ""``), kept where quantgraph restores a node.
+
+onnx-ir cannot hold the difference: it reads an explicit empty domain (and ``ai.onnx``) as the
+unset one and writes none. quantize_static writes ``domain=""`` on its QLinearMatMul; a node
+that lowering restores from its record gets the field back: the restoring pass marks the node
+(``node.meta``, never serialized) and :func:`write_domain_fields` sets the field in the proto
+serialized from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import onnx
+import onnx_ir as ir
+
+from .model_files import source_proto
+
+EXPLICIT_EMPTY = "quantgraph.explicit_empty_domain"  # node.meta key: write domain: ""
+
+
+def explicit_empty_domain(model: ir.Model, node: ir.Node) -> bool:
+    """Whether the proto ``model`` was read from writes ``node`` (found by name, unique in every
+    graph of it) with an explicit empty domain field."""
+    proto = source_proto(model)
+    if proto is None or not node.name:
+        return False
+    found = [n for graph in _graphs(proto.graph) for n in graph.node if n.name == node.name]
+    return len(found) == 1 and found[0].HasField("domain") and found[0].domain == ""
+
+
+def write_domain_fields(model: ir.Model, proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto`` (``model`` serialized by ``ir.to_proto``, node for node) with the explicit
+    empty domain of every node marked :data:`EXPLICIT_EMPTY`; changed in place, returned."""
+    _write(model.graph, proto.graph)
+    return proto
+
+
+def _write(graph: ir.Graph, proto: onnx.GraphProto) -> None:
+    for node, node_proto in zip(graph, proto.node, strict=True):
+        if node.meta.get(EXPLICIT_EMPTY) and not node.domain:
+            node_proto.domain = ""  # proto2: setting "" marks the field present
+        # ir.to_proto writes attributes, and the graphs in them, in the node's order
+        subgraphs = [g for attribute in node.attributes.values() for g in _inner(attribute)]
+        sub_protos = [
+            g
+            for attribute in node_proto.attribute
+            for g in ([attribute.g] if attribute.HasField("g") else list(attribute.graphs))
+        ]
+        for sub, sub_proto in zip(subgraphs, sub_protos, strict=True):
+            _write(sub, sub_proto)
+
+
+def _inner(attribute: ir.Attr) -> list[ir.Graph]:
+    if attribute.type == ir.AttributeType.GRAPH:
+        return [attribute.as_graph()]
+    if attribute.type == ir.AttributeType.GRAPHS:
+        return list(attribute.as_graphs())
+    return []
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _graphs(attribute.g)
+            for sub in attribute.graphs:
+                yield from _graphs(sub)
