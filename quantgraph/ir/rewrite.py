@@ -92,9 +92,16 @@ class ConstantFactory:
         cached = self._as_1d.get(id(value))
         if cached is None:
             flat = array.reshape(-1)
-            tensor = ir.tensor(flat)
-            if typed_fields(value):  # lowering writes the scalar back in those fields
-                tensor.metadata_props[TYPED_FIELDS] = "1"
+            # Stored as its source was (typed fields or raw_data): lowering writes the scalar
+            # back in the same encoding. (Not a tensor metadata mark: onnx-ir 1.1 writes a
+            # read tensor's metadata_props twice, so a converted model would change when
+            # converted again.)
+            source = ir.convenience.get_const_tensor(value)
+            tensor = (
+                typed_tensor(flat, source.dtype)
+                if source is not None and typed_fields(value)
+                else ir.tensor(flat)
+            )
             cached = self.constant(f"{value.name}_1d", flat, before, like=value, tensor=tensor)
             self._as_1d[id(value)] = cached
         return cached
@@ -160,18 +167,12 @@ class ConstantFactory:
         return out
 
 
-TYPED_FIELDS = "quantgraph.typed_fields"  # tensor metadata: the source was not raw_data
-
-
 def typed_fields(value: ir.Value) -> bool:
     """Whether ``value``'s constant is stored in the typed fields (float_data, int32_data...),
-    as onnx.helper.make_tensor writes it (onnxruntime's quantizers' scales and zero points), or
-    stands for one that was (:data:`TYPED_FIELDS`)."""
+    as onnx.helper.make_tensor writes it (onnxruntime's quantizers' scales and zero points)."""
     tensor = ir.convenience.get_const_tensor(value)
     if tensor is None:
         return False
-    if tensor.metadata_props.get(TYPED_FIELDS) == "1":
-        return True
     raw = getattr(tensor, "raw", None)
     return isinstance(raw, onnx.TensorProto) and not raw.HasField("raw_data")
 
