@@ -44,7 +44,7 @@ from ..passes.restore_qoperator import RestoreQOperatorPass
 from ..passes.short_blocks import PADDED, TrimPaddedBlocksPass
 from ..passes.spec_to_qdq import SpecToQdqPass
 from ..spec import DYNAMIC_DEQUANTIZE
-from .plan import ONNXRUNTIME, FusionPlan, LeftAlone, Unit
+from .plan import GIVEN_BACK, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 from .unique_dequantize import unique_dequantize
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
@@ -227,11 +227,10 @@ def plan(model: ir.Model, level: int) -> FusionPlan:
             compute, output = back, _key(back)
         made = after.get(output)
         reason = (  # folded back into the original's MatMulNBits: its kernel runs it
-            "the original's MatMulNBits, given back: onnxruntime runs it with its own kernel, "
+            f"{GIVEN_BACK}MatMulNBits, given back: onnxruntime runs it with its own kernel, "
             "as for the original"
             if key in nbits
-            else f"the original's {back.op_type}, given back: onnxruntime runs it as for the "
-            "original"
+            else f"{GIVEN_BACK}{back.op_type}, given back: onnxruntime runs it as for the original"
             if back is not None
             else _folded_reason(compute)
         )
@@ -283,7 +282,7 @@ def _folded_reason(compute: ir.Node | None) -> str:
     if compute is not None and INTEGER_RECORD in compute.metadata_props:
         op = json.loads(compute.metadata_props[INTEGER_RECORD])["op"]
         return (
-            f"the original's {op} and scale chain, given back: onnxruntime runs them as for "
+            f"{GIVEN_BACK}{op} and scale chain, given back: onnxruntime runs them as for "
             "the original"
         )
     return "lowering folds it into the original's node; handed over in its Q/DQ form"
