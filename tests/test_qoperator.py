@@ -5,8 +5,10 @@ with scale s_x * s_w), the report lists it, validation says it compares another 
 lower gives back the same nodes and initializers (``--to-qdq``: the Q/DQ form).
 
 What holds, measured on the models below (seeded inputs, 20 samples):
-- ORT_ENABLE_ALL with fusion "onnxruntime": identical to the original, u8 and s8 activations,
-  per-channel and per-tensor weights (onnxruntime runs the same kernels on both sides).
+- ORT_ENABLE_ALL with fusion "onnxruntime": each QOperator node goes back to onnxruntime as the
+  original's node, so identical to the original (exact_expected), u8 and s8 activations,
+  per-channel and per-tensor weights, also on a CPU without VNNI where the u8 x s8 kernels
+  saturate (both sides run the same kernel).
 - ORT_DISABLE_ALL: s8 activations identical (onnxruntime's s8 x s8 kernels requantize to what
   the float composition gives, here); u8 activations on a CPU without VNNI up to 41 steps apart
   (its u8 x s8 kernels saturate int16 pair sums: 49 steps at the first QLinearConv already).
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
@@ -25,6 +28,7 @@ from onnx import numpy_helper
 import quantgraph
 from quantgraph.cli import main
 from quantgraph.cpu import cpu
+from quantgraph.testing import ort_session, quiet_session_options
 from tests.builders import requires_native
 from tests.qoperator_models import FLOAT_OPS, QOPERATOR_OPS, qoperator
 
@@ -131,10 +135,32 @@ def _validate(activation: str, per_channel: bool, fusion: str) -> quantgraph.Val
 def test_fused_by_onnxruntime_the_conversion_is_identical(
     activation: str, per_channel: bool
 ) -> None:
+    """Each QOperator node goes back to onnxruntime as the original's (one unit: its
+    dequantizes and quantize), so both sides run the same kernels: bit for bit the original at
+    ORT_ENABLE_ALL, and validation expects it exactly."""
+    original = qoperator(activation, per_channel)
+    converted = quantgraph.convert(original).proto
+    session = quantgraph.InferenceSession(converted, "native", fusion="onnxruntime")
+    units = {u.compute: u for u in session.fusion_plan.units}
+    for node in original.graph.node:
+        if node.op_type in QOPERATOR_OPS:
+            unit = units[node.name]
+            assert unit.op_type == node.op_type and unit.reason.startswith("the original's ")
+            assert unit.kernel.split(".")[-1] == node.op_type, unit
+            assert unit.nodes[-1] == node.name  # its quantize, after its dequantizes
+    assert all(
+        a.op_type != "DynamicQuantize" or a.node == "x_QuantizeLinear"
+        for a in (session.fusion_plan.alone)
+    )
+    enabled = ort_session(original, quiet_session_options(optimize=True))
+    for seed in range(SAMPLES):
+        x = {"x": np.random.default_rng(seed).standard_normal((1, 3, 8, 8)).astype(np.float32)}
+        for want, got in zip(enabled.run(None, x), session.run(None, x), strict=True):
+            np.testing.assert_array_equal(got, want)
     report = _validate(activation, per_channel, "onnxruntime")
-    assert not report.exact_expected  # stated: the kernels may differ, measured they do not
-    assert report.qoperator == sorted(QOPERATOR_OPS)
-    assert "ORT_ENABLE_ALL (fusion 'onnxruntime')" in report.comparison
+    assert report.exact_expected and report.agree, report.to_dict()
+    assert report.qoperator == []  # no node computes the spec's composition any more
+    assert report.comparison.endswith("both at ORT_ENABLE_ALL: must be identical")
     assert all(o.mismatches == 0 for o in report.outputs), report.to_dict()["outputs"]
 
 

@@ -20,6 +20,7 @@ fed by (QuantizeLinear); the kernel is what the optimized graph computes that un
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
@@ -34,16 +35,22 @@ from ..ir.values import constant_array
 from ..ir.walk import GraphLike, all_graphs, spec_op
 from ..passes import pipelines
 from ..passes.dynamic_quantize_linear import RestoreDynamicQuantizeLinearPass
+from ..passes.integer_ops import RECORD as INTEGER_RECORD
 from ..passes.report import RewriteReport
 from ..passes.restore_cast_scale import RestoreCastScalePass
+from ..passes.restore_integer_ops import RestoreIntegerOpsPass
 from ..passes.restore_nbits import RestoreMatMulNBitsPass, recorded_chain
+from ..passes.restore_qoperator import RestoreQOperatorPass
 from ..passes.short_blocks import PADDED, TrimPaddedBlocksPass
 from ..passes.spec_to_qdq import SpecToQdqPass
 from ..spec import DYNAMIC_DEQUANTIZE
-from .plan import ONNXRUNTIME, FusionPlan, LeftAlone, Unit
+from .plan import GIVEN_BACK, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 from .unique_dequantize import unique_dequantize
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
+# What a spec op lowers to when it stays a node of its own; any other node under a spec op's
+# name is an original node given back (QLinearConv, QGemm...: it takes its Q's output name).
+OWN_FORMS = (*QDQ, "DynamicQuantizeLinear", "Mul")
 LEVEL_NAMES = {0: "ORT_DISABLE_ALL", 1: "ORT_ENABLE_BASIC", 2: "ORT_ENABLE_EXTENDED"}
 # Initializers at least this large go to a side file when onnxruntime writes the optimized
 # model (weights are never compared by value: an unchanged node keeps its weight's name).
@@ -94,12 +101,45 @@ class _RestoreCastScaleSome(RestoreCastScalePass):
         return super().matches(node) and _key(node) in self.names
 
 
+class _RestoreIntegerOpsSome(RestoreIntegerOpsPass):
+    """Gives back the MatMulInteger/ConvInteger chain of a float op whose two dequantizes are
+    both named in ``names`` only."""
+
+    def __init__(self, names: set[str], report: RewriteReport) -> None:
+        super().__init__(report=report)
+        self.names = names
+
+    def matches(self, node: ir.Node) -> bool:
+        return super().matches(node) and all(
+            v is not None and v.name in self.names for v in node.inputs[:2]
+        )
+
+
+class _RestoreQOperatorSome(RestoreQOperatorPass):
+    """Gives back the QOperator node of a float op whose units were handed over: one of its
+    dequantizes or its quantize named in ``names`` (a spec op not handed over is no standard
+    Q/DQ here, so the restore leaves that chain as it is)."""
+
+    def __init__(self, names: set[str], report: RewriteReport) -> None:
+        super().__init__(report=report)
+        self.names = names
+
+    def matches(self, node: ir.Node) -> bool:
+        if not super().matches(node):
+            return False
+        around = [v.name for v in node.inputs if v is not None]
+        around += [_key(use.node) for use in node.outputs[0].uses()]
+        return any(name in self.names for name in around)
+
+
 def _lower(model: ir.Model, names: set[str] | None, report: RewriteReport) -> None:
     """Lowering as ``quantgraph lower`` does it (DynamicQuantizeLinear, MatMulNBits, weight-only
-    Cast chains and padded short blocks folded back into their original nodes), of every spec
-    op or of those in ``names``. The plan is read off the original's form, so the units handed
-    to onnxruntime must be in that form too: a Cast chain onnxruntime folds into a float
-    weight, lowered to DequantizeLinear -> MatMul instead, would become MatMulNBits."""
+    Cast chains, integer ops, QOperator nodes and padded short blocks folded back into their
+    original nodes), of every spec op or of those in ``names``. The plan is read off the
+    original's form, so the units handed to onnxruntime must be in that form too: a Cast chain
+    onnxruntime folds into a float weight, lowered to DequantizeLinear -> MatMul instead, would
+    become MatMulNBits; a MatMulInteger chain would become MatMulIntegerToFloat, not the
+    original's DynamicQuantizeMatMul."""
     if names is None:  # onnxruntime never fuses Gather -> DequantizeLinear into
         # GatherBlockQuantized (1.32): that DequantizeLinear is judged as it is, not restored
         pipelines.run(pipelines.lowering(report, check=False, gather_qdq=True), model)
@@ -107,8 +147,10 @@ def _lower(model: ir.Model, names: set[str] | None, report: RewriteReport) -> No
     steps: tuple[ir.passes.PassBase, ...] = (
         _RestoreNBitsSome(names, report),
         _RestoreCastScaleSome(names, report),
+        _RestoreIntegerOpsSome(names, report),  # before DynamicQuantizeLinear comes back
         _RestoreSome(names, report),
         _LowerSome(names, report),
+        _RestoreQOperatorSome(names, report),  # reads the standard Q/DQ just lowered
         TrimPaddedBlocksPass(),
     )
     for step in steps:
@@ -146,10 +188,14 @@ def plan(model: ir.Model, level: int) -> FusionPlan:
 
     opset = lowered.opset_imports.get("", 1)
     keep: set[str] = set()
+    given_back: dict[str, ir.Node] = {}  # spec op -> the original's node now under its name
     in_functions = {_key(n) for f in model.functions.values() for n in f}
     for graph, node in _graph_nodes_all(lowered):
         key = renamed.get(_key(node), _key(node))
         if key not in spec:
+            continue
+        if spec_op(node) is None and node.op_type not in OWN_FORMS:
+            given_back[key] = node  # a QOperator node: onnxruntime runs it as it is
             continue
         where = _where(lowered, graph)
         original = spec[key][1]
@@ -168,18 +214,25 @@ def plan(model: ir.Model, level: int) -> FusionPlan:
                 )
             )
     handed = set(spec) - keep
-    found.units = _units(lowered, handed | {k for k, v in renamed.items() if v in handed}, after)
+    in_units = (handed - set(given_back)) | {k for k, v in renamed.items() if v in handed}
+    by_name = _by_name(after)
+    found.units = _units(lowered, in_units, after, by_name)
     in_lowered = {renamed.get(_key(n), _key(n)) for _, n in _graph_nodes_all(lowered)}
     folded: dict[tuple[str, str], Unit] = {}  # one unit per compute node
-    for key in sorted(handed - in_lowered, key=list(spec).index):  # every spec op is accounted
-        graph, original = spec[key]
+    for key in sorted((handed - in_lowered) | set(given_back), key=list(spec).index):
+        graph, original = spec[key]  # every spec op is accounted for
         compute, output = nbits.get(key) or _consumer(original)
+        back = given_back.get(key) or given_back.get(_quantized_by(compute))
+        if back is not None:  # a QOperator's dequantizes and quantize: one unit, its node
+            compute, output = back, _key(back)
         made = after.get(output)
         reason = (  # folded back into the original's MatMulNBits: its kernel runs it
-            "the original's MatMulNBits, given back: onnxruntime runs it with its own kernel, "
+            f"{GIVEN_BACK}MatMulNBits, given back: onnxruntime runs it with its own kernel, "
             "as for the original"
             if key in nbits
-            else "lowering folds it into the original's node; handed over in its Q/DQ form"
+            else f"{GIVEN_BACK}{back.op_type}, given back: onnxruntime runs it as for the original"
+            if back is not None
+            else _folded_reason(compute)
         )
         where = _where(model, graph)
         group = (where, output or key)
@@ -192,7 +245,11 @@ def plan(model: ir.Model, level: int) -> FusionPlan:
             op_type="" if compute is None else compute.op_type,
             nodes=(original.name or key,),
             engine=ONNXRUNTIME,
-            kernel="folded away by onnxruntime's optimizer" if made is None else _kernel_name(made),
+            kernel=_kernel(compute, [output], after, by_name, given_back=back is not None)
+            if back is not None
+            else "folded away by onnxruntime's optimizer"
+            if made is None
+            else _kernel_name(made),
             graph=where,
             reason=reason,
         )
@@ -211,6 +268,24 @@ def _nbits_chains(model: ir.Model) -> dict[str, tuple[ir.Node, str]]:
             compute = next(n for n in nodes if n.op_type == "MatMul")
             found[_key(node)] = (compute, nodes[-1].outputs[0].name or "")
     return found
+
+
+def _quantized_by(compute: ir.Node | None) -> str:
+    """The name of the spec op quantizing ``compute``'s output (its only user), or ""."""
+    if compute is None or not compute.outputs:
+        return ""
+    uses = list(compute.outputs[0].uses())
+    return _key(uses[0].node) if len(uses) == 1 and spec_op(uses[0].node) else ""
+
+
+def _folded_reason(compute: ir.Node | None) -> str:
+    if compute is not None and INTEGER_RECORD in compute.metadata_props:
+        op = json.loads(compute.metadata_props[INTEGER_RECORD])["op"]
+        return (
+            f"{GIVEN_BACK}{op} and scale chain, given back: onnxruntime runs them as for "
+            "the original"
+        )
+    return "lowering folds it into the original's node; handed over in its Q/DQ form"
 
 
 def _consumer(node: ir.Node) -> tuple[ir.Node | None, str]:
@@ -323,11 +398,21 @@ def _attribute(attribute: ir.Attr) -> object:
     return onnx.helper.get_attribute_value(proto)
 
 
-def _units(lowered: ir.Model, handed: set[str], after: dict[str, onnx.NodeProto]) -> list[Unit]:
-    """Handed-over Q/DQ nodes grouped with their compute node, in graph order."""
+def _by_name(after: dict[str, onnx.NodeProto]) -> dict[str, list[onnx.NodeProto]]:
+    """The optimized nodes by the name they had before the layout transformer renamed them."""
     by_name: dict[str, list[onnx.NodeProto]] = {}
     for made in {id(n): n for n in after.values()}.values():
         by_name.setdefault(made.name.split("_token_")[0], []).append(made)
+    return by_name
+
+
+def _units(
+    lowered: ir.Model,
+    handed: set[str],
+    after: dict[str, onnx.NodeProto],
+    by_name: dict[str, list[onnx.NodeProto]],
+) -> list[Unit]:
+    """Handed-over Q/DQ nodes grouped with their compute node, in graph order."""
     units: dict[tuple[str, str], list[str]] = {}
     compute_of: dict[tuple[str, str], ir.Node | None] = {}
     graph_of: dict[tuple[str, str], str] = {}
@@ -375,8 +460,11 @@ def _kernel(
     outputs: list[str],
     after: dict[str, onnx.NodeProto],
     by_name: dict[str, list[onnx.NodeProto]],
+    *,
+    given_back: bool = False,
 ) -> str:
-    """What onnxruntime runs the unit as: the optimized node computing its outputs."""
+    """What onnxruntime runs the unit as: the optimized node computing its outputs
+    (``given_back``: ``compute`` is the original's integer node, no float op)."""
     wanted = list(outputs)
     if compute is not None:  # a fused kernel writes the Q's output where there is one
         for value in compute.outputs:
@@ -392,7 +480,7 @@ def _kernel(
         if node.op_type in ("Transpose", "Cast"):
             continue
         kernel = _kernel_name(node)
-        if compute is not None and kernel == compute.op_type:  # no integer kernel for it
+        if compute is not None and kernel == compute.op_type and not given_back:  # float
             return f"{kernel} (float; onnxruntime folded its Q/DQ: constants dequantized once)"
         return kernel
     return "folded away by onnxruntime's optimizer"

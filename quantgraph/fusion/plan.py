@@ -27,6 +27,10 @@ MODE_SUMMARIES: dict[str, str] = {
     "(quantgraph tune fills the cache ahead); never slower than onnxruntime's plan",
 }
 MODES: tuple[str, ...] = tuple(MODE_SUMMARIES)
+# How the reason of a unit handed to onnxruntime as the original's own node begins
+# (QLinearConv, MatMulInteger and its scale chain, MatMulNBits...): the same kernel as for the
+# original runs it, so it computes what the original does.
+GIVEN_BACK = "the original's "
 # Modes whose units may requantize in oneDNN's arithmetic (partitions): never exact by design.
 PARTITION_MODES: frozenset[str] = frozenset({ONEDNN, AUTO})
 

@@ -16,7 +16,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ..ir.rewrite import ConstantFactory, replace_node, typed_fields, typed_tensor
-from ..ir.values import constant_array, elem_type, optional_input
+from ..ir.values import constant_array, elem_type, optional_input, value_shape
 from ..ir.walk import GraphLike, all_graphs, opset_version, spec_op
 from ..spec import DOMAIN, PER_CHANNEL, PER_GROUP, PER_TENSOR, dst_type, dtypes
 from .node_rewrite import NodeRewritePass
@@ -55,6 +55,7 @@ class SpecToQdqPass(NodeRewritePass):
         attributes = op.with_defaults({name: a.value for name, a in node.attributes.items()})
         qtype, axis = str(attributes["qtype"]), int(attributes["axis"])  # type: ignore[call-overload]
         block: int | None = None
+        kept = False  # a one-element 1-D scale given back as it was (see below)
         if qtype == PER_GROUP:
             axis, block = _blocks(attributes.get("group_shape"))
         source = node.inputs[0]
@@ -81,8 +82,19 @@ class SpecToQdqPass(NodeRewritePass):
             scale_type = int(scale_raw) if scale_raw is not None else dtypes.F32.onnx
             domain = self._domain(model, graph, node, quant, qtype, scale_type)
             assert quant is not None
-            zp_in = self._zero_point(node, zero_point, quant, qtype, scale, factory)
-            scale_in = scale if qtype != PER_TENSOR else self._as_scalar(node, scale, factory)
+            # The original's own one-element 1-D scale (and zero point) on an axis of size 1
+            # (a per-channel weight with one output channel) goes back as it was.
+            kept = qtype == PER_TENSOR and _one_channel(scale, source, axis)
+            if kept and zero_point is not None:
+                kept = elem_type(zero_point) == quant.onnx and _one_channel(
+                    zero_point, source, axis
+                )
+            zp_in = self._zero_point(
+                node, zero_point, quant, PER_CHANNEL if kept else qtype, scale, factory
+            )
+            scale_in = (
+                scale if qtype != PER_TENSOR or kept else self._as_scalar(node, scale, factory)
+            )
         else:
             scales = node.attributes.get_floats("scales")
             if scales is None:
@@ -106,7 +118,7 @@ class SpecToQdqPass(NodeRewritePass):
             zp_in = factory.constant(f"{base}_zero_point", zp_array, node)
 
         attrs: list[ir.Attr] = []
-        if qtype in (PER_CHANNEL, PER_GROUP):
+        if qtype in (PER_CHANNEL, PER_GROUP) or (kept and axis != 1):
             attrs.append(ir.AttrInt64("axis", axis))
         if block is not None:
             attrs.append(ir.AttrInt64("block_size", block))
@@ -232,6 +244,17 @@ class SpecToQdqPass(NodeRewritePass):
             tensor = typed_tensor(scalar, elem_type(value)) if typed_fields(value) else None  # type: ignore[arg-type]
             return factory.constant(base, scalar, node, like=value, tensor=tensor)
         return factory.reshaped(value, [], node, "scalar")
+
+
+def _one_channel(value: ir.Value, source: ir.Value, axis: int) -> bool:
+    """``value`` is a one-element 1-D constant the original had (conversion's own copies are
+    named "<name>_1d") and ``source``'s dimension ``axis`` is 1: ONNX reads it per-axis, the
+    same values as per-tensor."""
+    array = constant_array(value)
+    shape = value_shape(source)
+    if array is None or array.shape != (1,) or (value.name or "").endswith(_1D) or not shape:
+        return False
+    return -len(shape) <= axis < len(shape) and shape[axis] == 1
 
 
 def _blocks(group_shape: object) -> tuple[int, int]:

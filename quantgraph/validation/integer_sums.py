@@ -7,7 +7,8 @@ each output of such an op differs by the float32 rounding of a sum of K products
 quantize_dynamic's MLPs and CNNs, K up to 256: at most 4e-7 relative to the output's largest
 magnitude), and a later DynamicQuantizeLinear can turn that into one quantization step where
 a value sits at a rounding tie. So the comparison is judged by a stated bound: --atol/--rtol,
-or :data:`ATOL`/:data:`RTOL` where none is given.
+or :data:`ATOL`/:data:`RTOL` where none is given. With fusion "onnxruntime" the integer ops go
+back to onnxruntime as the original's (:mod:`.given_back`): identical, not judged here.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ float32, quantize); the original's kernels sum in int32 and requantize with thei
 and onnxruntime's u8 x s8 kernels on x86 CPUs without VNNI saturate int16 pair sums (vpmaddubsw):
 measured on such a CPU, a 3x3 QLinearConv with u8 activations 49 steps apart on one element,
 while s8 activations (s8 x s8 kernels) gave 0 differences in 200 samples. With fusion
-"onnxruntime" at ORT_ENABLE_ALL, onnxruntime re-fuses the u8 Q/DQ units into the same kernels
-the original runs (measured: identical, u8 and s8, per-channel and per-tensor).
+"onnxruntime" at ORT_ENABLE_ALL each QOperator node goes back to onnxruntime as the original's
+node (quantgraph.fusion.ort_engine): the same kernels on both sides, so the comparison must be
+identical (:mod:`.given_back`); this text judges only a node that could not go back.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ QOPERATOR_NOTE = (
     "the spec computes the float op in float32 between dequantize and quantize: a value near a "
     ".5 tie lands one step apart, and onnxruntime's u8 x s8 kernels on CPUs without VNNI saturate "
     "int16 pair sums (tens of steps on a 3x3 Conv, measured); with fusion 'onnxruntime' at "
-    "ORT_ENABLE_ALL the u8 units re-fuse into the original's kernels (identical where measured)"
+    "ORT_ENABLE_ALL a QOperator node that goes back to onnxruntime as the original's node is "
+    "identical, one that cannot (an exposed intermediate output) is judged here"
 )
 
 

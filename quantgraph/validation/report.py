@@ -47,9 +47,10 @@ FUSED = (
     "ORT_ENABLE_ALL: must be identical"
 )
 FUSED_NOTE = (
-    "the rewritten model's units run as onnxruntime's fused kernels, as the original's Q/DQ do; "
-    "the spec ops onnxruntime does not fuse run on the backend, bit-exact with its "
-    "QuantizeLinear/DequantizeLinear"
+    "the rewritten model's units run as onnxruntime's fused kernels, as the original's Q/DQ do "
+    "(converted integer ops, QOperator nodes, MatMulNBits and Cast chains go back as the "
+    "original's own nodes); the spec ops onnxruntime does not fuse run on the backend, "
+    "bit-exact with its QuantizeLinear/DequantizeLinear"
 )
 FUSED_ONEDNN = (
     "original at ORT_ENABLE_ALL vs rewritten with fusion '{fusion}' on the {backend} backend "

@@ -25,7 +25,7 @@ from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.opsets import check_opset
 from ..reference.compare import TensorComparison, compare, merge, typed
 from ..runtime.session import InferenceSession
-from . import feeds, integer_sums, onednn_reference, other_kernels, qoperator
+from . import feeds, given_back, integer_sums, onednn_reference, other_kernels, qoperator
 from .debugger import from_run
 from .error_stats import ErrorStats, has_quantization, quantization_steps
 from .inputs import describe_feeds, draw
@@ -312,6 +312,8 @@ def validate(
     same_arithmetic = candidate.arithmetic == reference_arithmetic
     integer = integer_sums.converted(rewritten_ir) and not float_reference and not onednn_fused
     qop = qoperator.qoperator_ops(source.ir.graph, rewritten_ir.graph)  # integer kernels
+    if given_back.all_given_back(rewritten_ir, fusion, candidate.fusion_plan):
+        integer, qop = False, []  # the original's own nodes run on both sides
     exact = same_arithmetic and not float_reference and not onednn_fused
     kernels = [] if float_reference or qop else other_kernels.differing(rewritten_ir, fusion)
     exact = exact and not integer and not qop and not kernels
