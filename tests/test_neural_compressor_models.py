@@ -126,7 +126,11 @@ def test_rtn_models_convert_run_exactly_and_lower_back(block: int, symmetric: bo
         report = quantgraph.validate(
             original, result.proto, backend="native", fusion=fusion, iterations=2, dims=BATCH
         )
-        assert report.agree and report.exact_expected, report.to_dict()
+        # Unfused, the original runs onnxruntime's MatMulNBits kernel, the rewritten model the
+        # spec's DequantizeLinear + MatMul: validation says it judges by a bound (these rows
+        # happen to come out equal); fused, the node goes back as it was: must be identical.
+        assert report.agree and report.exact_expected == (fusion == "onnxruntime"), report
+        assert ("not expected to be exact" in report.comparison) == (fusion == "none")
         assert all(o.mismatches == 0 for o in report.outputs), report.to_dict()
 
     lowered = quantgraph.lower(result.proto)

@@ -23,7 +23,7 @@ FORBIDDEN = {
     "the removed dst helper": r"default_output_dtype",
     "a retyped attribute default": r'get_int\("axis", 1\)|get_string\("qtype", "per_tensor"\)'
     r"|axis: int = 1|qtype: str = \"per_tensor\"",
-    "the dst-type rule re-derived": r"dtypes\.U8 if|ir\.DataType\.UINT8$|else dtypes\.U8\b",
+    "the dst-type rule re-derived": r"dtypes\.U8 if|else ir\.DataType\.UINT8$|else dtypes\.U8\b",
     "a second comparison rule": r"def mismatch_mask|np\.isnan\(\w+\) & np\.isnan",
     "the IR helpers under a private passes path": r"passes\._graph|from \._graph",
 }

@@ -37,7 +37,7 @@ from ..ir.values import constant_array, elem_type, optional_input, value_shape
 from ..ir.walk import GraphLike
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_GROUP, dtypes
 from . import nbits_layout as layout
-from .matmul_nbits import CONTRIB, _new_node
+from .matmul_nbits import CONTRIB, new_node
 from .node_rewrite import NodeRewritePass, import_spec_domain
 from .report import RewriteReport, Skip
 
@@ -117,7 +117,7 @@ class GatherBlockQuantizedPass(NodeRewritePass):
         kind = f"{'s' if signed else 'u'}{bits}"
 
         def gather(value: ir.Value, name: str, dtype: ir.DataType) -> ir.Value:
-            made = _new_node(
+            made = new_node(
                 ("", "Gather", None),
                 [value, indices],
                 [ir.AttrInt64("axis", g)],
@@ -129,7 +129,7 @@ class GatherBlockQuantizedPass(NodeRewritePass):
             return made.outputs[0]
 
         table = factory.constant(f"{source.name or base}_{kind}_8bit", quantized, node)
-        q_type = ir.DataType.INT8 if signed else ir.DataType.UINT8
+        q_type = ir.DataType.from_numpy(quantized.dtype)
         inputs: list[ir.Value | None] = [
             gather(table, "rows", q_type),
             gather(scale, "scales", ir.DataType(scale_type.onnx)),
@@ -155,7 +155,7 @@ class GatherBlockQuantizedPass(NodeRewritePass):
         self.stale += list(node.inputs)
         float_type = ir.DataType(scale_type.onnx)
         if blocks * block != extent:  # the short last block: sliced off after dequantization
-            dequantize = _new_node(
+            dequantize = new_node(
                 (DOMAIN, DYNAMIC_DEQUANTIZE.name, OPSET_VERSION),
                 inputs,
                 attributes,

@@ -126,7 +126,7 @@ class MatMulNBitsPass(NodeRewritePass):
                 )
             )
         float_type = ir.DataType(scale_type.onnx)
-        dequantize = _new_node(
+        dequantize = new_node(
             (DOMAIN, DYNAMIC_DEQUANTIZE.name, OPSET_VERSION),
             inputs,
             [ir.AttrString("qtype", PER_GROUP), ir.AttrInt64s("group_shape", [block, 1])],
@@ -137,7 +137,7 @@ class MatMulNBitsPass(NodeRewritePass):
         graph.insert_before(node, dequantize)
         weight = dequantize.outputs[0]
         if padded != k:  # the short last block: sliced off after dequantization
-            unpad = _new_node(
+            unpad = new_node(
                 ("", "Slice", None),
                 [
                     weight,
@@ -176,7 +176,7 @@ class MatMulNBitsPass(NodeRewritePass):
             node.resize_inputs(2)
             node.replace_input_with(1, weight)
         else:
-            product = _new_node(
+            product = new_node(
                 ("", "MatMul", None),
                 [a, weight],
                 [],
@@ -288,7 +288,7 @@ def _named_shape(value: ir.Value | None) -> list[object]:
     return [value.name, list(array.shape) if array is not None else []]
 
 
-def _new_node(
+def new_node(
     op: tuple[str, str, int | None],
     inputs: list[ir.Value | None],
     attributes: list[ir.Attr],

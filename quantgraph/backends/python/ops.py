@@ -40,14 +40,14 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
-from onnxruntime_extensions import PyCustomOpDef, get_library_path
-from onnxruntime_extensions import onnx_op as _onnx_op
 
 from ... import reference
 from ...errors import KernelError
 from ...passes.stamp_origin import MODEL_OP, NODE_NAME
 from ...spec import DOMAIN, DYNAMIC_DEQUANTIZE, DYNAMIC_QUANTIZE, OPS, SpecError, dtypes
 from . import kernels
+from .extensions import PyCustomOpDef, get_library_path
+from .extensions import onnx_op as _onnx_op
 from .prepare import DST_VARIANT, GROUP_SHAPE_TEXT, PREPARED_DOMAIN
 
 log = logging.getLogger(__name__)
