@@ -10,12 +10,15 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx_ir as ir
+import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
 
 import quantgraph
 from quantgraph.cli import main
-from quantgraph.fusion import tuner, tuning_cache
+from quantgraph.fusion import ort_engine, tuner, tuning_cache
+from quantgraph.fusion.plan import ONNXRUNTIME_LONE
 from quantgraph.fusion.tuner import BASELINE, MARGIN, Partition, choices, decide
 from quantgraph.schemas_json import schema
 from quantgraph.validation import make_inputs
@@ -267,3 +270,59 @@ def test_tune_and_inspect_show_the_decision(tmp_path: Path, cache: Path) -> None
     assert any("ms a run" in line for line in lines)
     refused = runner.invoke(main, ["tune", str(CNN)])
     assert refused.exit_code == 2 and "holds no quantgraph spec ops" in refused.stderr
+
+
+# -- the lone-Q/DQ candidate: onnxruntime's plan, its unfused Q/DQ run by onnxruntime too ---------
+
+
+def test_the_lone_candidate_only_in_the_onnx_arithmetic() -> None:
+    found = choices([CONV], lone=True)
+    assert [c.name for c in found][:2] == [BASELINE, ONNXRUNTIME_LONE]
+    assert found[1].engines == found[0].engines and found[1].rest == ONNXRUNTIME_LONE
+    # Without partitions it is the one other plan: the model is measured, not "no partition".
+    assert [c.name for c in choices([], lone=True)] == [BASELINE, ONNXRUNTIME_LONE]
+    assert ONNXRUNTIME_LONE not in [c.name for c in choices([CONV])]
+
+
+@pytest.mark.parametrize("name", ["transformer_u8", "if_branch_u8"])
+def test_lone_q_dq_run_by_onnxruntime_are_exact(name: str) -> None:
+    """Each Q/DQ onnxruntime keeps as it is becomes a unit of its own (its own kernel) and the
+    model stays identical to the original at ORT_ENABLE_ALL."""
+    path = ROOT / "models" / f"{name}.onnx"
+    converted = quantgraph.convert(path).proto
+    kept = ort_engine.plan(ir.from_proto(converted), 99)
+    lone_model = ir.from_proto(converted)
+    lone = ort_engine.plan(lone_model, 99, lone=True)
+    keeps = [a.node for a in kept.alone if "keeps this" in a.reason]
+    assert keeps and not [a for a in lone.alone if "keeps this" in a.reason]
+    own = [u for u in lone.units if u.kernel.startswith(ort_engine.LONE_KERNEL)]
+    assert sorted(n for u in own for n in u.nodes) == sorted(keeps)
+    assert all(u.compute == "" for u in own)
+    feeds = make_inputs(path, seed=3)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 4
+    want = ort.InferenceSession(str(path), options).run(None, feeds)
+    got = quantgraph.InferenceSession(ir.to_proto(lone_model), "native").run(None, feeds)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@requires_onednn
+def test_plans_making_the_same_model_are_timed_once(
+    rewritten: onnx.ModelProto, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _fake_timing(monkeypatch, {})
+    feeds = make_inputs(CNN)
+    session = quantgraph.InferenceSession(rewritten, "native", fusion="auto", tune_inputs=feeds)
+    decision = session.fusion_plan.tuning
+    names = [c.name for c in decision.candidates]
+    assert ONNXRUNTIME_LONE in names  # the native backend computes the onnx arithmetic
+    (timed,) = calls
+    assert len(timed) == len(set(timed))
+    # every candidate has a time: a twin gets the one of the plan it equals
+    assert set(decision.ratios) == set(names)
+    onednn_arithmetic = quantgraph.InferenceSession(
+        rewritten, "native", arithmetic="onednn", fusion="auto", tune_inputs=feeds
+    )
+    assert ONNXRUNTIME_LONE not in [c.name for c in onednn_arithmetic.fusion_plan.tuning.candidates]

@@ -18,7 +18,7 @@ import onnx_ir as ir
 from . import onednn_engine, onednn_library, ort_engine
 from .onednn_engine import Candidate
 from .onednn_translate import key
-from .plan import AUTO, NONE, ONEDNN, ONNXRUNTIME, FusionPlan
+from .plan import AUTO, NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE, FusionPlan
 from .tuner import Decision, Partition
 
 SMALL_ROWS = 16
@@ -108,7 +108,8 @@ def plan(model: ir.Model, level: int, decision: Decision | None = None) -> Fusio
     chosen, deferred = onednn_engine.plan_with_rule(model, rule)
     if decision is not None and decision.choice.rest == NONE:  # as fusion "onednn" leaves them
         return FusionPlan(AUTO, units=chosen.units, alone=chosen.alone, tuning=decision)
-    rest = ort_engine.plan(model, level)
+    lone = decision is not None and decision.choice.rest == ONNXRUNTIME_LONE
+    rest = ort_engine.plan(model, level, lone=lone)
     units = list(chosen.units)
     for unit in rest.units:
         units.append(replace(unit, reason=deferred.get(unit.compute, NOT_FORMED)))

@@ -14,7 +14,7 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,8 @@ class Timing:
 
     turns: Mapping[str, tuner.Turn]
     isolation: str
+    # a candidate planning the same model as an earlier one -> that one (timed once)
+    same: Mapping[str, str] = field(default_factory=dict)
 
 
 # build(candidates, inputs): the candidates ready to time, released when the context ends
@@ -68,7 +70,9 @@ class Tuning:
     measure: tuner.Measure | None = None  # injected by tests; else timed runs
 
     def candidates(self) -> list[Choice]:
-        return tuner.choices(auto_engine.partitions(self.model))
+        # onnxruntime's own Q/DQ compute the onnx arithmetic: a candidate only for that one
+        lone = self.key.get("arithmetic") == "onnx"
+        return tuner.choices(auto_engine.partitions(self.model), lone=lone)
 
     def decide(self, feeds: Mapping[str, np.ndarray] | None, build: Build) -> Decision:
         """The decision for ``feeds`` (None: not known yet)."""
@@ -100,8 +104,13 @@ def _timed(
         with warnings.catch_warnings():  # a candidate that forms no unit is no news
             warnings.simplefilter("ignore")
             with build(candidates, feeds) as timing:
+                if len(timing.turns) < 2:  # every plan makes the same model
+                    return {}, {c.name: 1.0 for c in candidates}, 0
                 isolation.append(timing.isolation)
-                return tuner.time_turns(timing.turns, budget)
+                times, ratios, rounds = tuner.time_turns(timing.turns, budget)
+        for name, twin in timing.same.items():
+            times[name], ratios[name] = times[twin], ratios[twin]
+        return times, ratios, rounds
 
     return measure
 

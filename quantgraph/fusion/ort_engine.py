@@ -48,6 +48,7 @@ from .plan import GIVEN_BACK, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 from .unique_dequantize import unique_dequantize
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
+LONE_KERNEL = "onnxruntime's own, as it is:"  # a lone Q/DQ handed over (plan(lone=True))
 # What a spec op lowers to when it stays a node of its own; any other node under a spec op's
 # name is an original node given back (QLinearConv, QGemm...: it takes its Q's output name).
 OWN_FORMS = (*QDQ, "DynamicQuantizeLinear", "Mul")
@@ -157,9 +158,13 @@ def _lower(model: ir.Model, names: set[str] | None, report: RewriteReport) -> No
         step(model)
 
 
-def plan(model: ir.Model, level: int) -> FusionPlan:
+def plan(model: ir.Model, level: int, *, lone: bool = False) -> FusionPlan:
     """The plan for ``model`` (spec ops) at onnxruntime optimization ``level``, and the model
-    rewritten in place to carry it out (handed-over units in Q/DQ form)."""
+    rewritten in place to carry it out (handed-over units in Q/DQ form).
+
+    ``lone``: a Q/DQ node onnxruntime keeps as it is goes to onnxruntime too, as its own
+    QuantizeLinear/DequantizeLinear (fusion "auto"'s candidate: one custom-op call less a
+    node on small models; bit-exact only with the onnx arithmetic, which the caller checks)."""
     import onnxruntime as ort
 
     found = FusionPlan(ONNXRUNTIME)
@@ -188,6 +193,7 @@ def plan(model: ir.Model, level: int) -> FusionPlan:
 
     opset = lowered.opset_imports.get("", 1)
     keep: set[str] = set()
+    alone_too: set[str] = set()  # with ``lone``: kept as they are, run by onnxruntime
     given_back: dict[str, ir.Node] = {}  # spec op -> the original's node now under its name
     in_functions = {_key(n) for f in model.functions.values() for n in f}
     for graph, node in _graph_nodes_all(lowered):
@@ -204,6 +210,9 @@ def plan(model: ir.Model, level: int) -> FusionPlan:
             reason = cannot.get(node.name or "", "it has no standard Q/DQ form")
             found.alone.append(_alone(where, original, f"no standard Q/DQ form: {reason}"))
         elif key not in in_functions and _unchanged(node, after.get(key), constants, opset):
+            if lone:
+                alone_too.add(key)
+                continue
             keep.add(key)
             found.alone.append(
                 _alone(
@@ -216,7 +225,7 @@ def plan(model: ir.Model, level: int) -> FusionPlan:
     handed = set(spec) - keep
     in_units = (handed - set(given_back)) | {k for k, v in renamed.items() if v in handed}
     by_name = _by_name(after)
-    found.units = _units(lowered, in_units, after, by_name)
+    found.units = _units(lowered, in_units, after, by_name, alone_too)
     in_lowered = {renamed.get(_key(n), _key(n)) for _, n in _graph_nodes_all(lowered)}
     folded: dict[tuple[str, str], Unit] = {}  # one unit per compute node
     for key in sorted((handed - in_lowered) | set(given_back), key=list(spec).index):
@@ -411,19 +420,23 @@ def _units(
     handed: set[str],
     after: dict[str, onnx.NodeProto],
     by_name: dict[str, list[onnx.NodeProto]],
+    alone_too: frozenset[str] | set[str] = frozenset(),
 ) -> list[Unit]:
-    """Handed-over Q/DQ nodes grouped with their compute node, in graph order."""
+    """Handed-over Q/DQ nodes grouped with their compute node, in graph order (one of
+    ``alone_too`` is a unit of its own: onnxruntime runs it as it is)."""
     units: dict[tuple[str, str], list[str]] = {}
     compute_of: dict[tuple[str, str], ir.Node | None] = {}
     graph_of: dict[tuple[str, str], str] = {}
+    lowered_type: dict[tuple[str, str], str] = {}
     for graph, node in _graph_nodes_all(lowered):
         key = _key(node)
         if key not in handed:
             continue
-        compute = _compute_for(node)
+        compute = None if key in alone_too else _compute_for(node)
         where = _where(lowered, graph)
         group = (where, _key(compute) if compute is not None else key)
         units.setdefault(group, []).append(node.name or key)
+        lowered_type[group] = node.op_type
         compute_of.setdefault(group, compute)
         graph_of[group] = where
     found = []
@@ -436,7 +449,9 @@ def _units(
                 op_type="" if compute is None else compute.op_type,
                 nodes=tuple(names),
                 engine=ONNXRUNTIME,
-                kernel=_kernel(compute, outputs, after, by_name),
+                kernel=f"{LONE_KERNEL} {lowered_type[group]}"
+                if group[1] in alone_too
+                else _kernel(compute, outputs, after, by_name),
                 graph=graph_of[group],
             )
         )

@@ -14,6 +14,8 @@ NONE = "none"
 ONNXRUNTIME = "onnxruntime"
 ONEDNN = "onednn"
 AUTO = "auto"
+# fusion "auto"'s rest: onnxruntime's plan, and the Q/DQ it keeps as they are to onnxruntime too
+ONNXRUNTIME_LONE = "onnxruntime, lone Q/DQ too"
 # Each mode and what it runs (the command line's help texts are made from these).
 MODE_SUMMARIES: dict[str, str] = {
     NONE: "each spec op alone (the spec's exact composition)",

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .plan import NONE, ONEDNN, ONNXRUNTIME
+from .plan import NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE
 
 BASELINE = ONNXRUNTIME  # the plan every other candidate must beat
 MARGIN = 0.97  # a candidate must be at least 3% faster than the baseline, round for round
@@ -57,7 +57,8 @@ class Choice:
     name: str
     engines: tuple[tuple[str, str], ...]  # (compute, engine)
     # the spec ops no partition holds: onnxruntime's fused kernels, or each alone ("none", as
-    # fusion "onednn" leaves them: no layout changes between oneDNN's partitions)
+    # fusion "onednn" leaves them: no layout changes between oneDNN's partitions), or
+    # onnxruntime's plan with the Q/DQ it keeps as they are run by onnxruntime too
     rest: str = ONNXRUNTIME
 
     def engine_for(self, compute: str) -> str:
@@ -101,6 +102,8 @@ class Decision:
         if self.source == "not measured":
             return f"not measured ({self.note}): onnxruntime's plan, the baseline"
         chosen = self.choice.name
+        if chosen == BASELINE and self.source == "measured" and not self.rounds:
+            return f"plan '{BASELINE}' kept (the other plans make the same model: nothing to time)"
         if chosen == BASELINE:
             best = min(
                 (n for n in self.ratios if n != BASELINE), key=self.ratios.__getitem__, default=None
@@ -137,17 +140,22 @@ class Decision:
         }
 
 
-def choices(partitions: Sequence[Partition]) -> list[Choice]:
-    """The candidate plans for ``partitions``, baseline first, none twice (without partitions:
-    the baseline alone)."""
+def choices(partitions: Sequence[Partition], *, lone: bool = False) -> list[Choice]:
+    """The candidate plans for ``partitions``, baseline first, none twice (without partitions
+    and without ``lone``: the baseline alone). ``lone`` (the session computes the onnx
+    arithmetic, onnxruntime's own): the baseline with the Q/DQ onnxruntime keeps as they are
+    run by onnxruntime too, one custom-op call less each (small models)."""
 
     def plan(name: str, engine: Callable[[Partition], str]) -> Choice:
         return Choice(name, tuple((p.compute, engine(p)) for p in partitions))
 
+    baseline = plan(BASELINE, lambda p: ONNXRUNTIME)
+    lone_too = [Choice(ONNXRUNTIME_LONE, baseline.engines, ONNXRUNTIME_LONE)] if lone else []
     if not partitions:
-        return [plan(BASELINE, lambda p: ONNXRUNTIME)]
+        return [baseline, *lone_too]
     found = [
-        plan(BASELINE, lambda p: ONNXRUNTIME),
+        baseline,
+        *lone_too,
         plan(ONEDNN, lambda p: ONEDNN),
         Choice(f"{ONEDNN} partitions only", plan(ONEDNN, lambda p: ONEDNN).engines, NONE),
         plan("rules", lambda p: p.rule_engine),

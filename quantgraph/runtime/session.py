@@ -173,10 +173,17 @@ class InferenceSession:
         """The candidate plans ready to time: each in a worker process of its own, unless
         :func:`~.tuning_workers.in_process` says why not."""
         assert self._tuning is not None
-        planned = {
-            c.name: candidate_model(self._tuning.model, c, self._level, self._backend)
-            for c in candidates
-        }
+        planned: dict[str, tuple[ir.Model, fusion_engines.FusionPlan]] = {}
+        same: dict[str, str] = {}
+        made: dict[bytes, str] = {}
+        for choice in candidates:  # two plans making the same model are timed once
+            model, plan = candidate_model(self._tuning.model, choice, self._level, self._backend)
+            serialized = ir.to_proto(model).SerializeToString(deterministic=True)
+            if serialized in made:
+                same[choice.name] = made[serialized]
+                continue
+            made[serialized] = choice.name
+            planned[choice.name] = (model, plan)
         why = tuning_workers.in_process(self._tuning.model, feeds)
         if why is None:
             settings = tuning_workers.Settings(
@@ -187,10 +194,10 @@ class InferenceSession:
                 for name, (model, plan) in planned.items()
             }
             with tuning_workers.worker_turns(jobs, feeds, settings) as turns:
-                yield Timing(turns, "processes")
+                yield Timing(turns, "processes", same)
             return
         runs = {name: self._candidate_run(m, p, feeds) for name, (m, p) in planned.items()}
-        yield Timing(tuner.turns_of(runs), f"in-process: {why}")
+        yield Timing(tuner.turns_of(runs), f"in-process: {why}", same)
 
     def _candidate_run(
         self, model: ir.Model, plan: fusion_engines.FusionPlan, feeds: Mapping[str, np.ndarray]

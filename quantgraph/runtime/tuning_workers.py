@@ -4,12 +4,13 @@ As whole models are benchmarked, each variant in its own process: no candidate's
 pools, allocator or oneDNN's OpenMP threads share a process with another's. (On nudenet s8 both
 ways measured oneDNN's plan at 0.96-0.98x of the onnxruntime plan, as 11 rounds of whole
 processes did, 0.88x against 0.92x of the original; an earlier 0.89x against 1.00x was
-noise.) Each candidate's prepared model runs in a worker (``python -m quantgraph.runtime.tuning_workers``) that the
-tuner drives turn by turn, interleaved as before: only one works at a time, the others wait on
-a pipe. The protocol, one line each way: the parent sends the worker's settings as JSON, the
-worker answers ``ready`` (its session built and run once); then each ``COUNT WARM`` asks for
-WARM untimed and COUNT timed calls, answered by the seconds those took. End of input ends the
-worker; it ignores Ctrl-C (the parent's interrupt ends it by closing its input, or kills it).
+noise.) Each candidate's prepared model runs in a worker
+(``python -m quantgraph.runtime.tuning_workers``) that the tuner drives turn by turn,
+interleaved as before: only one works at a time, the others wait on a pipe. The protocol, one
+line each way: the parent sends the worker's settings as JSON, the worker answers ``ready``
+(its session built and run once); then each ``COUNT WARM`` asks for WARM untimed and COUNT
+timed calls, answered by the seconds those took. End of input ends the worker; it ignores
+Ctrl-C (the parent's interrupt ends it by closing its input, or kills it).
 """
 
 from __future__ import annotations

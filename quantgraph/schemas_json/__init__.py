@@ -365,7 +365,7 @@ DEFS: dict[str, Schema] = {
                     {
                         "name": STRING,
                         "to_onednn": _array(STRING),
-                        "rest": {"enum": ["onnxruntime", "none"]},
+                        "rest": {"enum": ["onnxruntime", "none", "onnxruntime, lone Q/DQ too"]},
                         "median_ms": {"type": ["number", "null"]},
                         "ratio_to_onnxruntime": {"type": ["number", "null"]},
                     }
