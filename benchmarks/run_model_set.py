@@ -13,6 +13,7 @@ find the decision in the cache), before the timed rounds.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -68,6 +69,19 @@ def cell(row: object) -> str:
     return f"{ratio:.2f}x{spread}"
 
 
+def _onednn() -> str:
+    """Which oneDNN, by the package that installed it (a page names no local path)."""
+    if not onednn.is_available():
+        return "no oneDNN"
+    major, minor, patch = onednn.version_tuple()
+    library = Path(onednn.dnnl_path()).resolve()
+    for dist in importlib.metadata.distributions():
+        for file in dist.files or ():
+            if file.name == library.name and Path(str(dist.locate_file(file))).resolve() == library:
+                return f"oneDNN v{major}.{minor}.{patch} (the {dist.metadata['Name']} wheel)"
+    return f"oneDNN v{major}.{minor}.{patch} ({library.name}, not from a wheel)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
@@ -75,7 +89,7 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated model names")
     args = parser.parse_args()
     wanted = set(args.only.split(",")) if args.only else None
-    versions = f"onnxruntime {ort.__version__}; {onednn.version() or 'no oneDNN'}"
+    versions = f"onnxruntime {ort.__version__}; {_onednn()}"
     print(f"CPU: {cpu().describe()}; threads: onnxruntime's default; {versions}")
     print(f"{args.rounds} rounds; ratios to the original at ORT_ENABLE_ALL (quartiles)")
     print()

@@ -102,7 +102,7 @@ class Decision:
         if self.source == "not measured":
             return f"not measured ({self.note}): onnxruntime's plan, the baseline"
         chosen = self.choice.name
-        if chosen == BASELINE and self.source == "measured" and not self.rounds:
+        if chosen == BASELINE and self.source in ("measured", "cache") and not self.rounds:
             return f"plan '{BASELINE}' kept (the other plans make the same model: nothing to time)"
         if chosen == BASELINE:
             best = min(
