@@ -20,6 +20,7 @@ from quantgraph.testing import ort_session, quiet_session_options
 from quantgraph.validation import integer_sums
 from tests import producers
 from tests.builders import requires_native
+from tests.lowering import assert_lowers_to_the_original
 
 pytestmark = requires_native
 
@@ -78,20 +79,6 @@ def _feeds(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
     return found
 
 
-def _initializers(model: onnx.ModelProto) -> dict[str, bytes]:
-    return {t.name: t.SerializeToString() for t in model.graph.initializer}
-
-
-def _assert_lowers_to_the_original(original: onnx.ModelProto, converted: onnx.ModelProto) -> None:
-    lowered = quantgraph.lower(converted)
-    assert lowered.report.skipped == []
-    back = lowered.proto
-    assert [n.SerializeToString() for n in back.graph.node] == [
-        n.SerializeToString() for n in original.graph.node
-    ]
-    assert _initializers(back) == _initializers(original)
-
-
 @pytest.mark.parametrize(
     ("model", "options", "counts"), CASES, ids=[f"{m}-{o}" for m, o, _ in CASES]
 )
@@ -121,7 +108,7 @@ def test_quantize_dynamic_models_convert_validate_by_the_bound_and_lower_back(
     assert validation.agree, validation.to_dict()
     # Measured: at most 4.8e-7 apart (outputs up to ~3 in magnitude).
     assert all(o.max_abs_diff < 2e-6 for o in validation.outputs), validation.to_dict()
-    _assert_lowers_to_the_original(original, result.proto)
+    assert_lowers_to_the_original(original, result.proto)
 
 
 @pytest.mark.parametrize(
@@ -183,7 +170,7 @@ def test_both_operands_dynamic_without_matmul_const_b_only() -> None:
     assert node.detail.count("from its DynamicQuantizeLinear") == 2, node.detail
     report = quantgraph.validate(original, result.proto, backend="native", iterations=3)
     assert report.agree, report.to_dict()
-    _assert_lowers_to_the_original(original, result.proto)
+    assert_lowers_to_the_original(original, result.proto)
 
 
 def test_an_integer_op_without_the_scale_chain_stays_with_its_reason() -> None:

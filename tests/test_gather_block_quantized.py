@@ -22,6 +22,7 @@ from quantgraph.cli import main
 from quantgraph.testing import ort_session, quiet_session_options
 from tests import published
 from tests.builders import requires_native
+from tests.lowering import assert_lowers_to_the_original, initializer_bytes
 
 pytestmark = requires_native
 
@@ -38,19 +39,6 @@ def _original(model: onnx.ModelProto, feeds: dict[str, np.ndarray], level: objec
 
 def _converted(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
     return np.asarray(quantgraph.InferenceSession(model, "native").run(None, feeds)[0])
-
-
-def _initializers(model: onnx.ModelProto) -> dict[str, bytes]:
-    return {t.name: t.SerializeToString() for t in model.graph.initializer}
-
-
-def _assert_lowers_to_the_original(original: onnx.ModelProto, converted: onnx.ModelProto) -> None:
-    lowered = quantgraph.lower(converted)
-    assert lowered.report.skipped == []
-    back = lowered.proto
-    for got, want in zip(back.graph.node, original.graph.node, strict=True):
-        assert got == want  # op type, domain, name, inputs, attributes, outputs
-    assert _initializers(back) == _initializers(original)
 
 
 def _with_embedding_output(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -89,7 +77,7 @@ def test_quantizer_tables_convert_exactly_and_lower_back(
         np.testing.assert_array_equal(_converted(rewritten, ids), _original(exposed, ids, level))
     report = quantgraph.validate(original, result.proto, backend="native", dims={"batch": 2})
     assert report.agree, report.to_dict()
-    _assert_lowers_to_the_original(original, result.proto)
+    assert_lowers_to_the_original(original, result.proto)
 
 
 ROWS = [
@@ -120,7 +108,7 @@ def test_hand_built_rows(rows: dict[str, object]) -> None:
         want = _original(original, ids, level)
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
-    _assert_lowers_to_the_original(original, result.proto)
+    assert_lowers_to_the_original(original, result.proto)
 
 
 def test_the_whole_table_is_never_dequantized() -> None:
@@ -183,7 +171,7 @@ def test_cli_convert_validate_lower_on_an_embedding(tmp_path: Path) -> None:
     back = runner.invoke(main, ["lower", str(converted), str(lowered), "--json"])
     assert back.exit_code == 0, back.output
     assert json.loads(back.stdout)["emitted"] == {"GatherBlockQuantized": 1, "MatMulNBits": 1}
-    assert _initializers(onnx.load(lowered)) == _initializers(original)
+    assert initializer_bytes(onnx.load(lowered)) == initializer_bytes(original)
 
 
 def test_it_is_converted_not_listed_as_another_format() -> None:

@@ -24,6 +24,7 @@ from quantgraph.passes import SKIP_CODES
 from quantgraph.testing import ort_session, quiet_session_options
 from tests import published
 from tests.builders import requires_native
+from tests.lowering import assert_lowers_to_the_original, initializer_bytes
 
 pytestmark = requires_native
 
@@ -45,22 +46,6 @@ def _original(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.n
 def _converted(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     session = quantgraph.InferenceSession(model, "native")
     return [np.asarray(v) for v in session.run(None, feeds)]
-
-
-def _initializers(model: onnx.ModelProto) -> dict[str, bytes]:
-    return {t.name: t.SerializeToString() for t in model.graph.initializer}
-
-
-def _assert_lowers_to_the_original(original: onnx.ModelProto, converted: onnx.ModelProto) -> None:
-    lowered = quantgraph.lower(converted)
-    assert lowered.report.skipped == []
-    back = lowered.proto
-    assert [(n.op_type, n.domain) for n in back.graph.node] == [
-        (n.op_type, n.domain) for n in original.graph.node
-    ]
-    for got, want in zip(back.graph.node, original.graph.node, strict=True):
-        assert got == want  # name, inputs, attributes (accuracy_level too), outputs
-    assert _initializers(back) == _initializers(original)
 
 
 @pytest.mark.parametrize(("k", "block", "symmetric", "bits"), QUANTIZER, ids=QUANTIZER_IDS)
@@ -86,7 +71,7 @@ def test_quantizer_models_convert_validate_exactly_and_lower_back(
     # than MatMul (measured here: at most 2.4e-7 apart; 0 from two rows on).
     one_row = quantgraph.validate(original, result.proto, backend="native", dims={"batch": 1})
     assert all(o.max_abs_diff < 1e-6 for o in one_row.outputs), one_row.to_dict()
-    _assert_lowers_to_the_original(original, result.proto)
+    assert_lowers_to_the_original(original, result.proto)
 
 
 @pytest.mark.parametrize(
@@ -138,7 +123,7 @@ def test_hand_built_rows(rows: dict[str, object]) -> None:
         assert outputs.max() <= 4e-3
     elif not one_rounding:
         assert outputs.max() == 0
-    _assert_lowers_to_the_original(original, converted)
+    assert_lowers_to_the_original(original, converted)
 
 
 @pytest.mark.parametrize(
@@ -208,7 +193,7 @@ def test_cli_convert_validate_lower_and_json(tmp_path: Path) -> None:
     back = runner.invoke(main, ["lower", str(converted), str(lowered), "--json"])
     assert back.exit_code == 0, back.output
     assert json.loads(back.stdout)["emitted"] == {"MatMulNBits": 2}
-    assert _initializers(onnx.load(lowered)) == _initializers(original)
+    assert initializer_bytes(onnx.load(lowered)) == initializer_bytes(original)
 
 
 def test_lower_to_qdq_writes_the_blocked_dequantize_form() -> None:
