@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import onnx
@@ -19,6 +19,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import quantgraph
+from quantgraph.ir.walk import proto_graphs
 from quantgraph.testing import ort_session
 from tests import nested_forms, producers, published
 from tests.builders import requires_native
@@ -55,16 +56,8 @@ FORMS: dict[str, tuple[Callable[[], onnx.ModelProto], float]] = {  # producer, b
 NESTS = {"if": nested_forms.in_if, "loop": nested_forms.in_loop}
 
 
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attribute.g)
-
-
 def _kinds(model: onnx.ModelProto) -> Counter[tuple[str, str]]:
-    return Counter((n.domain, n.op_type) for g in _graphs(model.graph) for n in g.node)
+    return Counter((n.domain, n.op_type) for g in proto_graphs(model.graph) for n in g.node)
 
 
 def _plain_nodes(graph: onnx.GraphProto) -> list[bytes]:
@@ -136,7 +129,9 @@ def test_form_in_a_subgraph_converts_runs_and_lowers_back(
     assert lowered.report.skipped == []
     back = lowered.proto
     assert _kinds(back) == _kinds(model)
-    for got_graph, want_graph in zip(_graphs(back.graph), _graphs(model.graph), strict=True):
+    for got_graph, want_graph in zip(
+        proto_graphs(back.graph), proto_graphs(model.graph), strict=True
+    ):
         assert _plain_nodes(got_graph) == _plain_nodes(want_graph)
         got_inits = {t.name: t.SerializeToString() for t in got_graph.initializer}
         assert got_inits == {t.name: t.SerializeToString() for t in want_graph.initializer}
@@ -153,8 +148,8 @@ def test_declared_shapes_in_subgraphs_hold(form: str, nest: str) -> None:
     converted = quantgraph.convert(model).proto
     for proto in (converted, quantgraph.lower(converted).proto):
         onnx.shape_inference.infer_shapes(proto, check_type=True, strict_mode=True, data_prop=True)
-        tensors = {t.name: list(t.dims) for g in _graphs(proto.graph) for t in g.initializer}
-        for graph in _graphs(proto.graph):
+        tensors = {t.name: list(t.dims) for g in proto_graphs(proto.graph) for t in g.initializer}
+        for graph in proto_graphs(proto.graph):
             for info in graph.value_info:
                 tensor = info.type.tensor_type
                 if info.name in tensors and tensor.HasField("shape"):

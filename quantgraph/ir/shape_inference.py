@@ -3,12 +3,12 @@ a negative declared dim from aborting it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import onnx_ir as ir
 
 from .values import Shape
+from .walk import proto_graphs
 
 if TYPE_CHECKING:
     import onnx
@@ -49,18 +49,8 @@ def negative_dims_unknown(proto: onnx.ModelProto) -> onnx.ModelProto:
     For a serialized copy about to meet ONNX's shape inference: a ``-1`` (as Paddle2ONNX
     declares) that reaches Slice's inference trips a ``std::clamp`` assertion that aborts the
     process (onnx 1.23); onnxruntime reads such dims as unknown too."""
-    import onnx
 
-    def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-        yield graph
-        for node in graph.node:
-            for attribute in node.attribute:
-                if attribute.type == onnx.AttributeProto.GRAPH:
-                    yield from graphs(attribute.g)
-                for sub in attribute.graphs:
-                    yield from graphs(sub)
-
-    for graph in graphs(proto.graph):
+    for graph in proto_graphs(proto.graph):
         for info in (*graph.input, *graph.output, *graph.value_info):
             if not info.type.HasField("tensor_type"):
                 continue

@@ -4,8 +4,12 @@ Knows the spec's op names, nothing of runtimes."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import onnx_ir as ir
+
+if TYPE_CHECKING:
+    import onnx
 
 from ..spec import DOMAIN, OPS, OpSpec
 
@@ -91,3 +95,15 @@ def used_names(model: ir.Model) -> set[str]:
                 names.add(node.name)
             names.update(v.name for v in node.outputs if v.name)
     return names
+
+
+def proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """A GraphProto and every graph its nodes' attributes hold (If/Loop/Scan bodies), depth
+    first: for serialized models, where :func:`subgraphs` walks onnx-ir's."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from proto_graphs(attribute.g)
+            for sub in attribute.graphs:
+                yield from proto_graphs(sub)

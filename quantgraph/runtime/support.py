@@ -12,7 +12,6 @@ reason, or ``unknown`` when its inputs cannot be made (a type or shape inference
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -23,7 +22,7 @@ from onnx import helper
 from ..backends import BackendUnavailable
 from ..errors import QuantgraphError, one_line
 from ..ir.shape_inference import negative_dims_unknown
-from ..ir.walk import all_graphs, spec_op
+from ..ir.walk import all_graphs, proto_graphs, spec_op
 
 RUNS, REFUSED, UNKNOWN = "runs", "refused", "unknown"
 
@@ -72,21 +71,11 @@ def node_support(
 
 def _value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     types: dict[str, onnx.TypeProto] = {}
-    for graph in _graphs(model.graph):
+    for graph in proto_graphs(model.graph):
         for value in [*graph.input, *graph.value_info, *graph.output]:
             if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
                 types.setdefault(value.name, value.type)
     return types
-
-
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attribute.g)
-            for sub in attribute.graphs:
-                yield from _graphs(sub)
 
 
 def _single(
