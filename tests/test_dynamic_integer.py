@@ -12,10 +12,12 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnx_ir as ir
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import quantgraph
+from quantgraph.fusion import ort_engine
 from quantgraph.testing import ort_session, quiet_session_options
 from quantgraph.validation import integer_sums
 from tests import producers
@@ -256,3 +258,16 @@ def test_onnxruntimes_u8s8_kernel_saturates_without_vnni_where_the_spec_form_doe
     converted = quantgraph.convert(model).proto
     got = np.asarray(quantgraph.InferenceSession(converted, "native").run(None, x)[0])
     assert got.item() == 64770.0
+
+
+def test_the_onnxruntime_plan_names_the_kernels_that_run_the_integer_units() -> None:
+    """quantize_dynamic's CNN: onnxruntime keeps ConvInteger with its scale chain, and fuses
+    DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul -> Add into one DynamicQuantizeMatMul
+    writing the Add's output (not "folded away")."""
+    converted = quantgraph.convert(producers.dynamic_quantized()).proto
+    plan = ort_engine.plan(ir.from_proto(converted), 99)
+    kernels = {u.op_type: u.kernel for u in plan.units if u.op_type in ("Conv", "MatMul")}
+    assert kernels == {
+        "Conv": "ConvInteger (then its Cast -> Mul scale chain)",
+        "MatMul": "com.microsoft.DynamicQuantizeMatMul (with the Add after it)",
+    }

@@ -256,9 +256,9 @@ def plan(model: ir.Model, level: int, *, lone: bool = False) -> FusionPlan:
             engine=ONNXRUNTIME,
             kernel=_kernel(compute, [output], after, by_name, given_back=back is not None)
             if back is not None
-            else "folded away by onnxruntime's optimizer"
+            else _fused_onward(compute, after)
             if made is None
-            else _kernel_name(made),
+            else _scale_chain_of(made, after),
             graph=where,
             reason=reason,
         )
@@ -456,6 +456,32 @@ def _units(
             )
         )
     return found
+
+
+def _scale_chain_of(made: onnx.NodeProto, after: dict[str, onnx.NodeProto]) -> str:
+    """``made``'s kernel; a Mul ending an integer op's Cast -> Mul scale chain (onnxruntime
+    keeps ConvInteger's as it is) is named by its integer op."""
+    if made.op_type == "Mul":
+        for name in made.input:
+            cast = after.get(name)
+            is_cast = cast is not None and cast.op_type == "Cast"
+            source = after.get(cast.input[0]) if cast is not None and is_cast else None
+            if source is not None and source.op_type in ("ConvInteger", "MatMulInteger"):
+                return f"{source.op_type} (then its Cast -> Mul scale chain)"
+    return _kernel_name(made)
+
+
+def _fused_onward(compute: ir.Node | None, after: dict[str, onnx.NodeProto]) -> str:
+    """What runs a unit whose compute output the optimizer removed: the fused kernel that took
+    in the next node too (quantize_dynamic's MatMulInteger -> Cast -> Mul -> Add becomes one
+    DynamicQuantizeMatMul writing the Add's output), else it was folded away."""
+    if compute is not None:
+        for value in compute.outputs:
+            for use in value.uses():
+                made = after.get(use.node.outputs[0].name or "") if use.node.outputs else None
+                if made is not None:
+                    return f"{_kernel_name(made)} (with the {use.node.op_type} after it)"
+    return "folded away by onnxruntime's optimizer"
 
 
 def _compute_for(node: ir.Node) -> ir.Node | None:
