@@ -32,7 +32,7 @@ import onnx_ir as ir
 
 from ..errors import one_line
 from ..ir.values import constant_array
-from ..ir.walk import GraphLike, all_graphs, spec_op
+from ..ir.walk import GraphLike, all_graphs, proto_graphs, spec_op
 from ..passes import pipelines
 from ..passes.dynamic_quantize_linear import RestoreDynamicQuantizeLinearPass
 from ..passes.integer_ops import RECORD as INTEGER_RECORD
@@ -561,7 +561,7 @@ def _graph_nodes_all(model: ir.Model) -> Iterator[tuple[GraphLike, ir.Node]]:
 def _outputs_index(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
     """Every node of the optimized model (subgraphs too) by each of its output names."""
     found: dict[str, onnx.NodeProto] = {}
-    for graph in _proto_graphs(model.graph):
+    for graph in proto_graphs(model.graph):
         for node in graph.node:
             for name in node.output:
                 if name:
@@ -572,7 +572,7 @@ def _outputs_index(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
 def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     """The optimized model's small constants (initializers and Constant nodes) by name."""
     found: dict[str, np.ndarray] = {}
-    for graph in _proto_graphs(model.graph):
+    for graph in proto_graphs(model.graph):
         for tensor in graph.initializer:
             if tensor.data_location != onnx.TensorProto.EXTERNAL:
                 found[tensor.name] = onnx.numpy_helper.to_array(tensor)
@@ -582,13 +582,3 @@ def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
                     if attribute.name == "value":
                         found[node.output[0]] = onnx.numpy_helper.to_array(attribute.t)
     return found
-
-
-def _proto_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from _proto_graphs(attribute.g)
-            for inner in attribute.graphs:
-                yield from _proto_graphs(inner)

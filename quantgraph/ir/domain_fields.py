@@ -9,12 +9,11 @@ serialized from it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import onnx
 import onnx_ir as ir
 
 from .model_files import source_proto
+from .walk import proto_graphs
 
 EXPLICIT_EMPTY = "quantgraph.explicit_empty_domain"  # node.meta key: write domain: ""
 
@@ -25,7 +24,7 @@ def explicit_empty_domain(model: ir.Model, node: ir.Node) -> bool:
     proto = source_proto(model)
     if proto is None or not node.name:
         return False
-    found = [n for graph in _graphs(proto.graph) for n in graph.node if n.name == node.name]
+    found = [n for graph in proto_graphs(proto.graph) for n in graph.node if n.name == node.name]
     return len(found) == 1 and found[0].HasField("domain") and found[0].domain == ""
 
 
@@ -57,13 +56,3 @@ def _inner(attribute: ir.Attr) -> list[ir.Graph]:
     if attribute.type == ir.AttributeType.GRAPHS:
         return list(attribute.as_graphs())
     return []
-
-
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from _graphs(attribute.g)
-            for sub in attribute.graphs:
-                yield from _graphs(sub)

@@ -17,7 +17,7 @@ import onnx_ir as ir
 from ..errors import ModelError
 from .node_order import sort_nodes
 from .output_files import check_data_name, write_files
-from .walk import subgraphs
+from .walk import proto_graphs, subgraphs
 
 ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto | ir.Model
 AUTO = "auto"
@@ -212,15 +212,12 @@ def _check_file(path: Path) -> None:
 
 
 def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    yield from graph.initializer
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                yield attribute.t
-            if attribute.HasField("g"):
-                yield from _tensors(attribute.g)
-            for sub in attribute.graphs:
-                yield from _tensors(sub)
+    for inner in proto_graphs(graph):
+        yield from inner.initializer
+        for node in inner.node:
+            for attribute in node.attribute:
+                if attribute.HasField("t"):
+                    yield attribute.t
 
 
 def _check_external_locations(proto: onnx.ModelProto, path: Path) -> None:

@@ -17,14 +17,14 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, replace_node
+from ..ir.rewrite import ConstantFactory
 from ..ir.values import constant_array, optional_input
 from ..ir.walk import GraphLike, is_standard, only_user
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE
 from . import nbits_layout as layout
 from .gather_block_quantized import DEFAULTS, RECORD
-from .matmul_nbits import CONTRIB
 from .node_rewrite import NodeRewritePass
+from .restore_nbits import restore_contrib_node
 
 
 class RestoreGatherBlockQuantizedPass(NodeRewritePass):
@@ -74,17 +74,10 @@ class RestoreGatherBlockQuantizedPass(NodeRewritePass):
 
         self.stale += [v for g in gathers for v in g.inputs]
         dead = [*gathers, *([dequantize] if dequantize is not node else [])]
-        self.stale += replace_node(
-            node,
-            (CONTRIB, "GatherBlockQuantized", record.get("domain_version")),
-            inputs,
-            [ir.AttrInt64(name, value) for name, value in attrs.items()],
-            ir.DataType.FLOAT,
+        self.stale += restore_contrib_node(
+            model, graph, node, "GatherBlockQuantized", record, inputs, attrs
         )
         node.metadata_props.pop(RECORD)
-        model.opset_imports.setdefault(CONTRIB, 1)
-        if isinstance(graph, ir.Function):
-            graph.opset_imports.setdefault(CONTRIB, 1)
         for gone in reversed(dead):  # users first
             graph.remove(gone, safe=True)
         node.name = record["node"] or node.name

@@ -90,17 +90,8 @@ class RestoreMatMulNBitsPass(NodeRewritePass):
             inputs += [None] * (5 - len(inputs)) + [last.inputs[1]]
 
         self.stale += [*node.inputs, *(v for n in between for v in n.inputs)]
-        replace_node(
-            last,
-            (CONTRIB, "MatMulNBits", record.get("domain_version")),
-            inputs,
-            [ir.AttrInt64(name, value) for name, value in attrs.items()],
-            ir.DataType.FLOAT,
-        )
+        restore_contrib_node(model, graph, last, "MatMulNBits", record, inputs, attrs)
         last.metadata_props.pop(RECORD)
-        model.opset_imports.setdefault(CONTRIB, 1)
-        if isinstance(graph, ir.Function):
-            graph.opset_imports.setdefault(CONTRIB, 1)
         for dead in reversed([node, *between]):  # users first
             graph.remove(dead, safe=True)
         node.name = record["node"] or node.name  # the report names the node restored
@@ -141,3 +132,28 @@ def recorded_chain(dequantize: ir.Node) -> list[ir.Node] | None:
         else:
             return None
         current = user
+
+
+def restore_contrib_node(
+    model: ir.Model,
+    graph: GraphLike,
+    node: ir.Node,
+    op_type: str,
+    record: dict[str, Any],
+    inputs: list[ir.Value | None],
+    attrs: dict[str, int],
+) -> list[ir.Value | None]:
+    """``node`` made the com.microsoft ``op_type`` node conversion recorded (its domain version
+    from ``record``, integer attributes ``attrs``), the domain imported where it now runs;
+    returns ``node``'s former inputs (:func:`replace_node`)."""
+    former = replace_node(
+        node,
+        (CONTRIB, op_type, record.get("domain_version")),
+        inputs,
+        [ir.AttrInt64(name, value) for name, value in attrs.items()],
+        ir.DataType.FLOAT,
+    )
+    model.opset_imports.setdefault(CONTRIB, 1)
+    if isinstance(graph, ir.Function):
+        graph.opset_imports.setdefault(CONTRIB, 1)
+    return former
