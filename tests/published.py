@@ -191,3 +191,17 @@ def gather_block_quantized(
     )
     opsets = [helper.make_opsetid("", 21), helper.make_opsetid(CONTRIB, 1)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+def assert_summed_in_another_order(
+    got: np.ndarray, want: np.ndarray, x: np.ndarray, weight: np.ndarray
+) -> None:
+    """``got`` and ``want``: float32 ``x @ weight`` (+ a bias) summed in two orders, as
+    onnxruntime's MatMulNBits kernel and DequantizeLinear + MatMul do, whose order depends on
+    the CPU's kernels: apart by at most 2(K-1) * 2^-24 * sum |x * w| per element, plus one
+    rounding of the result (the bound validation/other_kernels.py states)."""
+    k = x.shape[-1]
+    magnitude = np.abs(x.astype(np.float64)) @ np.abs(weight.astype(np.float64))
+    bound = 2 * (k - 1) * 2.0**-24 * magnitude + np.spacing(np.abs(want).astype(np.float32))
+    apart = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    assert (apart <= bound).all(), (float(apart.max()), float(bound.min()))
