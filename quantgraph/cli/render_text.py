@@ -373,20 +373,42 @@ def print_plan(plan: Any, limit: int = 40) -> None:
 
 
 def print_tuning(decision: Any) -> None:
-    """Fusion "auto"'s decision (quantgraph.fusion.tuner.Decision) and what it was measured on."""
+    """Fusion "auto"'s decision (quantgraph.fusion.tuner.Decision) and what it was measured on:
+    each candidate's median and quartiles, how often it was measured and how long ago."""
     click.echo(f"auto: {decision.why}")
     if decision.shapes:
         shapes = ", ".join(f"{n}[{'x'.join(map(str, s))}]" for n, s in decision.shapes.items())
         how = {"": "", "processes": ", each plan in a process of its own"}.get(
             decision.isolation, f", {decision.isolation}"
         )
-        click.echo(f"  measured at {shapes}, {decision.rounds} rounds{how}")
+        times = decision.measurements
+        measurements = f" in {times} measurements" if times > 1 else ""
+        click.echo(f"  measured at {shapes}, {decision.rounds} rounds{measurements}{how}")
+    age = decision.age_seconds()
+    if age is not None and decision.source == "cache":
+        click.echo(f"  cached {_age(age)} ago")
     for candidate in decision.candidates:
         ms = decision.times_ms.get(candidate.name)
         ratio = decision.ratios.get(candidate.name)
+        spread = decision.spread_ms.get(candidate.name)
+        ratios = decision.ratio_spread.get(candidate.name)
         timing = "" if ms is None else f": {ms:.3f} ms a run"
+        timing += "" if spread is None else f" ({spread[0]:.3f}-{spread[1]:.3f})"
         timing += "" if ratio is None else f", {ratio:.2f}x of plan 'onnxruntime'"
+        timing += "" if ratios is None else f" ({ratios[0]:.2f}-{ratios[1]:.2f})"
         mark = "*" if candidate.name == decision.choice.name else " "
         click.echo(f"  {mark} plan '{candidate.name}' ({candidate.to_onednn} to oneDNN){timing}")
+    if decision.candidates and decision.spread_ms:
+        click.echo("  (in parentheses: the first and third quartiles of the rounds)")
     if decision.cache_file:
         click.echo(f"  cache: {decision.cache_file}")
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"

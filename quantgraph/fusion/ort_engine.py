@@ -183,7 +183,7 @@ def plan(model: ir.Model, level: int, *, lone: bool = False) -> FusionPlan:
     # lowering by the Slice's output, which the folded DequantizeLinear takes over.
     renamed = _trimmed_names(model)
     nbits = _nbits_chains(model)
-    lowered = ir.from_proto(ir.to_proto(model))
+    lowered = model.clone()  # shares the tensors: external data stays where it is
     report = RewriteReport()
     _lower(lowered, None, report)
     cannot = {s.node: s.reason for s in report.skipped}

@@ -35,6 +35,13 @@ INPUTS: Schema = {
 # JSON has no inf or NaN: such a float is printed as one of these strings.
 FLOAT: Schema = {"oneOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]}
 COUNTS: Schema = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}
+# The first and third quartiles of a timing's rounds (null: not timed).
+QUARTILES: Schema = {
+    "oneOf": [
+        {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
+        {"type": "null"},
+    ]
+}
 
 # A comparison beside the verdict (--optimized, the ONNX-arithmetic original), never part of it.
 INFORMATIONAL: dict[str, Schema] = {
@@ -365,15 +372,29 @@ DEFS: dict[str, Schema] = {
                     {
                         "name": STRING,
                         "to_onednn": _array(STRING),
-                        "rest": {"enum": ["onnxruntime", "none", "onnxruntime, lone Q/DQ too"]},
+                        "rest": {
+                            "enum": [
+                                "onnxruntime",
+                                "none",
+                                "onnxruntime, lone Q/DQ too",
+                                "original",
+                            ]
+                        },
                         "median_ms": {"type": ["number", "null"]},
+                        "quartiles_ms": QUARTILES,
                         "ratio_to_onnxruntime": {"type": ["number", "null"]},
+                        "ratio_quartiles": QUARTILES,
                     }
                 )
             ),
             "rounds": INT,
+            "measurements": INT,
+            "runner_up": NULLABLE_STRING,
+            "settled": {"type": ["boolean", "null"]},
             "isolation": NULLABLE_STRING,
             "shapes": {"type": "object", "additionalProperties": SHAPE},
+            "measured_at": NULLABLE_STRING,
+            "age_seconds": {"type": ["number", "null"]},
             "cache_file": NULLABLE_STRING,
         }
     ),
@@ -387,12 +408,7 @@ DEFS: dict[str, Schema] = {
             "plan": NULLABLE_STRING,  # fusion auto's decision in the variant's first process
             "median_ms": {"type": ["number", "null"]},
             "ratio_to_original": {"type": ["number", "null"]},
-            "ratio_quartiles": {
-                "oneOf": [
-                    {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
-                    {"type": "null"},
-                ]
-            },
+            "ratio_quartiles": QUARTILES,
         }
     ),
     "node_support": _object(
