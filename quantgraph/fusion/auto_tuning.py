@@ -145,7 +145,7 @@ class Tuning:
             with warnings.catch_warnings():  # a candidate that forms no unit is no news
                 warnings.simplefilter("ignore")
                 with build(candidates, feeds) as timing:
-                    decision = tuner.decide(candidates, _measure(timing, self.budget))
+                    decision = tuner.decide(candidates, timed(timing, self.budget))
             decision.isolation = timing.isolation if decision.rounds else ""
         decision.shapes = shapes or {}
         tuning_cache.store(self.key, decision)
@@ -164,7 +164,7 @@ def _expired(cached: Decision) -> str | None:
     )
 
 
-def _measure(timing: Timing, budget: float) -> tuner.Measure:
+def timed(timing: Timing, budget: float) -> tuner.Measure:
     """Time the candidates asked for on ``timing``'s turns (a candidate planning the same
     model as another is timed once, as that one), within ``budget`` each time."""
 
@@ -199,4 +199,5 @@ __all__ = [
     "check_mode",
     "declared_shapes",
     "max_age_days",
+    "timed",
 ]

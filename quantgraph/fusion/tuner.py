@@ -12,7 +12,8 @@ original's nodes, :mod:`.original_form`), so that auto's worst case is the origi
 The session times them at its own input shapes, interleaved round by round (each candidate's
 session without pool spinning, so that one session's idle threads take no core from the
 next), within a time budget; a candidate replaces the ``onnxruntime`` plan only when the median
-of its round-by-round ratios to it is below :data:`MARGIN`, so noise never picks a slower plan.
+of its round-by-round ratios to it is below :data:`MARGIN` (the original's form: below 1), so
+noise never picks a plan slower than both.
 Each decision keeps its spread (quartiles of the per-round times and ratios); while the
 chosen plan's ratio quartiles overlap the runner-up's, the two are timed again (at most
 :data:`REMEASURE` more times) and the decision says whether it settled.
@@ -32,6 +33,10 @@ from .plan import NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE, ORIGINAL
 
 BASELINE = ONNXRUNTIME  # the plan every other candidate must beat
 MARGIN = 0.97  # a candidate must be at least 3% faster than the baseline, round for round
+# The original's own form needs no margin: it computes what the original computes and is
+# auto's floor, so the faster of it and the baseline is kept (a near tie either way costs
+# noise only, and the re-measurements below are there for it).
+MARGINS = {ORIGINAL: 1.0}
 # At most this many more measurements of the chosen plan and the runner-up (with the baseline)
 # while their spreads overlap: a near tie is measured three times in all, then stands as
 # unsettled (either plan is within noise of the other).
@@ -231,7 +236,8 @@ Measure = Callable[[Sequence[Choice]], Rounds]
 
 def decide(candidates: Sequence[Choice], measure: Measure) -> Decision:
     """Time ``candidates`` and keep the fastest, the baseline unless another beats it by
-    :data:`MARGIN` (the first candidate is the baseline). While the chosen plan's spread (the
+    :data:`MARGIN` (the original's own form: at all, :data:`MARGINS`; the first candidate is
+    the baseline). While the chosen plan's spread (the
     quartiles of its round-by-round ratios to the baseline) overlaps the runner-up's, the two
     are timed again with the baseline, at most :data:`REMEASURE` more times, every
     measurement's rounds pooled; the decision then says whether it settled."""
@@ -274,7 +280,7 @@ def judge(candidates: Sequence[Choice], measured: Sequence[Rounds]) -> Decision:
     best = baseline
     for candidate in candidates[1:]:
         ratio = median_ratio.get(candidate.name)
-        if ratio is None or ratio >= MARGIN:
+        if ratio is None or ratio >= MARGINS.get(candidate.name, MARGIN):
             continue
         if best is baseline or ratio < median_ratio[best.name]:
             best = candidate
@@ -380,6 +386,7 @@ __all__ = [
     "BASELINE",
     "DEFAULT_BUDGET",
     "MARGIN",
+    "MARGINS",
     "REMEASURE",
     "Choice",
     "Decision",

@@ -36,13 +36,13 @@ def fingerprint(model: ir.Model, memo: Memo | None = None) -> bytes:
         add("graph", graph.name, [_declared(v) for v in graph.inputs])
         add([_declared(v) for v in graph.outputs])
         if isinstance(graph, ir.Graph):
-            for name, value in graph.initializers.items():
+            for name, value in sorted(graph.initializers.items()):  # their order is no matter
                 tensor = value.const_value
                 add(name, _declared(value), None if tensor is None else _tensor(tensor, known))
         for node in graph:
             add(node.domain, node.op_type, node.overload)  # a node's name computes nothing
             add([None if v is None else v.name for v in node.inputs])
-            add([_declared(v) for v in node.outputs])
+            add([v.name for v in node.outputs])  # inferred shapes in between compute nothing
             for name, attr in node.attributes.items():
                 add(name, attr.type, _attribute(attr, known))
     return digest.digest()
