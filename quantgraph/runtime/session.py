@@ -50,8 +50,11 @@ class InferenceSession:
 
     Fusion "auto" times its candidate plans on ``tune_inputs`` (their shapes are the session's),
     or, without them, on the inputs of the first :meth:`run`; within ``tuning_budget`` seconds,
-    keeping the fastest (never a plan slower than fusion "onnxruntime's"). Decisions are cached
-    on disk (:mod:`quantgraph.fusion.tuning_cache`). ``tuning``: "measure" (default, or
+    keeping the fastest (never a plan slower than fusion "onnxruntime's"; one candidate is
+    always the original's own form, every spec op lowered back). Decisions are cached on disk
+    (:mod:`quantgraph.fusion.tuning_cache`) per input shapes, for
+    ``$QUANTGRAPH_TUNING_MAX_AGE`` days (30); without ``tune_inputs`` the cache is asked at the
+    shapes the model fixes, else at the first run's. ``tuning``: "measure" (default, or
     ``$QUANTGRAPH_TUNING``: the cache, else measure), "cache" (the cache, else the onnxruntime
     plan, never measuring) or "force" (measure again). ``fusion_plan.tuning`` holds the decision
     and its times.

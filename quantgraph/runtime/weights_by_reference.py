@@ -48,10 +48,15 @@ def source(model: ir.Model, options: ort.SessionOptions) -> Source:
     try:
         for value in model.graph.initializers.values():
             tensor = value.const_value
-            if tensor is None or value.name is None:
-                continue
+            if tensor is None or value.name is None or value.is_graph_input():
+                continue  # (an input's default value stays in the graph: a feed may replace it)
             external = isinstance(tensor, ir.ExternalTensor)
             if not external and tensor.nbytes < SMALLEST:
+                continue
+            if not value.uses() and not value.is_graph_output():
+                # onnxruntime drops an unused initializer before taking the ones handed over
+                swapped.append((value, tensor))
+                value.const_value = _placeholder(value.name, tensor)
                 continue
             array = _view(tensor)
             if array is None:
@@ -64,14 +69,7 @@ def source(model: ir.Model, options: ort.SessionOptions) -> Source:
             names.append(value.name)
             values.append(ort_value)
             swapped.append((value, tensor))
-            value.const_value = ir.ExternalTensor(
-                PLACEHOLDER,
-                0,
-                tensor.nbytes,
-                tensor.dtype,
-                shape=ir.Shape(tensor.shape.numpy()),
-                name=value.name,
-            )
+            value.const_value = _placeholder(value.name, tensor)
         for graph in subgraphs(model.graph):
             for value in graph.initializers.values():
                 tensor = value.const_value
@@ -85,6 +83,12 @@ def source(model: ir.Model, options: ort.SessionOptions) -> Source:
     if names:
         options.add_external_initializers(names, values)
     return Source(serialized, held)
+
+
+def _placeholder(name: str, tensor: ir.TensorProtocol) -> ir.ExternalTensor:
+    """An external reference without data, of ``tensor``'s type and shape."""
+    shape = ir.Shape(tensor.shape.numpy())
+    return ir.ExternalTensor(PLACEHOLDER, 0, tensor.nbytes, tensor.dtype, shape=shape, name=name)
 
 
 def _view(tensor: ir.TensorProtocol) -> np.ndarray | None:
