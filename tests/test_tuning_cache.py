@@ -204,9 +204,14 @@ def test_a_decision_tuned_at_other_shapes_is_no_answer(
     other = quantgraph.InferenceSession(
         str(transformer_qg), "native", fusion="auto", tuning="cache"
     )
+    waiting = other.fusion_plan.tuning.why
+    assert any(waiting in u.reason for u in other.fusion_plan.units)
     other.run(None, _batch(2))
     decision = other.fusion_plan.tuning
     assert decision.source == "not measured" and decision.choice.name == BASELINE
+    # the plan it ran already: kept (not planned again), its reasons quoting the decision
+    assert not any(waiting in u.reason for u in other.fusion_plan.units)
+    assert any(decision.why in u.reason for u in other.fusion_plan.units)
     assert decision.why == (
         "not measured (tuning 'cache': no decision cached at these shapes): onnxruntime's plan, "
         "the baseline"

@@ -233,8 +233,12 @@ class InferenceSession:
         if self._pending:
             assert self._tuning is not None
             decision = self._tuning.decide(input_feed, self._candidate_timing)
-            source = self._prepare(self._tuning.model, self._level, decision)
-            self._session = self._new_session(source, self._options_copy(), self.fusion_plan)
+            pending = self.fusion_plan.tuning
+            if decision.choice == pending.choice:  # the plan it runs: planned once is enough
+                self.fusion_plan = fusion_engines.with_decision(self.fusion_plan, decision)
+            else:
+                source = self._prepare(self._tuning.model, self._level, decision)
+                self._session = self._new_session(source, self._options_copy(), self.fusion_plan)
             self._pending = False
             if not self._hooks:
                 self.run = self._session.run  # type: ignore[method-assign]
