@@ -109,6 +109,8 @@ def keep_float(
             source = pair_source(value)
             if is_tensor and source is not None and source.name == name and value.name:
                 kept, output_name = _float_of(graph, value, source, relus), value.name
+                if kept.type is None:  # a graph output is declared with its type
+                    kept.type, kept.shape = value.type, kept.shape or value.shape
                 value.name = f"{output_name}_quantized"
                 kept.name = output_name  # the graph output keeps its name
                 graph.outputs[index] = kept

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quantgraph.fallback.search import Point, Target, search
+from quantgraph.float_fallback.search import Point, Target, search
 
 Quality = Callable[[frozenset[str]], float]
 
