@@ -284,6 +284,9 @@ def test_cli_convert_validate_generates_and_refuses_generate_without_a_decoder(
     assert not (tmp_path / "cnn.onnx").exists()  # refused before OUT is written
     result = CliRunner().invoke(main, cnn)
     assert result.exit_code == 2 and "--generate applies only with --validate" in result.output
+    for option, value, rule in (("--generate", "-1", "x>=0"), ("--prompt-tokens", "0", "x>=1")):
+        result = CliRunner().invoke(main, ["validate", "a.onnx", "b.onnx", option, value])
+        assert result.exit_code == 2 and f"{value} is not in the range {rule}" in result.output
 
 
 def test_the_page_shows_the_generation(tmp_path: Path) -> None:

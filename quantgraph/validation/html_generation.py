@@ -51,7 +51,8 @@ def _row(step: GenerationStep, exact: bool, parts: bool) -> str:
         f"<td class='num'>{logits.mismatches:,} / {logits.elements:,}</td>"
         f"<td class='num'>{_num(step.margin)}</td>"
     )
-    mark = " class='parts' title='the tokens part here'" if parts else ""
+    # marked in place (the page's stylesheet is shared by every report)
+    mark = " class='parts' style='background:#fdecea' title='the tokens part here'" if parts else ""
     return f"<tr{mark}>{cells}</tr>"
 
 
