@@ -243,7 +243,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("generation")
     path = write_decoder(folder / "tiny.onnx", TINY)
     quantgraph.convert(path).save(folder / "tiny_qg.onnx")
-    np.savez(folder / "sample.npz", **_sample(TINY))
+    np.savez(folder / "sample.npz", allow_pickle=False, **_sample(TINY))
     return folder
 
 
@@ -308,3 +308,16 @@ def test_the_page_shows_the_generation(tmp_path: Path) -> None:
     page = report.write_html(tmp_path / "report.html")
     text, _ = dom(page)  # skipped without a headless Chromium
     assert "generation-steps" in text and "the models DISAGREE" in text
+
+
+def test_a_decoder_whose_vocabulary_is_open_says_why_it_does_not_generate() -> None:
+    original = decoder_proto(TINY)
+    logits = next(o for o in original.graph.output if o.name == "logits")
+    logits.type.tensor_type.shape.dim[-1].dim_param = "vocab_size"  # no fixed vocabulary
+    rewritten = quantgraph.convert(original).proto
+    report = quantgraph.validate(original, rewritten, inputs=_sample(TINY), fusion="onnxruntime")
+    found = report.generation
+    assert found is not None and found.steps == [] and found.agree and report.agree
+    assert found.skipped is not None and "the vocabulary is unknown" in found.skipped
+    assert found.verdict().startswith("generation: not run: the vocabulary is unknown")
+    assert found.to_dict()["steps_run"] == 0
