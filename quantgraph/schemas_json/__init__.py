@@ -266,6 +266,43 @@ DEFS: dict[str, Schema] = {
             "fusion_plan": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/fusion_plan"}]},
             "debug": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/debug"}]},
             "error_stats": _array({"$ref": "#/$defs/error_stats"}),
+            "generation": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/generation"}]},
+        }
+    ),
+    # a decoder original: the greedy generation on both models (quantgraph.validation.generation)
+    "generation": _object(
+        {
+            "agree": BOOL,
+            "skipped": NULLABLE_STRING,
+            "note": STRING,
+            "capped": NULLABLE_STRING,
+            "seed": INT,
+            "prompt_tokens": {"type": "integer", "minimum": 0},
+            "prompt": _array(INT),
+            "steps_run": {"type": "integer", "minimum": 0},
+            "exact_expected": BOOL,
+            "atol": {"type": ["number", "null"]},
+            "rtol": {"type": ["number", "null"]},
+            "tokens_original": _array(INT),
+            "tokens_rewritten": _array(INT),
+            "same_tokens": {"type": "integer", "minimum": 0},
+            "first_divergence": {"type": ["integer", "null"]},
+            "first_failing": {"type": ["integer", "null"]},
+            "logits_max_abs_diff": {"$ref": "#/$defs/float"},
+            "verdict": STRING,
+            "steps": _array({"$ref": "#/$defs/generation_step"}),
+        }
+    ),
+    "generation_step": _object(
+        {
+            "step": {"type": "integer", "minimum": 0},
+            "token_original": INT,
+            "token_rewritten": INT,
+            "same_token": BOOL,
+            "logits": {"$ref": "#/$defs/tensor_comparison"},
+            "judged": BOOL,
+            "agree": BOOL,
+            "margin": {"$ref": "#/$defs/float"},
         }
     ),
     # float original vs its QDQ form with --intermediate (quantgraph.validation.debugger)
