@@ -109,8 +109,8 @@ def _sensitivity(
     ]
     rows = []
     for s in found:
-        weights = ["--float-model", float_label] if s.needs_float_model else []
-        option = shlex.join(["--keep-float", s.keep_float, *weights])
+        extra = ["--float-model", float_label] if s.needs_float_model else []
+        option = shlex.join(["--keep-float", s.keep_float, *extra])
         rows.append(
             (
                 escape(s.candidate.label),
