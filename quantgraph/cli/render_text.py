@@ -254,7 +254,7 @@ def print_validation(report: Any) -> None:
             f"{found.tensors_differing} differ"
         )
         if getattr(report, "debug", None) is not None:
-            print_debug(report.debug)
+            print_debug(report.debug, report.original, report.rewritten)
         first = found.first_divergence
         if first is not None:
             click.echo(

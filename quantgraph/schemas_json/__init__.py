@@ -330,9 +330,18 @@ DEFS: dict[str, Schema] = {
                     _array(
                         _object(
                             {
+                                "kind": {"enum": ["chain", "weights"]},
                                 "name": STRING,
+                                "names": _array(STRING),
+                                "op_type": STRING,
+                                "label": STRING,
+                                "sqnr_db": {"type": ["number", "null"]},
+                                "reason": REASON,
                                 "output_sqnr_db": {"type": ["number", "null"]},
                                 "gain_db": {"type": ["number", "null"]},
+                                "suggested": BOOL,
+                                "keep_float": STRING,
+                                "float_model": BOOL,
                             }
                         )
                     ),

@@ -46,7 +46,7 @@ def render(
         f"<title>quantgraph validation: {escape(rewritten)}</title><style>{CSS}</style></head>",
         "<body>",
         _verdict(report),
-        debug_section(report.debug),  # where quantization hurts: the ranking right after
+        debug_section(report.debug, original, rewritten),  # where it hurts: right after
         _header(report, original, rewritten),
         _inputs(report),
         _outputs(report),

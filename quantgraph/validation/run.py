@@ -210,7 +210,7 @@ def validate(
     the comparison is still exact. ``progress``, when given, is told each session being made
     and each sample run (:data:`Progress`). Against a float original, ``intermediate`` also
     measures the error each quantized tensor and node introduces (:mod:`.debugger`), and
-    ``sensitivity`` K reruns the K worst tensors kept in float (implies ``intermediate``).
+    ``sensitivity`` K reruns the K worst places kept in float (implies ``intermediate``).
     When the original is a decoder (:mod:`.decoder`), both models also generate greedily
     (:mod:`.generation`): a prompt of ``prompt_tokens`` ids from ``seed`` (default 16), the
     prefill, then ``generate`` steps (default 8; 0: none), compared step by step (the
@@ -453,7 +453,7 @@ def validate(
         report.intermediate = _intermediate(source, rewritten_ir, compared)
         if float_reference:
             report.debug = from_run(
-                rewritten_ir, samples, wanted, expected, outputs, actual, sensitivity
+                rewritten_ir, samples, wanted, expected, outputs, actual, sensitivity, source.ir
             )
         if parts is not None and parts.checked and exposed is not None:
             spec = source.session(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, exposed)
