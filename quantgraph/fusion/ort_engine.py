@@ -7,9 +7,11 @@ versions. So the plan does not guess: it lowers a private copy of the model to Q
 installed onnxruntime optimize it at the session's level, and reads the optimized graph back.
 
 * A Q/DQ node that comes out of the optimizer exactly as it went in (same op, inputs, constant
-  values, attributes) is not fused: its spec op stays and runs on the session's backend. Our
+  values, attributes), and the compute nodes it belongs to with it, and that no layout
+  Transpose feeds, is not fused: its spec op stays and runs on the session's backend. Our
   kernels are bit-exact with onnxruntime's QuantizeLinear/DequantizeLinear, so this costs no
-  exactness.
+  exactness. (onnxruntime rewrites some nodes by the Q/DQ around them and leaves those as they
+  are: see :mod:`.ort_neighbours`.)
 * Every other spec op is handed over in its Q/DQ form, so the session's model is, for the
   optimizer, the original QDQ model: what it fuses, it fuses as it does for the original, and
   the outputs equal the original's at the same optimization level, bit for bit.
@@ -44,6 +46,7 @@ from ..passes.restore_qoperator import RestoreQOperatorPass
 from ..passes.short_blocks import PADDED, TrimPaddedBlocksPass
 from ..passes.spec_to_qdq import SpecToQdqPass
 from ..spec import DYNAMIC_DEQUANTIZE
+from .ort_neighbours import by_layout, neighbours
 from .plan import GIVEN_BACK, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 from .unique_dequantize import unique_dequantize
 
@@ -190,12 +193,23 @@ def plan(model: ir.Model, level: int, *, lone: bool = False) -> FusionPlan:
     optimized = _optimize(lowered, level)
     after = _outputs_index(optimized)
     constants = _constants(optimized)
+    transposed = by_layout(optimized, lowered)  # values its layout Transposes write
 
     opset = lowered.opset_imports.get("", 1)
     keep: set[str] = set()
     alone_too: set[str] = set()  # with ``lone``: kept as they are, run by onnxruntime
     given_back: dict[str, ir.Node] = {}  # spec op -> the original's node now under its name
     in_functions = {_key(n) for f in model.functions.values() for n in f}
+
+    def left_as_is(node: ir.Node, key: str) -> bool:
+        """onnxruntime keeps Q/DQ ``node`` as it is and rewrites nothing by it: its compute
+        neighbours come out unchanged and no Transpose of its layout work feeds it."""
+        if key in in_functions or not _unchanged(node, after.get(key), constants, opset):
+            return False
+        if any(v is not None and v.name in transposed for v in node.inputs[:1]):
+            return False
+        return all(_unchanged(n, after.get(_key(n)), constants, opset) for n in neighbours(node))
+
     for graph, node in _graph_nodes_all(lowered):
         key = renamed.get(_key(node), _key(node))
         if key not in spec:
@@ -209,7 +223,7 @@ def plan(model: ir.Model, level: int, *, lone: bool = False) -> FusionPlan:
             keep.add(key)
             reason = cannot.get(node.name or "", "it has no standard Q/DQ form")
             found.alone.append(_alone(where, original, f"no standard Q/DQ form: {reason}"))
-        elif key not in in_functions and _unchanged(node, after.get(key), constants, opset):
+        elif left_as_is(node, key):
             if lone:
                 alone_too.add(key)
                 continue
@@ -372,13 +386,9 @@ def _unchanged(
             if name:
                 return False
             continue
-        mine = constant_array(value)
-        theirs = constants.get(name)
-        if mine is None:
-            if name != value.name:  # a computed input must be the same tensor
-                return False
-            continue
-        if theirs is None:
+        theirs = constants.get(name)  # None for a large weight: never read by value
+        mine = None if theirs is None else constant_array(value)
+        if theirs is None or mine is None:  # computed (or large): must be the same tensor
             if name != value.name:
                 return False
             continue
