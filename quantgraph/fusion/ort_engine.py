@@ -55,6 +55,7 @@ LONE_KERNEL = "onnxruntime's own, as it is:"  # a lone Q/DQ handed over (plan(lo
 # What a spec op lowers to when it stays a node of its own; any other node under a spec op's
 # name is an original node given back (QLinearConv, QGemm...: it takes its Q's output name).
 OWN_FORMS = (*QDQ, "DynamicQuantizeLinear", "Mul")
+ONNX_DOMAINS = {"": "", "ai.onnx": ""}
 LEVEL_NAMES = {0: "ORT_DISABLE_ALL", 1: "ORT_ENABLE_BASIC", 2: "ORT_ENABLE_EXTENDED"}
 # Initializers at least this large go to a side file when onnxruntime writes the optimized
 # model (weights are never compared by value: an unchanged node keeps its weight's name).
@@ -208,7 +209,10 @@ def plan(model: ir.Model, level: int, *, lone: bool = False) -> FusionPlan:
             return False
         if any(v is not None and v.name in transposed for v in node.inputs[:1]):
             return False
-        return all(_unchanged(n, after.get(_key(n)), constants, opset) for n in neighbours(node))
+        return all(
+            _unchanged(n, after.get(_key(n)), constants, opset, any_domain=True)
+            for n in neighbours(node)
+        )
 
     for graph, node in _graph_nodes_all(lowered):
         key = renamed.get(_key(node), _key(node))
@@ -373,10 +377,20 @@ def _unchanged(
     optimized: onnx.NodeProto | None,
     constants: dict[str, np.ndarray],
     opset: int,
+    *,
+    any_domain: bool = False,
 ) -> bool:
+    """``optimized`` is ``node`` as it went in. ``any_domain``: a node of any domain (a
+    compute neighbour, com.microsoft's MatMulNBits); else of the ONNX domain only (a
+    com.microsoft Q/DQ always goes back in its own form)."""
     if optimized is None or optimized.op_type != node.op_type:
         return False
-    if optimized.domain not in ("", "ai.onnx") or node.domain not in ("", "ai.onnx"):
+    if any_domain:
+        if ONNX_DOMAINS.get(optimized.domain, optimized.domain) != ONNX_DOMAINS.get(
+            node.domain, node.domain
+        ):
+            return False
+    elif optimized.domain not in ONNX_DOMAINS or node.domain not in ONNX_DOMAINS:
         return False
     inputs = [v for v in node.inputs]
     if len(optimized.input) != len(inputs):
@@ -396,15 +410,20 @@ def _unchanged(
             return False
     wanted = {name: _attribute(a) for name, a in node.attributes.items()}
     got = {a.name: onnx.helper.get_attribute_value(a) for a in optimized.attribute}
-    defaults = _defaults(optimized.op_type, opset)
-    for name in set(got) - set(wanted):  # onnxruntime writes defaulted attributes out
-        if name in defaults and defaults[name] == got[name]:
+    # onnxruntime writes defaulted attributes out; a contrib op's defaults are not known here
+    # (MatMulNBits' accuracy_level 0, weight_prepacked 0): its extra attributes are taken so
+    defaults = _defaults(optimized.op_type, opset) if optimized.domain in ONNX_DOMAINS else None
+    for name in set(got) - set(wanted):
+        if defaults is None or (name in defaults and defaults[name] == got[name]):
             del got[name]
     return wanted == got
 
 
 def _defaults(op_type: str, opset: int) -> dict[str, object]:
-    schema = onnx.defs.get_schema(op_type, opset, "")
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:  # an op onnxruntime registers in the ONNX domain
+        return {}
     return {
         name: onnx.helper.get_attribute_value(a.default_value)
         for name, a in schema.attributes.items()
@@ -532,6 +551,11 @@ def _kernel(
             continue
         kernel = _kernel_name(node)
         if compute is not None and kernel == compute.op_type and not given_back:  # float
+            sources = (after.get(name) for name in node.input)
+            if any(s is not None and s.op_type == "DequantizeLinear" for s in sources):
+                return (
+                    f"{kernel} (float, reading onnxruntime's own DequantizeLinear, as the original)"
+                )
             return f"{kernel} (float; onnxruntime folded its Q/DQ: constants dequantized once)"
         return kernel
     return "folded away by onnxruntime's optimizer"
