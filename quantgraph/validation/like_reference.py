@@ -128,7 +128,7 @@ def like_reference(model: ir.Model, rewritten: ir.Model) -> LikeReference | None
     computes the spec form's arithmetic for every converted node (then the original is its own
     reference)."""
     kinds = {NBITS, *(op for _, op in INTEGER_KERNELS)}
-    kept = {n.name for g in all_graphs(rewritten) for n in g if n.op_type in kinds}
+    kept = {n.name or "" for g in all_graphs(rewritten) for n in g if n.op_type in kinds}
     proto = ir.to_proto(model)
     changes = _accuracy_zero(proto, kept)
     if cpu().int8_products_saturate:

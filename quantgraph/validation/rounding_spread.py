@@ -57,7 +57,12 @@ from ..reference.compare import typed
 
 RUNS = 3  # noisy runs per sample
 FACTOR = 2.0  # the bound, in spreads
-EPS = {TensorProto.FLOAT: 2.0**-24, TensorProto.FLOAT16: 2.0**-11, TensorProto.BFLOAT16: 2.0**-8}
+# the unit roundoff of each float type a site's value has
+EPS: dict[int, float] = {
+    int(TensorProto.FLOAT): 2.0**-24,
+    int(TensorProto.FLOAT16): 2.0**-11,
+    int(TensorProto.BFLOAT16): 2.0**-8,
+}
 REQUANTIZATION_FLOOR = 2.0**-20
 SUM, ROUNDING, REQUANTIZATION = "sum", "rounding", "requantization"
 SWITCH = "quantgraph_rounding_noise"  # the boolean input that switches the noise on

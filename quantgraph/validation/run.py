@@ -66,7 +66,8 @@ from .roles import check_roles
 from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT, find_plan
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
-# progress(stage, done, total): stage "original", "rewritten" or "optimized"; done 0: loading.
+# progress(stage, done, total): stage "original", "reference", "rewritten", "spread" (the bound),
+# "as run" (the original beside a like-with-like reference) or "optimized"; done 0: loading.
 Progress = Callable[[str, int, int], None]
 
 # onnxruntime's type strings ("tensor(float8e4m3fn)") and the ONNX element types they name.
