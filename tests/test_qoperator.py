@@ -29,8 +29,8 @@ import quantgraph
 from quantgraph.cli import main
 from quantgraph.cpu import cpu
 from quantgraph.reference.compare import TensorComparison
-from quantgraph.validation import ValidationReport
 from quantgraph.testing import ort_session, quiet_session_options
+from quantgraph.validation import ValidationReport
 from tests.builders import requires_native
 from tests.qoperator_models import FLOAT_OPS, QOPERATOR_OPS, qoperator
 

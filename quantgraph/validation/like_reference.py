@@ -129,11 +129,28 @@ def like_reference(model: ir.Model, rewritten: ir.Model) -> LikeReference | None
     reference)."""
     kinds = {NBITS, *(op for _, op in INTEGER_KERNELS)}
     kept = {n.name or "" for g in all_graphs(rewritten) for n in g if n.op_type in kinds}
+    if not _candidates(model, kept):
+        return None  # nothing to change: no copy of the model is made
     proto = ir.to_proto(model)
     changes = _accuracy_zero(proto, kept)
     if cpu().int8_products_saturate:
         changes += _unsaturated(proto, _initializer_arrays(model), kept)
     return LikeReference(proto, tuple(changes)) if changes else None
+
+
+def _candidates(model: ir.Model, kept: set[str]) -> bool:
+    """Whether ``model`` has a node the reference may change (a quick look before a copy)."""
+    saturates = cpu().int8_products_saturate
+    for graph in all_graphs(model):
+        for node in graph:
+            if (node.name or "") in kept:
+                continue
+            if node.op_type == NBITS and node.attributes.get_int(ACCURACY, 0) >= 1:
+                return True
+            domain = "" if node.domain == "ai.onnx" else node.domain
+            if saturates and (domain, node.op_type) in INTEGER_KERNELS:
+                return True
+    return False
 
 
 def _accuracy_zero(proto: onnx.ModelProto, kept: set[str]) -> list[Change]:

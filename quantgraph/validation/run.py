@@ -3,8 +3,10 @@
 The original runs with ``ORT_DISABLE_ALL``: onnxruntime then executes each QuantizeLinear and
 DequantizeLinear as written (the spec's own composition). With optimizations on it would fuse
 Q/DQ into integer kernels (QLinearConv, ...), which rounds differently: ``optimized=True``,
-judged by a tolerance apart from the exact one (so are converted integer ops: integer_sums, and
-unfused nodes the original runs with another kernel: other_kernels).
+judged by a tolerance apart from the exact one. Converted integer ops (integer_sums), QOperator
+nodes (qoperator) and unfused nodes the original runs with another kernel (other_kernels) are
+judged like with like: against a copy of the original in the arithmetic the spec form means
+(like_reference), by a bound the model gives (rounding_spread), or by --atol/--rtol.
 """
 
 from __future__ import annotations
@@ -218,6 +220,11 @@ def validate(
     and each sample run (:data:`Progress`). Against a float original, ``intermediate`` also
     measures the error each quantized tensor and node introduces (:mod:`.debugger`), and
     ``sensitivity`` K reruns the K worst tensors kept in float (implies ``intermediate``).
+    Unfused, where onnxruntime runs the original with kernels of another arithmetic
+    (MatMulNBits, float16 Cast chains, integer ops, QOperator nodes), the original is evaluated
+    as a like-with-like copy (:mod:`.like_reference`; the original as run is compared beside,
+    ``report.as_run``) and, unless ``atol``/``rtol`` are given, each output is judged by a bound
+    the model gives (:mod:`.rounding_spread`; ``report.bound``).
     """
     if iterations < 1:
         raise ModelError("--iterations must be at least 1")
