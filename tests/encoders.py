@@ -114,7 +114,7 @@ def dynamic_encoder(
 
     def run(source: Path, target: Path) -> None:
         options = {"weight_type": QuantType.QUInt8} if weights == "u8" else {}
-        quantize_dynamic(source, target, **options)  # type: ignore[arg-type]
+        quantize_dynamic(source, target, **options)
 
     return _through_files(encoder(layers, hidden, seed=seed), run)
 
