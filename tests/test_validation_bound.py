@@ -9,6 +9,7 @@ numpy's exact integer sums.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
@@ -95,19 +96,30 @@ def test_onnxruntimes_own_levels_lie_within_the_bound() -> None:
     assert apart <= min(bounds), (apart, bounds)
 
 
-def test_a_corrupted_weight_scale_still_disagrees() -> None:
+@pytest.mark.parametrize(
+    ("original", "scale"),
+    [
+        (lambda: encoders.dynamic_encoder(), "l3_v_w_scale_1d"),
+        (lambda: encoders.nbits_encoder(accuracy_level=4), "l1_up_w_scales_t"),
+    ],
+    ids=["quantize_dynamic", "matmul_nbits-accuracy_level_4"],
+)
+def test_a_corrupted_weight_scale_still_disagrees(
+    original: Callable[[], onnx.ModelProto], scale: str
+) -> None:
     """The bound is the model's own spread, not a licence: one layer's weight scale doubled in
-    the converted model (0.7 apart where the spread is ~0.08) is a disagreement."""
-    original = encoders.dynamic_encoder()
-    converted = quantgraph.convert(original).proto
+    the converted model (quantize_dynamic: 0.7 apart where the spread is ~0.08) is a
+    disagreement."""
+    model = original()
+    converted = quantgraph.convert(model).proto
     for tensor in converted.graph.initializer:
-        if tensor.name == "l3_v_w_scale_1d":
+        if tensor.name == scale:
             doubled = numpy_helper.to_array(tensor) * 2
             tensor.CopyFrom(numpy_helper.from_array(doubled.astype(np.float32), tensor.name))
             break
     else:
         raise AssertionError([t.name for t in converted.graph.initializer])
-    report = quantgraph.validate(original, converted, backend="native")
+    report = quantgraph.validate(model, converted, backend="native")
     assert not report.agree, report.to_dict()
     (output,) = report.outputs
     assert report.bound is not None

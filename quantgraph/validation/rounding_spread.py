@@ -222,15 +222,15 @@ def with_noise(proto: onnx.ModelProto, found: Sequence[Site]) -> onnx.ModelProto
     noisy = onnx.ModelProto()
     noisy.CopyFrom(proto)
     by_tensor = {s.tensor: s for s in found if s.kind != REQUANTIZATION}
-    by_node = {s.node: s for s in found if s.kind == REQUANTIZATION}
+    by_node = {(s.node, s.tensor): s for s in found if s.kind == REQUANTIZATION}
     types = _elem_types(noisy)
     seed = 0
     for graph in proto_graphs(noisy.graph):
         nodes: list[onnx.NodeProto] = []
         for node in graph.node:
-            site = by_node.get(node.name)
             for index, name in enumerate(node.input):
-                if site is not None and name == site.tensor:
+                site = by_node.get((node.name, name))
+                if site is not None:
                     seed += 1
                     node.input[index] = f"{name}_noisy{seed}"
                     nodes += _noise(name, node.input[index], site, seed, TensorProto.FLOAT)
