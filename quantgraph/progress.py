@@ -69,9 +69,14 @@ class Status:
     def validation(self, stage: str, done: int, total: int) -> None:
         """The callback of :func:`quantgraph.validate`: stage ``original``, ``rewritten``,
         ``optimized``, ``spread`` or ``as run``; ``done`` 0 while the model's session is being
-        made."""
+        made. A decoder's generation: ``generation original`` / ``generation rewritten``,
+        ``done`` the step."""
         self.stage = stage
         if not self.enabled:
+            return
+        if stage.startswith("generation "):
+            side = "the original" if stage.endswith("original") else "the rewritten model"
+            self.show(f"generating with {side}: step {done}/{total}")
             return
         model = "the original" if stage != "rewritten" else "the rewritten model"
         model += STAGE_DETAIL.get(stage, "")

@@ -26,7 +26,7 @@ from ..errors import ModelError
 from ..fusion.plan import AUTO, ONEDNN, PARTITION_MODES
 from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.opsets import check_opset
-from ..reference.compare import TensorComparison, compare, merge, typed
+from ..reference.compare import TensorComparison, merge, typed
 from ..runtime.session import InferenceSession
 from . import (
     feeds,
@@ -39,9 +39,11 @@ from . import (
 )
 from .debugger import from_run
 from .error_stats import ErrorStats, has_quantization, quantization_steps
+from .generation import check_generation, run_generation
 from .inputs import describe_feeds, draw
 from .inputs import plan_inputs as plan
 from .intermediate import after_quantization, producers, with_all_outputs
+from .judge import Judge
 from .like_reference import LikeReference, like_reference
 from .options import InputOptionError, memory_budget_bytes
 from .partitions import Partitions
@@ -202,6 +204,8 @@ def validate(
     memory_budget: int | str | None = DEFAULT_MEMORY_BUDGET,
     search_timeout: float | None = DEFAULT_SEARCH_TIMEOUT,
     sensitivity: int | None = None,
+    generate: int | None = None,
+    prompt_tokens: int | None = None,
 ) -> ValidationReport:
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
@@ -225,6 +229,10 @@ def validate(
     as a like-with-like copy (:mod:`.like_reference`; the original as run is compared beside,
     ``report.as_run``) and, unless ``atol``/``rtol`` are given, each output is judged by a bound
     the model gives (:mod:`.rounding_spread`; ``report.bound``).
+    When the original is a decoder (:mod:`.decoder`), both models also generate greedily
+    (:mod:`.generation`): a prompt of ``prompt_tokens`` ids from ``seed`` (default 16), the
+    prefill, then ``generate`` steps (default 8; 0: none), compared step by step (the
+    report's ``generation``).
     """
     if iterations < 1:
         raise ModelError("--iterations must be at least 1")
@@ -238,6 +246,7 @@ def validate(
     rewritten_label = _label(rewritten, rewritten_ir, "the rewritten model")
     check_roles(source.ir, rewritten_ir, source.label, rewritten_label)
     _same_inputs(source, rewritten_ir, rewritten_label)
+    generation = check_generation(source.ir, generate, prompt_tokens, source.label)
     check_tolerance(source.ir, rewritten_ir, backend, arithmetic, fusion, optimized, atol, rtol)
     tell("original", 0, iterations)
     float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
@@ -305,7 +314,8 @@ def validate(
         described = {spec.name: spec.to_dict() for spec in specs}
         used_seed = seed
 
-    del session  # its weights are not needed by the runs below
+    kept = session if generation is not None else None  # a decoder generates with it below
+    del session  # else its weights are not needed by the runs below
     onnx_expected: list[list[np.ndarray]] = []
     if reference is not None:
         tell("reference", 0, len(samples))
@@ -405,6 +415,7 @@ def validate(
                 f"; fusion '{fusion}': onnxruntime's fused kernels run the units on both sides, "
                 "the spec ops it does not fuse run on the rewritten side's backend"
             )
+    judge = Judge(None if exact else (atol, rtol), bound)  # the one rule of outputs, generation
     report = ValidationReport(
         comparison=comparison,
         comparison_note=note,
@@ -416,8 +427,7 @@ def validate(
             declared,
             [e[:n_out] for e in expected],
             [a[:n_out] for a in actual],
-            tolerance=None if exact else (atol, rtol),
-            bound=bound,
+            judge=judge,
         ),
         inputs=described,
         seed=used_seed,
@@ -465,8 +475,21 @@ def validate(
             declared,
             as_run_out,
             [a[:n_out] for a in actual],
-            tolerance=(atol, rtol),
-            bound=bound,
+            judge=Judge((atol, rtol), bound),
+        )
+    if generation is not None:
+        assert kept is not None
+        original_run = reference.run if reference is not None else kept.run
+        report.generation = run_generation(
+            generation,
+            original_run,
+            candidate.run,
+            judge,
+            seed=seed,
+            logits_type=declared.get(generation.signature.logits),
+            labels=(source.label, rewritten_label),
+            message=_ort_message,
+            tell=lambda side, done, total: tell(f"generation {side}", done, total),
         )
     if optimized:
         tell("optimized", 0, len(samples))
@@ -661,18 +684,16 @@ def _aggregate(
     expected: Sequence[Sequence[np.ndarray]],
     actual: Sequence[Sequence[np.ndarray]],
     tolerance: tuple[float, float] | None = None,
-    bound: rounding_spread.SpreadBound | None = None,
+    judge: Judge | None = None,
 ) -> list[TensorComparison]:
-    """Each tensor compared over the samples; where a ``bound`` is given (and a tolerance is
-    asked for) each output is judged by its own atol from it."""
+    """Each tensor compared over the samples, by ``judge`` (the verdict's rule) where given,
+    else with ``tolerance`` (None: exact)."""
+    judge = judge or Judge(tolerance)
     results: list[TensorComparison] = []
     for index, name in enumerate(names):
         merged: TensorComparison | None = None
-        judged = tolerance
-        if tolerance is not None and bound is not None:
-            judged = (bound.atol(name), 0.0)
         for want, got in zip(expected, actual, strict=True):
-            one = compare(name, want[index], got[index], declared.get(name), tolerance=judged)
+            one = judge.compare(name, want[index], got[index], declared.get(name))
             merged = one if merged is None else merge(merged, one)
         assert merged is not None
         results.append(merged)
