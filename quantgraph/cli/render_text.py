@@ -221,17 +221,30 @@ def print_validation(report: Any) -> None:
         dims = describe_shape(spec["shape"], spec.get("shape_from", []))
         if dims:
             click.echo(f"    sizes: {dims}")
-    if not report.exact_expected:
+    like = getattr(report, "like_reference", None)
+    bound = getattr(report, "bound", None)
+    if like is not None:
+        click.echo(f"reference: {like.describe()}")
+        _wrapped(f"why: {like.why()}")
+    if bound is not None:
+        click.echo("bound: a bound the model gives, per output (--atol/--rtol override it)")
+        _wrapped(f"how: {bound.rule()}")
+    elif not report.exact_expected:
         atol, rtol = report.tolerance
         click.echo(f"tolerance: atol={atol:g} rtol={rtol:g}")
     for output in report.outputs:
         verdict = "identical" if output.agree else "DIFFERENT"
+        judge = "tolerance" if bound is None else _bound_text(bound, output.name)
         if not output.agree and not report.exact_expected:
-            verdict += " (within tolerance)" if output.within_tolerance else " (BEYOND tolerance)"
+            verdict += f" (within {judge})" if output.within_tolerance else f" (BEYOND {judge})"
         click.echo(
             f"  {output.name}: {verdict}  dtype={output.dtype} max_abs_diff="
             f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements} "
             f"max_ulp_diff={output.max_ulp_diff}{_in_steps(report, output.name)}"
+        )
+    if like is not None and getattr(report, "as_run", None):
+        _informational(
+            report, "the original as onnxruntime runs it", like.original_note(), report.as_run
         )
     if report.optimized:
         from ..validation.report import OPTIMIZED_NOTE  # validation loads onnxruntime
@@ -273,6 +286,11 @@ def print_validation(report: Any) -> None:
     elif getattr(report, "onnx_arithmetic", None):
         verdict += " (in oneDNN's arithmetic)"
     click.echo(f"verdict: {verdict}")
+
+
+def _bound_text(bound: Any, name: str) -> str:
+    spread = bound.spread.get(name, 0.0)
+    return f"bound {bound.atol(name):.3g}: spread {spread:.3g}"
 
 
 GENERATION_ROWS = 16  # steps listed from the first; those around where the models part, too
@@ -357,14 +375,16 @@ def _informational(
     comparisons: Any,
     steps: dict[str, float | None] | None = None,
 ) -> None:
-    """A comparison beside the verdict, judged by the tolerance, never deciding it."""
+    """A comparison beside the verdict, judged by the tolerance (or the verdict's bound),
+    never deciding it."""
     atol, rtol = report.tolerance
-    click.echo(
-        f"informational, not part of the verdict: {what} vs rewritten (atol={atol:g} rtol={rtol:g})"
-    )
+    bound = getattr(report, "bound", None) if what.startswith("the original as") else None
+    judged = f"atol={atol:g} rtol={rtol:g}" if bound is None else "judged by the bound"
+    click.echo(f"informational, not part of the verdict: {what} vs rewritten ({judged})")
     _wrapped(f"why: {note}")
     for output in comparisons:
-        verdict = "within tolerance" if output.within_tolerance else "BEYOND tolerance"
+        judge = "tolerance" if bound is None else "bound"
+        verdict = f"within {judge}" if output.within_tolerance else f"BEYOND {judge}"
         apart = (steps or {}).get(output.name)
         click.echo(
             f"  {output.name}: {verdict}  max_abs_diff={output.max_abs_diff:g} "

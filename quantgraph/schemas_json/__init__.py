@@ -178,6 +178,45 @@ DEFS: dict[str, Schema] = {
             },
         }
     ),
+    # the copy of the original a comparison with other kernels is judged against
+    # (quantgraph.validation.like_reference), and the original itself beside the verdict
+    "like_reference": _object(
+        {
+            "model": STRING,
+            "why": STRING,
+            "changed_nodes": _array(_object({"node": STRING, "op_type": STRING, "change": STRING})),
+            "original": _object(INFORMATIONAL),
+        }
+    ),
+    # per output, the bound the model gives (quantgraph.validation.rounding_spread)
+    "bound": _object(
+        {
+            "rule": STRING,
+            "factor": {"type": "number"},
+            "runs": INT,
+            "samples": INT,
+            "sites": _array(
+                _object(
+                    {
+                        "node": STRING,
+                        "tensor": STRING,
+                        "kind": {"enum": ["sum", "rounding", "requantization"]},
+                        "noise": {"type": "number"},
+                    }
+                )
+            ),
+            "outputs": {
+                "type": "object",
+                "additionalProperties": _object(
+                    {
+                        "spread": {"$ref": "#/$defs/float"},
+                        "step": {"type": ["number", "null"]},
+                        "atol": {"$ref": "#/$defs/float"},
+                    }
+                ),
+            },
+        }
+    ),
     "divergence": _object(
         {
             "node": STRING,
@@ -260,6 +299,8 @@ DEFS: dict[str, Schema] = {
             "intermediate": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/intermediate"}]},
             "input_search": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/input_search"}]},
             "memory": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/memory"}]},
+            "reference": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/like_reference"}]},
+            "bound": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/bound"}]},
             "float_reference": BOOL,
             "qoperator": _array({"type": "string"}),
             "fusion": {"enum": ["none", "onnxruntime", "onednn", "auto"]},
