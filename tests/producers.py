@@ -160,6 +160,28 @@ def nncf_constant_weights(preset: str) -> onnx.ModelProto:
 
 
 @cache
+def nncf_detector(size: int = 96) -> onnx.ModelProto:
+    """tests/ocr_detector.py's PaddleOCR-style detector (Constant weights) through NNCF's
+    post-training quantization with the mixed preset (symmetric weights, asymmetric
+    activations: u8 and s8 ones side by side), calibrated on four seeded samples."""
+    import nncf
+
+    from tests.ocr_detector import ocr_detector
+
+    rng = np.random.default_rng(7)
+    shape = (1, 3, size, size)
+    samples = [{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)]
+    logging.getLogger("nncf").setLevel(logging.ERROR)
+    quantized: onnx.ModelProto = nncf.quantize(
+        ocr_detector(size),
+        nncf.Dataset(samples),
+        subset_size=4,
+        preset=nncf.QuantizationPreset.MIXED,
+    )
+    return quantized
+
+
+@cache
 def dynamic_quantized(opset: int = 13) -> onnx.ModelProto:
     """cnn(opset) through quantize_dynamic: DynamicQuantizeLinear feeding ConvInteger and
     MatMulInteger."""

@@ -100,6 +100,12 @@ def print_conversion(
     if report.skipped:
         _print_skipped(report.skipped, limit, verbose)
     _print_other_quantized(report.other_quantized, limit)
+    if report.unchecked:
+        ops = ", ".join(f"{n} {op}" for op, n in report.unchecked.items())
+        click.echo(
+            f"kept as they are, unknown to onnx.checker (onnxruntime runs them): {ops}; the "
+            "rest of the result passed the full check"
+        )
     if out is not None and not dry_run:
         click.echo(f"wrote {out}")
 
@@ -215,17 +221,30 @@ def print_validation(report: Any) -> None:
         dims = describe_shape(spec["shape"], spec.get("shape_from", []))
         if dims:
             click.echo(f"    sizes: {dims}")
-    if not report.exact_expected:
+    like = getattr(report, "like_reference", None)
+    bound = getattr(report, "bound", None)
+    if like is not None:
+        click.echo(f"reference: {like.describe()}")
+        _wrapped(f"why: {like.why()}")
+    if bound is not None:
+        click.echo("bound: a bound the model gives, per output (--atol/--rtol override it)")
+        _wrapped(f"how: {bound.rule()}")
+    elif not report.exact_expected:
         atol, rtol = report.tolerance
         click.echo(f"tolerance: atol={atol:g} rtol={rtol:g}")
     for output in report.outputs:
         verdict = "identical" if output.agree else "DIFFERENT"
+        judge = "tolerance" if bound is None else _bound_text(bound, output.name)
         if not output.agree and not report.exact_expected:
-            verdict += " (within tolerance)" if output.within_tolerance else " (BEYOND tolerance)"
+            verdict += f" (within {judge})" if output.within_tolerance else f" (BEYOND {judge})"
         click.echo(
             f"  {output.name}: {verdict}  dtype={output.dtype} max_abs_diff="
             f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements} "
             f"max_ulp_diff={output.max_ulp_diff}{_in_steps(report, output.name)}"
+        )
+    if like is not None and getattr(report, "as_run", None):
+        _informational(
+            report, "the original as onnxruntime runs it", like.original_note(), report.as_run
         )
     if report.optimized:
         from ..validation.report import OPTIMIZED_NOTE  # validation loads onnxruntime
@@ -248,7 +267,7 @@ def print_validation(report: Any) -> None:
             f"{found.tensors_differing} differ"
         )
         if getattr(report, "debug", None) is not None:
-            print_debug(report.debug)
+            print_debug(report.debug, report.original, report.rewritten)
         first = found.first_divergence
         if first is not None:
             click.echo(
@@ -259,12 +278,63 @@ def print_validation(report: Any) -> None:
             )
         if getattr(found, "partitions", None) is not None:
             _print_partitions(found)
+    if getattr(report, "generation", None) is not None:
+        print_generation(report.generation)
     verdict = "the models agree" if report.agree else "the models DISAGREE"
     if report.optimized:
         verdict += " (from the ORT_DISABLE_ALL comparison only)"
     elif getattr(report, "onnx_arithmetic", None):
         verdict += " (in oneDNN's arithmetic)"
     click.echo(f"verdict: {verdict}")
+
+
+def _bound_text(bound: Any, name: str) -> str:
+    spread = bound.spread.get(name, 0.0)
+    return f"bound {bound.atol(name):.3g}: spread {spread:.3g}"
+
+
+GENERATION_ROWS = 16  # steps listed from the first; those around where the models part, too
+
+
+def print_generation(found: Any) -> None:
+    """A decoder's greedy generation on both models: a row per step, then one line."""
+    if found.skipped is None:
+        seed = f"seed {found.seed}"
+        click.echo(
+            f"generation: a prompt of {len(found.prompt)} token ids ({seed}), the prefill then "
+            f"{len(found.steps) - 1} steps, each model feeding back its own token and cache"
+        )
+        if found.capped:
+            _wrapped(f"capped: {found.capped}")
+        marks = {found.first_divergence, found.first_failing} - {None}
+        shown = {s.step for s in found.steps[:GENERATION_ROWS]}
+        shown |= {k for m in marks for k in range(m - 1, m + 2)}
+        click.echo(f"  {'step':>4}  {'original':>8}  {'rewritten':>9}  logits")
+        last = -1
+        for step in found.steps:
+            if step.step not in shown:
+                continue
+            if step.step > last + 1:
+                click.echo(f"  ... {step.step - last - 1} steps (--json lists every step)")
+            last = step.step
+            click.echo(
+                f"  {step.step:>4}  {step.token_original:>8}  {step.token_rewritten:>9}  "
+                f"{_step_verdict(step, found.tolerance is None)} max_abs_diff="
+                f"{step.logits.max_abs_diff:g}{'' if step.same_token else '  <- tokens part'}"
+            )
+        if last < len(found.steps) - 1:
+            click.echo(f"  ... {len(found.steps) - 1 - last} steps (--json lists every step)")
+    click.echo(found.verdict())
+
+
+def _step_verdict(step: Any, exact: bool) -> str:
+    if not step.judged:
+        return "not judged (fed other tokens)"
+    if step.logits.agree:
+        return "identical"
+    if exact:
+        return "DIFFERENT"
+    return "within tolerance" if step.passes else "BEYOND tolerance"
 
 
 def _steps_text(steps: float | None) -> str:
@@ -305,14 +375,16 @@ def _informational(
     comparisons: Any,
     steps: dict[str, float | None] | None = None,
 ) -> None:
-    """A comparison beside the verdict, judged by the tolerance, never deciding it."""
+    """A comparison beside the verdict, judged by the tolerance (or the verdict's bound),
+    never deciding it."""
     atol, rtol = report.tolerance
-    click.echo(
-        f"informational, not part of the verdict: {what} vs rewritten (atol={atol:g} rtol={rtol:g})"
-    )
+    bound = getattr(report, "bound", None) if what.startswith("the original as") else None
+    judged = f"atol={atol:g} rtol={rtol:g}" if bound is None else "judged by the bound"
+    click.echo(f"informational, not part of the verdict: {what} vs rewritten ({judged})")
     _wrapped(f"why: {note}")
     for output in comparisons:
-        verdict = "within tolerance" if output.within_tolerance else "BEYOND tolerance"
+        judge = "tolerance" if bound is None else "bound"
+        verdict = f"within {judge}" if output.within_tolerance else f"BEYOND {judge}"
         apart = (steps or {}).get(output.name)
         click.echo(
             f"  {output.name}: {verdict}  max_abs_diff={output.max_abs_diff:g} "

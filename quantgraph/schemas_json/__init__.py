@@ -14,7 +14,9 @@ from typing import Any
 
 from ..passes.report import SKIP_CODES
 
-COMMANDS = ("convert", "lower", "validate", "run", "inspect", "bench", "tune", "error")
+COMMANDS = (
+    "convert", "lower", "validate", "run", "inspect", "bench", "tune", "fallback", "error"
+)  # fmt: skip
 HERE = Path(__file__).resolve().parent
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -73,6 +75,23 @@ def _array(items: Schema) -> Schema:
 
 DEFS: dict[str, Schema] = {
     "float": FLOAT,
+    "fallback_point": _object(
+        {
+            "kept": _array(STRING),
+            "quality": {"type": ["number", "null"]},
+            "ms": {"type": ["number", "null"]},
+        }
+    ),
+    "fallback_candidate": _object(
+        {
+            "kind": {"enum": ["chain", "weights"]},
+            "name": STRING,
+            "names": _array(STRING),
+            "op_type": STRING,
+            "label": STRING,
+            "sqnr_db": {"type": ["number", "null"]},
+        }
+    ),
     "onednn": {
         "description": "The oneDNN that ran the spec ops (version and library path); null when "
         "the backend is not onednn.",
@@ -166,6 +185,45 @@ DEFS: dict[str, Schema] = {
             },
         }
     ),
+    # the copy of the original a comparison with other kernels is judged against
+    # (quantgraph.validation.like_reference), and the original itself beside the verdict
+    "like_reference": _object(
+        {
+            "model": STRING,
+            "why": STRING,
+            "changed_nodes": _array(_object({"node": STRING, "op_type": STRING, "change": STRING})),
+            "original": _object(INFORMATIONAL),
+        }
+    ),
+    # per output, the bound the model gives (quantgraph.validation.rounding_spread)
+    "bound": _object(
+        {
+            "rule": STRING,
+            "factor": {"type": "number"},
+            "runs": INT,
+            "samples": INT,
+            "sites": _array(
+                _object(
+                    {
+                        "node": STRING,
+                        "tensor": STRING,
+                        "kind": {"enum": ["sum", "rounding", "requantization"]},
+                        "noise": {"type": "number"},
+                    }
+                )
+            ),
+            "outputs": {
+                "type": "object",
+                "additionalProperties": _object(
+                    {
+                        "spread": {"$ref": "#/$defs/float"},
+                        "step": {"type": ["number", "null"]},
+                        "atol": {"$ref": "#/$defs/float"},
+                    }
+                ),
+            },
+        }
+    ),
     "divergence": _object(
         {
             "node": STRING,
@@ -248,12 +306,51 @@ DEFS: dict[str, Schema] = {
             "intermediate": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/intermediate"}]},
             "input_search": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/input_search"}]},
             "memory": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/memory"}]},
+            "reference": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/like_reference"}]},
+            "bound": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/bound"}]},
             "float_reference": BOOL,
             "qoperator": _array({"type": "string"}),
             "fusion": {"enum": ["none", "onnxruntime", "onednn", "auto"]},
             "fusion_plan": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/fusion_plan"}]},
             "debug": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/debug"}]},
             "error_stats": _array({"$ref": "#/$defs/error_stats"}),
+            "generation": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/generation"}]},
+        }
+    ),
+    # a decoder original: the greedy generation on both models (quantgraph.validation.generation)
+    "generation": _object(
+        {
+            "agree": BOOL,
+            "skipped": NULLABLE_STRING,
+            "note": STRING,
+            "capped": NULLABLE_STRING,
+            "seed": INT,
+            "prompt_tokens": {"type": "integer", "minimum": 0},
+            "prompt": _array(INT),
+            "steps_run": {"type": "integer", "minimum": 0},
+            "exact_expected": BOOL,
+            "atol": {"type": ["number", "null"]},
+            "rtol": {"type": ["number", "null"]},
+            "tokens_original": _array(INT),
+            "tokens_rewritten": _array(INT),
+            "same_tokens": {"type": "integer", "minimum": 0},
+            "first_divergence": {"type": ["integer", "null"]},
+            "first_failing": {"type": ["integer", "null"]},
+            "logits_max_abs_diff": {"$ref": "#/$defs/float"},
+            "verdict": STRING,
+            "steps": _array({"$ref": "#/$defs/generation_step"}),
+        }
+    ),
+    "generation_step": _object(
+        {
+            "step": {"type": "integer", "minimum": 0},
+            "token_original": INT,
+            "token_rewritten": INT,
+            "same_token": BOOL,
+            "logits": {"$ref": "#/$defs/tensor_comparison"},
+            "judged": BOOL,
+            "agree": BOOL,
+            "margin": {"$ref": "#/$defs/float"},
         }
     ),
     # float original vs its QDQ form with --intermediate (quantgraph.validation.debugger)
@@ -281,9 +378,18 @@ DEFS: dict[str, Schema] = {
                     _array(
                         _object(
                             {
+                                "kind": {"enum": ["chain", "weights"]},
                                 "name": STRING,
+                                "names": _array(STRING),
+                                "op_type": STRING,
+                                "label": STRING,
+                                "sqnr_db": {"type": ["number", "null"]},
+                                "reason": REASON,
                                 "output_sqnr_db": {"type": ["number", "null"]},
                                 "gain_db": {"type": ["number", "null"]},
+                                "suggested": BOOL,
+                                "keep_float": STRING,
+                                "float_model": BOOL,
                             }
                         )
                     ),
@@ -456,6 +562,7 @@ _REWRITE: dict[str, Schema] = {
     "nodes": _array({"$ref": "#/$defs/converted_node"}),
     "other_quantized": _array({"$ref": "#/$defs/other_quantized_node"}),
     "already": COUNTS,
+    "unchecked": COUNTS,
 }
 
 _TOP: dict[str, tuple[str, Schema]] = {
@@ -525,6 +632,28 @@ _TOP: dict[str, tuple[str, Schema]] = {
                 "inputs": {"type": "object"},
                 "tuning": {"$ref": "#/$defs/tuning"},
                 "fusion_plan": {"$ref": "#/$defs/fusion_plan"},
+            }
+        ),
+    ),
+    "fallback": (
+        "quantgraph fallback --json: the float fallback found for QUANTIZED, every point on "
+        "the way, the ranking it started from, and OUT.",
+        _object(
+            {
+                "target": {"type": "number"},
+                "higher_is_better": BOOL,
+                "reached": BOOL,
+                "kept": _array({"$ref": "#/$defs/fallback_candidate"}),
+                "quality": {"type": ["number", "null"]},
+                "evaluations": INT,
+                "stopped": NULLABLE_STRING,
+                "points": _array({"$ref": "#/$defs/fallback_point"}),
+                "metric": STRING,
+                "baseline": {"$ref": "#/$defs/fallback_point"},
+                "ranking": _array({"$ref": "#/$defs/fallback_candidate"}),
+                "runner": STRING,
+                "notes": _array(STRING),
+                "output": STRING,
             }
         ),
     ),

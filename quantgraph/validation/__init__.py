@@ -1,6 +1,7 @@
 """Validation: run the original and the rewritten model on inputs that make sense for them and
 say how far they agree, output by output (and tensor by tensor)."""
 
+from .generation import check_generation
 from .inputs import InputSpec, check_input_options, plan_inputs
 from .options import InputOptionError, parse_dim, parse_val_range
 from .report import EXACT, OPTIMIZED, Divergence, InputSearch, IntermediateReport, ValidationReport
@@ -15,6 +16,7 @@ __all__ = [
     "InputSpec",
     "IntermediateReport",
     "ValidationReport",
+    "check_generation",
     "check_input_options",
     "check_tolerance",
     "input_samples",
