@@ -170,10 +170,10 @@ def timed(timing: Timing, budget: float) -> tuner.Measure:
 
     def measure(candidates: Sequence[Choice]) -> tuner.Rounds:
         names = [c.name for c in candidates]
-        timed = list(dict.fromkeys(timing.same.get(n, n) for n in names))
-        if len(timed) < 2 or len(timing.turns) < 2:  # nothing to tell apart
+        distinct = list(dict.fromkeys(timing.same.get(n, n) for n in names))
+        if len(distinct) < 2 or len(timing.turns) < 2:  # nothing to tell apart
             return {}
-        rounds = tuner.time_turns({n: timing.turns[n] for n in timed}, budget)
+        rounds = tuner.time_turns({n: timing.turns[n] for n in distinct}, budget)
         return {n: list(rounds[timing.same.get(n, n)]) for n in names}
 
     return measure
