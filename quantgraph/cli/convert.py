@@ -50,9 +50,10 @@ VALIDATE_OPTIONS = (*VALIDATION_FIELDS, "report_path")
     "--keep-float",
     "keep_float",
     metavar="NAME,...",
-    default=None,
+    multiple=True,
     help="Keep these tensors (or nodes) in float: remove their Q->DQ pairs from IN before "
-    "converting (validate --sensitivity suggests which).",
+    "converting (validate --sensitivity suggests which). Repeat it or separate names with "
+    "commas: every name given counts.",
 )
 @click.option(
     "--dry-run",
@@ -76,7 +77,7 @@ def convert(
     model_in: Path,
     model_out: Path | None,
     validate_result: bool,
-    keep_float: str | None,
+    keep_float: tuple[str, ...],
     dry_run: bool,
     verbose: bool,
     as_json: bool,
@@ -111,7 +112,7 @@ def convert(
             static=conversion.static,
             contrib=conversion.contrib,
             progress=progress,
-            keep_float=[n.strip() for n in (keep_float or "").split(",") if n.strip()],
+            keep_float=_names(keep_float),
         )
     payload: dict[str, Any] = result.report.to_dict()
     validation = None
@@ -181,3 +182,9 @@ def convert(
         if not as_json:
             click.echo(f"{model_out} was written and is kept, although the models disagree")
         sys.exit(EXIT_DISAGREE)
+
+
+def _names(given: tuple[str, ...]) -> list[str]:
+    """Every name of a repeated NAME,... option, in order, each once."""
+    names = (name.strip() for text in given for name in text.split(","))
+    return list(dict.fromkeys(name for name in names if name))

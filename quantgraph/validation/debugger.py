@@ -20,6 +20,7 @@ import numpy as np
 import onnx_ir as ir
 import onnxruntime as ort
 
+from ..ir.walk import spec_nodes
 from ..passes.keep_float import keep_float
 from .node_error import NodeModel, NodeQuantization
 from .qparams import TensorCounter, TensorQuantization, quantized_tensors, sqnr
@@ -208,10 +209,23 @@ def from_run(
     sensitivity: int | None,
 ) -> QuantizationDebug:
     """:func:`debug` from what validate ran: the float model's ``wanted`` tensors on each
-    sample (``expected``) and the QDQ model's results (``actual``, outputs first)."""
+    sample (``expected``) and the QDQ model's results (``actual``, outputs first). A converted
+    model is debugged as the Q/DQ form it lowers to (:func:`as_qdq`)."""
     float_values = [
         {**sample, **dict(zip(wanted, values, strict=True))}
         for sample, values in zip(samples, expected, strict=True)
     ]
     quantized = [a[: len(outputs)] for a in actual]
-    return debug(qdq, float_values, outputs, quantized, samples, sensitivity)
+    return debug(as_qdq(qdq), float_values, outputs, quantized, samples, sensitivity)
+
+
+def as_qdq(model: ir.Model) -> ir.Model:
+    """``model``, or where it holds quantgraph's ops, the Q/DQ form they lower to (in
+    memory): the figures read ONNX's QuantizeLinear/DequantizeLinear and run in plain
+    onnxruntime, and lowering gives back the original's nodes under their names, which
+    ``convert --keep-float`` takes."""
+    if not any(True for _ in spec_nodes(model)):
+        return model
+    from ..converter import lower
+
+    return lower(model, check=False, allow_partial=True).model
