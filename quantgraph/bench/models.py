@@ -147,6 +147,7 @@ def bench_models(
         if count < 1:
             raise ValueError(f"{name} must be at least 1, got {count}")
 
+    _check_roles(original, rewritten)
     chosen = variants(str(original), str(rewritten), backends, fusions)
     feeds, described = _feeds(original, inputs, seed, dims, val_ranges)
     results = {v.label: Timing(v.label, inputs=described) for v in chosen}
@@ -197,6 +198,19 @@ def bench_models(
         finally:
             _close_all([p for group in live.values() for p in group])
     return list(results.values())
+
+
+def _check_roles(original: str | os.PathLike[str], rewritten: str | os.PathLike[str]) -> None:
+    """An ORIGINAL holding quantgraph's ops cannot run as the baseline: validate's message
+    (the arguments swapped, say so) before any process starts. (A quantized ORIGINAL timed
+    against a float model is a timing like any other.)"""
+    from ..ir.model_files import load_model
+    from ..ir.walk import spec_nodes
+    from ..validation.roles import check_roles
+
+    first = load_model(original)
+    if any(True for _ in spec_nodes(first)):
+        check_roles(first, load_model(rewritten), str(original), str(rewritten), "bench --model")
 
 
 def _feeds(

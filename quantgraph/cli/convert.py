@@ -132,6 +132,7 @@ def convert(
             checks.optimized,
             tolerance.atol,
             tolerance.rtol,
+            tolerance.min_sqnr,
         )
     if not dry_run:
         assert model_out is not None

@@ -124,9 +124,11 @@ def _print_skipped(skipped: list[Any], limit: int, verbose: bool) -> None:
         click.echo(f"  ... and {len(groups) - limit} more reasons (--verbose lists all)")
 
 
-def _wrapped(text: str, indent: str = "  ") -> None:
-    """A long explanation as an indented paragraph (terminal lines stay short)."""
-    for line in textwrap.wrap(text, width=WIDTH, initial_indent=indent, subsequent_indent=indent):
+def _wrapped(text: str, indent: str = "  ", hanging: str | None = None) -> None:
+    """A long explanation as an indented paragraph (terminal lines stay short); ``hanging``:
+    the indent of the lines after the first (default: ``indent``)."""
+    later = indent if hanging is None else hanging
+    for line in textwrap.wrap(text, width=WIDTH, initial_indent=indent, subsequent_indent=later):
         click.echo(line)
 
 
@@ -216,17 +218,23 @@ def print_validation(report: Any) -> None:
         if dims:
             click.echo(f"    sizes: {dims}")
     if not report.exact_expected:
-        atol, rtol = report.tolerance
-        click.echo(f"tolerance: atol={atol:g} rtol={rtol:g}")
+        _wrapped(f"criterion: {report.criterion}", indent="", hanging="  ")
     for output in report.outputs:
         verdict = "identical" if output.agree else "DIFFERENT"
         if not output.agree and not report.exact_expected:
-            verdict += " (within tolerance)" if output.within_tolerance else " (BEYOND tolerance)"
+            good = report.output_agrees(output)
+            if report.min_sqnr is None:
+                verdict += " (within tolerance)" if good else " (BEYOND tolerance)"
+            else:
+                verdict += " (meets the criterion)" if good else " (BEYOND the criterion)"
         click.echo(
             f"  {output.name}: {verdict}  dtype={output.dtype} max_abs_diff="
             f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements} "
             f"max_ulp_diff={output.max_ulp_diff}{_in_steps(report, output.name)}"
+            f"{_sqnr_text(report, output.name)}"
         )
+    if report.few_values:
+        _wrapped(f"note: {report.few_values}", indent="", hanging="  ")
     if report.optimized:
         from ..validation.report import OPTIMIZED_NOTE  # validation loads onnxruntime
 
@@ -320,6 +328,14 @@ def _informational(
             f"beyond_tolerance={output.beyond_tolerance}"
             + ("" if apart is None else f" max_diff_steps={apart:.3g}")
         )
+
+
+def _sqnr_text(report: Any, name: str) -> str:
+    """An output's SQNR where an SQNR judges it (a float original)."""
+    if report.min_sqnr is None:
+        return ""
+    found = report.output_sqnr(name)
+    return " sqnr=none" if found is None else f" sqnr={found:.1f}dB"
 
 
 def _in_steps(report: Any, name: str) -> str:

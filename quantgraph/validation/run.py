@@ -34,6 +34,7 @@ from .intermediate import after_quantization, producers, with_all_outputs
 from .options import InputOptionError, memory_budget_bytes
 from .partitions import Partitions
 from .report import (
+    DEFAULT_MIN_SQNR,
     EXACT,
     EXACT_NOTE,
     FUSED,
@@ -189,6 +190,7 @@ def validate(
     memory_budget: int | str | None = DEFAULT_MEMORY_BUDGET,
     search_timeout: float | None = DEFAULT_SEARCH_TIMEOUT,
     sensitivity: int | None = None,
+    min_sqnr: float | None = None,
 ) -> ValidationReport:
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
@@ -207,6 +209,9 @@ def validate(
     and each sample run (:data:`Progress`). Against a float original, ``intermediate`` also
     measures the error each quantized tensor and node introduces (:mod:`.debugger`), and
     ``sensitivity`` K reruns the K worst tensors kept in float (implies ``intermediate``).
+    A float original against its quantized form is judged by each output's SQNR, at least
+    ``min_sqnr`` dB (default :data:`.report.DEFAULT_MIN_SQNR`; with ``atol``/``rtol`` and no
+    ``min_sqnr``, by the tolerances alone).
     """
     if iterations < 1:
         raise ModelError("--iterations must be at least 1")
@@ -220,7 +225,9 @@ def validate(
     rewritten_label = _label(rewritten, rewritten_ir, "the rewritten model")
     check_roles(source.ir, rewritten_ir, source.label, rewritten_label)
     _same_inputs(source, rewritten_ir, rewritten_label)
-    check_tolerance(source.ir, rewritten_ir, backend, arithmetic, fusion, optimized, atol, rtol)
+    check_tolerance(
+        source.ir, rewritten_ir, backend, arithmetic, fusion, optimized, atol, rtol, min_sqnr
+    )
     tell("original", 0, iterations)
     exposed, tensor_names = with_all_outputs(source.ir) if intermediate else (None, [])
     level = (
@@ -234,7 +241,10 @@ def validate(
     tensor_names = [n for n in tensor_names if n not in outputs]
     float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
     if sensitivity and not float_reference:
-        raise ModelError("--sensitivity needs a float original and its quantized (QDQ) form")
+        raise ModelError(
+            f"--sensitivity needs a float ORIGINAL and its quantized form as REWRITTEN: "
+            f"ORIGINAL ({source.label}) is quantized"
+        )
     reference = onednn_reference.for_validation(
         source.ir, source.label, float_reference, backend, arithmetic, fusion,
         quiet_options(level), intermediate,
@@ -332,7 +342,11 @@ def validate(
     if qop:
         comparison, note = qoperator.comparison(qop, backend_name, fusion)
     elif float_reference:
-        comparison, note = QUANTIZATION_ERROR.format(backend=backend_name), QUANTIZATION_NOTE
+        if min_sqnr is None and not (atol or rtol):
+            min_sqnr = DEFAULT_MIN_SQNR
+        judged = "--atol/--rtol" if min_sqnr is None else "each output's SQNR (--min-sqnr)"
+        comparison = QUANTIZATION_ERROR.format(backend=backend_name, judged=judged)
+        note = QUANTIZATION_NOTE
     elif onednn_fused:
         from ..backends import onednn
 
@@ -396,6 +410,8 @@ def validate(
         original=source.label,
         rewritten=rewritten_label,
         model_files=(*source_files(source.ir), *source_files(rewritten_ir)),
+        min_sqnr=min_sqnr if float_reference else None,
+        inputs_given=inputs is not None,
     )
     index = {name: i for i, name in enumerate(wanted)}
     tensor_steps = {**quantization_steps(rewritten_ir.graph), **quantization_steps(source.ir.graph)}
@@ -513,14 +529,23 @@ def check_tolerance(
     optimized: bool,
     atol: float,
     rtol: float,
+    min_sqnr: float | None = None,
 ) -> None:
     """A tolerance where the comparison must be exact would be silently unused: say so before
-    any model runs (convert --validate asks before it writes OUT)."""
+    any model runs (convert --validate asks before it writes OUT); so would an output SQNR
+    anywhere but against a float original."""
+    float_original = not has_quantization(original.graph) and has_quantization(rewritten.graph)
+    if min_sqnr is not None and not float_original:
+        raise ModelError(
+            f"--min-sqnr {min_sqnr:g} would judge nothing: it judges a float ORIGINAL against "
+            "its quantized form (each output's SQNR); these models are a quantized model and a "
+            "rewritten form of it, compared exactly or by --atol/--rtol"
+        )
     judged = optimized or fusion in PARTITION_MODES or integer_sums.converted(rewritten)
     judged = judged or bool(other_kernels.differing(rewritten, fusion))
     if judged or not (atol or rtol):
         return
-    if not has_quantization(original.graph) and has_quantization(rewritten.graph):
+    if float_original:
         return  # a float original: judged by the tolerance
     from ..backends import require, resolve_arithmetic
 

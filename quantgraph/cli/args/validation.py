@@ -106,5 +106,6 @@ def validate_arguments(
         "sensitivity": checks.sensitivity,
         "atol": tolerance.atol,
         "rtol": tolerance.rtol,
+        "min_sqnr": tolerance.min_sqnr,
         "fusion": engine.fusion,
     }
