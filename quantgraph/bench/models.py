@@ -124,7 +124,7 @@ def bench_models(
     warmup: int = 3,
     threads: int = 0,
     inputs: dict[str, np.ndarray] | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str, str], None] | None = None,
     fresh_processes: bool = False,
     processes: int = 3,
     turn_timeout: float = DEFAULT_TURN_TIMEOUT,
@@ -135,7 +135,8 @@ def bench_models(
     """Time every variant (see the module doc) on one sample: ``inputs``, checked against the
     original, or else generated as validate plans them (``seed``, ``dims``, ``val_ranges``;
     the first plan: no search, a timing has no outputs to compare). Every row's ``inputs``
-    says what they were."""
+    says what they were. ``progress(stage, text)`` hears what is being done now, in stages
+    ``start`` (the variants' processes) and ``rounds``."""
     if inputs is not None and (dims or val_ranges):
         raise ValueError("dims and val_ranges shape generated inputs only, not given inputs")
     if not 0 < turn_timeout <= MAX_TURN_TIMEOUT:  # also NaN
@@ -161,7 +162,7 @@ def bench_models(
                 count = max(1, min(processes, rounds))  # a process per round at most
                 for variant in chosen:
                     if progress is not None:
-                        progress(f"starting {count} processes: {variant.label}")
+                        progress("start", f"starting {count} processes: {variant.label}")
                     command = _command(variant, feed_path, runs, warmup, threads, serve=True)
                     failed = _start(
                         command, count, Path(scratch), live[variant.label], turn_timeout
@@ -178,7 +179,7 @@ def bench_models(
                     if results[variant.label].error is not None:
                         continue
                     if progress is not None:
-                        progress(f"round {round_index + 1}/{rounds}: {variant.label}")
+                        progress("rounds", f"round {round_index + 1}/{rounds}: {variant.label}")
                     if fresh_processes:
                         outcome = _one_process(
                             variant, feed_path, runs, warmup, threads, turn_timeout

@@ -106,7 +106,7 @@ def convert(
     if model_out is not None and not dry_run:
         out.check(model_out, protect=(model_in, *feeds.inputs))
     out.check_report(protect=(model_in,), out=None if dry_run else model_out)
-    with Bar("rewriting Q/DQ nodes", quiet=as_json) as progress:
+    with Bar("rewriting Q/DQ nodes", quiet=as_json, command="convert") as progress:
         result = run_convert(
             model_in,
             static=conversion.static,

@@ -23,8 +23,9 @@ VERBOSE_OPTION = group_option(
     "--verbose",
     "-v",
     is_flag=True,
-    help="List every node: all converted ones and, per reason, every node left unchanged "
-    "(without it the lists are cut; --json always lists all).",
+    help="List in full: every node converted and, per reason, every node left unchanged; "
+    "every unit of a fusion plan (without it the lists are cut, a plan summed up one line per "
+    "engine; --json always lists all).",
 )
 
 
@@ -365,12 +366,16 @@ def print_support(backend: str, engine: str | None, support: Any) -> None:
             click.echo(f"  {item.status}: {item.op} node '{item.node}': {item.reason}")
 
 
-def print_plan(plan: Any, limit: int = 40) -> None:
-    """A session's fusion plan (quantgraph.fusion): its units, then the spec ops left alone."""
+def print_plan(plan: Any, limit: int = 40, *, verbose: bool = True) -> None:
+    """A session's fusion plan (quantgraph.fusion): its units, then the spec ops left alone;
+    without ``verbose``, one line per engine and the decision's (auto) in a line."""
     click.echo(
         f"fusion {plan.mode}: {len(plan.units)} unit(s) with {plan.fused_nodes} spec op(s); "
         f"{len(plan.alone)} spec op(s) alone"
     )
+    if not verbose:
+        _print_plan_summary(plan)
+        return
     for unit in plan.units[:limit]:
         compute = f"{unit.compute} ({unit.op_type})" if unit.compute else "Q/DQ only"
         where = f" (in {unit.graph})" if unit.graph else ""
@@ -386,6 +391,33 @@ def print_plan(plan: Any, limit: int = 40) -> None:
         click.echo(f"  ... and {len(plan.alone) - limit} more (--json lists all)")
     if getattr(plan, "tuning", None) is not None:
         print_tuning(plan.tuning)
+
+
+def _print_plan_summary(plan: Any) -> None:
+    """Each engine in one line (its units, spec ops and kernels, most frequent first), the
+    spec ops left alone in one, fusion "auto"'s decision in one."""
+    engines: dict[str, list[Any]] = {}
+    for unit in plan.units:
+        engines.setdefault(unit.engine, []).append(unit)
+    for engine, units in engines.items():
+        kernels: dict[str, int] = {}
+        for unit in units:
+            kernel = unit.kernel.split(" (")[0].split(":")[0] if unit.compute else "Q/DQ only"
+            kernels[kernel] = kernels.get(kernel, 0) + 1
+        ranked = sorted(kernels.items(), key=lambda item: (-item[1], item[0]))
+        shown = ", ".join(f"{n} {kernel}" for kernel, n in ranked[:4])
+        more = f", {len(ranked) - 4} other kernel(s)" if len(ranked) > 4 else ""
+        ops = sum(len(u.nodes) for u in units)
+        click.echo(f"  {engine}: {len(units)} unit(s), {ops} spec op(s): {shown}{more}")
+    if plan.alone:
+        reasons = {a.reason for a in plan.alone}
+        click.echo(
+            f"  alone on the backend: {len(plan.alone)} spec op(s), {len(reasons)} reason(s)"
+        )
+    decision = getattr(plan, "tuning", None)
+    if decision is not None:
+        click.echo(f"  auto: {decision.why}")
+    click.echo("  (--verbose lists every unit and why each spec op runs alone)")
 
 
 def print_tuning(decision: Any) -> None:

@@ -13,7 +13,7 @@ ranks them together by introduced SQNR, worst first, with the reason the numbers
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,6 +126,15 @@ def _options() -> ort.SessionOptions:
     return options
 
 
+# progress(stage, done, total): "nodes" (0, 1) before the nodes' own error is measured,
+# "sensitivity" (k, total) as the k-th rerun with a tensor kept in float starts
+Progress = Callable[[str, int, int], None]
+
+
+def _silent(stage: str, done: int, total: int) -> None:
+    pass
+
+
 def debug(
     qdq: ir.Model,
     float_values: Sequence[Mapping[str, np.ndarray]],
@@ -133,16 +142,19 @@ def debug(
     quantized_outputs: Sequence[Sequence[np.ndarray]],
     samples: Sequence[Mapping[str, np.ndarray]],
     sensitivity: int | None = None,
+    progress: Progress = _silent,
 ) -> QuantizationDebug:
     """Debug ``qdq`` against the float model's values (``float_values``: per sample, every
     tensor by name, inputs included), given the QDQ model's ``outputs`` on each sample
-    (``quantized_outputs``). ``sensitivity``: how many of the worst tensors to rerun in float."""
+    (``quantized_outputs``). ``sensitivity``: how many of the worst tensors to rerun in float;
+    ``progress`` hears of the nodes' measure and of each rerun."""
     known = set(float_values[0]) if float_values else set()
     counters = [TensorCounter(p) for p in quantized_tensors(qdq.graph, known)]
     for values in float_values:
         for counter in counters:
             counter.add(values[counter.params.source])
     found = QuantizationDebug(tensors=[c.result() for c in counters])
+    progress("nodes", 0, 1)
     try:
         found.nodes = NodeModel(qdq, known).measure(float_values, _options())
     except Exception as error:  # a node the combined model cannot hold: the tensors still count
@@ -151,7 +163,9 @@ def debug(
         [[v[o] for o in outputs] for v in float_values], quantized_outputs
     )
     if sensitivity:
-        found.sensitivity = _sensitivity(qdq, found, outputs, float_values, samples, sensitivity)
+        found.sensitivity = _sensitivity(
+            qdq, found, outputs, float_values, samples, sensitivity, progress
+        )
     return found
 
 
@@ -181,6 +195,7 @@ def _sensitivity(
     float_values: Sequence[Mapping[str, np.ndarray]],
     samples: Sequence[Mapping[str, np.ndarray]],
     count: int,
+    progress: Progress,
 ) -> list[Sensitivity]:
     """Each of the ``count`` worst tensors kept in float alone: the outputs' SQNR gained."""
     proto = ir.to_proto(qdq)
@@ -188,7 +203,8 @@ def _sensitivity(
     base = found.baseline_sqnr_db if found.baseline_sqnr_db is not None else math.inf
     candidates = [r.name for r in found.worst if r.kind == "tensor"][:count]
     results = []
-    for name in candidates:
+    for done, name in enumerate(candidates, 1):
+        progress("sensitivity", done, len(candidates))
         model = keep_float(ir.serde.deserialize_model(proto), [name])
         session = ort.InferenceSession(
             ir.to_proto(model).SerializeToString(), _options(), ["CPUExecutionProvider"]
@@ -207,6 +223,7 @@ def from_run(
     outputs: Sequence[str],
     actual: Sequence[Sequence[np.ndarray]],
     sensitivity: int | None,
+    progress: Progress = _silent,
 ) -> QuantizationDebug:
     """:func:`debug` from what validate ran: the float model's ``wanted`` tensors on each
     sample (``expected``) and the QDQ model's results (``actual``, outputs first). A converted
@@ -216,7 +233,7 @@ def from_run(
         for sample, values in zip(samples, expected, strict=True)
     ]
     quantized = [a[: len(outputs)] for a in actual]
-    return debug(as_qdq(qdq), float_values, outputs, quantized, samples, sensitivity)
+    return debug(as_qdq(qdq), float_values, outputs, quantized, samples, sensitivity, progress)
 
 
 def as_qdq(model: ir.Model) -> ir.Model:

@@ -57,7 +57,9 @@ from .roles import check_roles
 from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT, find_plan
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
-# progress(stage, done, total): stage "original", "rewritten" or "optimized"; done 0: loading.
+# progress(stage, done, total): stage "original", "rewritten", "optimized" or "reference",
+# done 0: loading; "search": done = the plan of inputs tried (total 0: not known); "nodes": each
+# quantized node's own error being measured; "sensitivity": done of total reruns.
 Progress = Callable[[str, int, int], None]
 
 # onnxruntime's type strings ("tensor(float8e4m3fn)") and the ONNX element types they name.
@@ -273,9 +275,17 @@ def validate(
             origins=[f for f, _ in given],
         )
     else:
+        plans = iter(range(1 << 30))
+
+        def attempt(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+            tried = next(plans)
+            if tried:  # the first plan refused (or over the budget): the search is on
+                tell("search", tried, 0)
+            return _run(session, wanted, feeds)
+
         found = find_plan(
             source.ir,
-            lambda feeds: _run(session, wanted, feeds),
+            attempt,
             label=source.label,
             message=_ort_message,
             dims=dims,
@@ -446,7 +456,7 @@ def validate(
         report.intermediate = _intermediate(source, rewritten_ir, compared)
         if float_reference:
             report.debug = from_run(
-                rewritten_ir, samples, wanted, expected, outputs, actual, sensitivity
+                rewritten_ir, samples, wanted, expected, outputs, actual, sensitivity, tell
             )
         if parts is not None and parts.checked and exposed is not None:
             spec = source.session(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, exposed)
