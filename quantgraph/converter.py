@@ -25,9 +25,10 @@ from .ir.model_files import (
     save_model,
     source_files,
 )
+from .ir.opsets import check_opset
 from .ir.walk import all_graphs, is_standard, spec_op
 from .passes import RewriteReport, pipelines
-from .passes.float_model import refuse_unquantized
+from .passes.float_model import refuse_unconverted, refuse_unquantized
 from .passes.full_check import checked_proto
 from .passes.keep_float import keep_float as float_kept
 from .passes.keep_float import weights_named
@@ -148,10 +149,13 @@ def lower(
     ``to_qdq=True`` writes its Q/DQ form instead (blocked DequantizeLinear -> MatMul, opset 21).
     A quantgraph op that cannot be lowered raises :class:`ModelError` (the result would need
     quantgraph to run) unless ``allow_partial``: then it stays and is listed in the report.
+    A model holding no quantgraph op raises :class:`~quantgraph.errors.NothingToLower`.
     """
     report = RewriteReport()
     with collector_paused():
         loaded = _private_copy(model)
+        check_opset(loaded, model)  # an opset quantgraph cannot read says so first
+        refuse_unconverted(loaded, _label(model))
         external = has_external_data(loaded)
         report.already = _count(loaded, _is_qdq)
         accepted = _accepted_unknown_ops(loaded, report)

@@ -18,6 +18,11 @@ class NoQuantization(ModelError):
     first (the message says how)."""
 
 
+class NothingToLower(ModelError):
+    """A model holding no quantgraph op: there is nothing to lower (``lower`` takes what
+    ``convert`` wrote; the message says what the model holds)."""
+
+
 class BackendError(QuantgraphError):
     """A model cannot run on the chosen backend (the message says why and what to do)."""
 

@@ -124,7 +124,7 @@ def bench_models(
     warmup: int = 3,
     threads: int = 0,
     inputs: dict[str, np.ndarray] | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str, str], None] | None = None,
     fresh_processes: bool = False,
     processes: int = 3,
     turn_timeout: float = DEFAULT_TURN_TIMEOUT,
@@ -135,7 +135,8 @@ def bench_models(
     """Time every variant (see the module doc) on one sample: ``inputs``, checked against the
     original, or else generated as validate plans them (``seed``, ``dims``, ``val_ranges``;
     the first plan: no search, a timing has no outputs to compare). Every row's ``inputs``
-    says what they were."""
+    says what they were. ``progress(stage, text)`` hears what is being done now, in stages
+    ``start`` (the variants' processes) and ``rounds``."""
     if inputs is not None and (dims or val_ranges):
         raise ValueError("dims and val_ranges shape generated inputs only, not given inputs")
     if not 0 < turn_timeout <= MAX_TURN_TIMEOUT:  # also NaN
@@ -147,6 +148,7 @@ def bench_models(
         if count < 1:
             raise ValueError(f"{name} must be at least 1, got {count}")
 
+    _check_roles(original, rewritten)
     chosen = variants(str(original), str(rewritten), backends, fusions)
     feeds, described = _feeds(original, inputs, seed, dims, val_ranges)
     results = {v.label: Timing(v.label, inputs=described) for v in chosen}
@@ -160,7 +162,7 @@ def bench_models(
                 count = max(1, min(processes, rounds))  # a process per round at most
                 for variant in chosen:
                     if progress is not None:
-                        progress(f"starting {count} processes: {variant.label}")
+                        progress("start", f"starting {count} processes: {variant.label}")
                     command = _command(variant, feed_path, runs, warmup, threads, serve=True)
                     failed = _start(
                         command, count, Path(scratch), live[variant.label], turn_timeout
@@ -177,7 +179,7 @@ def bench_models(
                     if results[variant.label].error is not None:
                         continue
                     if progress is not None:
-                        progress(f"round {round_index + 1}/{rounds}: {variant.label}")
+                        progress("rounds", f"round {round_index + 1}/{rounds}: {variant.label}")
                     if fresh_processes:
                         outcome = _one_process(
                             variant, feed_path, runs, warmup, threads, turn_timeout
@@ -197,6 +199,19 @@ def bench_models(
         finally:
             _close_all([p for group in live.values() for p in group])
     return list(results.values())
+
+
+def _check_roles(original: str | os.PathLike[str], rewritten: str | os.PathLike[str]) -> None:
+    """An ORIGINAL holding quantgraph's ops cannot run as the baseline: validate's message
+    (the arguments swapped, say so) before any process starts. (A quantized ORIGINAL timed
+    against a float model is a timing like any other.)"""
+    from ..ir.model_files import load_model
+    from ..ir.walk import spec_nodes
+    from ..validation.roles import check_roles
+
+    first = load_model(original)
+    if any(True for _ in spec_nodes(first)):
+        check_roles(first, load_model(rewritten), str(original), str(rewritten), "bench --model")
 
 
 def _feeds(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..progress import shown
+from ..progress import Status
 from .args import BackendArgs, InputArgs, KernelArgs, ModelTimingArgs, parsed
 from .args.backend import BENCH_LIST_OPTIONS
 from .args.inputs import DIM_OPTION, SEED_OPTION, VAL_RANGE_OPTION, inputs_option
@@ -79,26 +79,26 @@ def _bench_models(
     from ..validation import load_inputs
 
     chosen, modes = engine.bench_lists()
-    progress = (lambda text: click.echo(text, err=True)) if shown(as_json) else None
     assert timing.models is not None
     original = timing.models[0]
-    timings = bench_models(
-        original,
-        timing.models[1],
-        backends=chosen,
-        fusions=modes,
-        rounds=timing.rounds,
-        runs=kernels.repeat,
-        threads=kernels.threads,
-        inputs=load_inputs(feeds.file, original) if feeds.file else None,
-        seed=feeds.seed,
-        dims=feeds.dims,
-        val_ranges=feeds.val_ranges,
-        progress=progress,
-        processes=timing.processes,
-        fresh_processes=timing.fresh_processes,
-        turn_timeout=timing.turn_timeout,
-    )
+    with Status("bench", quiet=as_json) as status:
+        timings = bench_models(
+            original,
+            timing.models[1],
+            backends=chosen,
+            fusions=modes,
+            rounds=timing.rounds,
+            runs=kernels.repeat,
+            threads=kernels.threads,
+            inputs=load_inputs(feeds.file, original) if feeds.file else None,
+            seed=feeds.seed,
+            dims=feeds.dims,
+            val_ranges=feeds.val_ranges,
+            progress=status.step,
+            processes=timing.processes,
+            fresh_processes=timing.fresh_processes,
+            turn_timeout=timing.turn_timeout,
+        )
     if as_json:
         print_json([t.to_dict() for t in timings])
         return

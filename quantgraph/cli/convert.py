@@ -50,10 +50,10 @@ VALIDATE_OPTIONS = (*VALIDATION_FIELDS, "report_path")
     "--keep-float",
     "keep_float",
     metavar="NAME,...",
-    default=None,
+    multiple=True,
     help="Keep these tensors (or nodes) in float: remove their Q->DQ pairs from IN before "
-    "converting (validate --sensitivity suggests which). A node with quantized weights needs "
-    "--float-model.",
+    "converting (validate --sensitivity suggests which). Repeat it or separate names with "
+    "commas: every name given counts. A node with quantized weights needs --float-model.",
 )
 @click.option(
     "--float-model",
@@ -86,7 +86,7 @@ def convert(
     model_in: Path,
     model_out: Path | None,
     validate_result: bool,
-    keep_float: str | None,
+    keep_float: tuple[str, ...],
     float_model: Path | None,
     dry_run: bool,
     verbose: bool,
@@ -119,13 +119,13 @@ def convert(
     if model_out is not None and not dry_run:
         out.check(model_out, protect=protected)
     out.check_report(protect=protected, out=None if dry_run else model_out)
-    with Bar("rewriting Q/DQ nodes", quiet=as_json) as progress:
+    with Bar("rewriting Q/DQ nodes", quiet=as_json, command="convert") as progress:
         result = run_convert(
             model_in,
             static=conversion.static,
             contrib=conversion.contrib,
             progress=progress,
-            keep_float=[n.strip() for n in (keep_float or "").split(",") if n.strip()],
+            keep_float=_names(keep_float),
             float_model=float_model,
         )
     payload: dict[str, Any] = result.report.to_dict()
@@ -151,6 +151,7 @@ def convert(
             checks.optimized,
             tolerance.atol,
             tolerance.rtol,
+            tolerance.min_sqnr,
         )
         check_generation(original, checks.generate, checks.prompt_tokens, str(model_in))
     if not dry_run:
@@ -202,3 +203,9 @@ def convert(
         if not as_json:
             click.echo(f"{model_out} was written and is kept, although the models disagree")
         sys.exit(EXIT_DISAGREE)
+
+
+def _names(given: tuple[str, ...]) -> list[str]:
+    """Every name of a repeated NAME,... option, in order, each once."""
+    names = (name.strip() for text in given for name in text.split(","))
+    return list(dict.fromkeys(name for name in names if name))

@@ -101,7 +101,7 @@ def fallback(
     status = Status("fallback", quiet=as_json)
 
     def progress(stage: str, done: int, total: int) -> None:
-        status.show(f"{stage} {done}/{total}")
+        status.step(stage, f"{stage} {done}/{total}")
 
     if feeds.inputs:
         data = input_samples(list(feeds.inputs), float_model)

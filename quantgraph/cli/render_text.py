@@ -23,8 +23,9 @@ VERBOSE_OPTION = group_option(
     "--verbose",
     "-v",
     is_flag=True,
-    help="List every node: all converted ones and, per reason, every node left unchanged "
-    "(without it the lists are cut; --json always lists all).",
+    help="List in full: every node converted and, per reason, every node left unchanged; "
+    "every unit of a fusion plan (without it the lists are cut, a plan summed up one line per "
+    "engine; --json always lists all).",
 )
 
 
@@ -130,9 +131,11 @@ def _print_skipped(skipped: list[Any], limit: int, verbose: bool) -> None:
         click.echo(f"  ... and {len(groups) - limit} more reasons (--verbose lists all)")
 
 
-def _wrapped(text: str, indent: str = "  ") -> None:
-    """A long explanation as an indented paragraph (terminal lines stay short)."""
-    for line in textwrap.wrap(text, width=WIDTH, initial_indent=indent, subsequent_indent=indent):
+def _wrapped(text: str, indent: str = "  ", hanging: str | None = None) -> None:
+    """A long explanation as an indented paragraph (terminal lines stay short); ``hanging``:
+    the indent of the lines after the first (default: ``indent``)."""
+    later = indent if hanging is None else hanging
+    for line in textwrap.wrap(text, width=WIDTH, initial_indent=indent, subsequent_indent=later):
         click.echo(line)
 
 
@@ -229,23 +232,29 @@ def print_validation(report: Any) -> None:
     if bound is not None:
         click.echo("bound: a bound the model gives, per output (--atol/--rtol override it)")
         _wrapped(f"how: {bound.rule()}")
-    elif not report.exact_expected:
-        atol, rtol = report.tolerance
-        click.echo(f"tolerance: atol={atol:g} rtol={rtol:g}")
+    if not report.exact_expected:
+        _wrapped(f"criterion: {report.criterion}", indent="", hanging="  ")
     for output in report.outputs:
         verdict = "identical" if output.agree else "DIFFERENT"
         judge = "tolerance" if bound is None else _bound_text(bound, output.name)
         if not output.agree and not report.exact_expected:
-            verdict += f" (within {judge})" if output.within_tolerance else f" (BEYOND {judge})"
+            good = report.output_agrees(output)
+            if report.min_sqnr is None:
+                verdict += f" (within {judge})" if good else f" (BEYOND {judge})"
+            else:
+                verdict += " (meets the criterion)" if good else " (BEYOND the criterion)"
         click.echo(
             f"  {output.name}: {verdict}  dtype={output.dtype} max_abs_diff="
             f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements} "
             f"max_ulp_diff={output.max_ulp_diff}{_in_steps(report, output.name)}"
+            f"{_sqnr_text(report, output.name)}"
         )
     if like is not None and getattr(report, "as_run", None):
         _informational(
             report, "the original as onnxruntime runs it", like.original_note(), report.as_run
         )
+    if report.few_values:
+        _wrapped(f"note: {report.few_values}", indent="", hanging="  ")
     if report.optimized:
         from ..validation.report import OPTIMIZED_NOTE  # validation loads onnxruntime
 
@@ -394,6 +403,14 @@ def _informational(
         )
 
 
+def _sqnr_text(report: Any, name: str) -> str:
+    """An output's SQNR where an SQNR judges it (a float original)."""
+    if report.min_sqnr is None:
+        return ""
+    found = report.output_sqnr(name)
+    return " sqnr=none" if found is None else f" sqnr={found:.1f}dB"
+
+
 def _in_steps(report: Any, name: str) -> str:
     """The largest difference in quantization steps, where a comparison is not exact."""
     stats = getattr(report, "error_stats", {}).get(name)
@@ -421,12 +438,16 @@ def print_support(backend: str, engine: str | None, support: Any) -> None:
             click.echo(f"  {item.status}: {item.op} node '{item.node}': {item.reason}")
 
 
-def print_plan(plan: Any, limit: int = 40) -> None:
-    """A session's fusion plan (quantgraph.fusion): its units, then the spec ops left alone."""
+def print_plan(plan: Any, limit: int = 40, *, verbose: bool = True) -> None:
+    """A session's fusion plan (quantgraph.fusion): its units, then the spec ops left alone;
+    without ``verbose``, one line per engine and the decision's (auto) in a line."""
     click.echo(
         f"fusion {plan.mode}: {len(plan.units)} unit(s) with {plan.fused_nodes} spec op(s); "
         f"{len(plan.alone)} spec op(s) alone"
     )
+    if not verbose:
+        _print_plan_summary(plan)
+        return
     for unit in plan.units[:limit]:
         compute = f"{unit.compute} ({unit.op_type})" if unit.compute else "Q/DQ only"
         where = f" (in {unit.graph})" if unit.graph else ""
@@ -442,6 +463,33 @@ def print_plan(plan: Any, limit: int = 40) -> None:
         click.echo(f"  ... and {len(plan.alone) - limit} more (--json lists all)")
     if getattr(plan, "tuning", None) is not None:
         print_tuning(plan.tuning)
+
+
+def _print_plan_summary(plan: Any) -> None:
+    """Each engine in one line (its units, spec ops and kernels, most frequent first), the
+    spec ops left alone in one, fusion "auto"'s decision in one."""
+    engines: dict[str, list[Any]] = {}
+    for unit in plan.units:
+        engines.setdefault(unit.engine, []).append(unit)
+    for engine, units in engines.items():
+        kernels: dict[str, int] = {}
+        for unit in units:
+            kernel = unit.kernel.split(" (")[0].split(":")[0] if unit.compute else "Q/DQ only"
+            kernels[kernel] = kernels.get(kernel, 0) + 1
+        ranked = sorted(kernels.items(), key=lambda item: (-item[1], item[0]))
+        shown = ", ".join(f"{n} {kernel}" for kernel, n in ranked[:4])
+        more = f", {len(ranked) - 4} other kernel(s)" if len(ranked) > 4 else ""
+        ops = sum(len(u.nodes) for u in units)
+        click.echo(f"  {engine}: {len(units)} unit(s), {ops} spec op(s): {shown}{more}")
+    if plan.alone:
+        reasons = {a.reason for a in plan.alone}
+        click.echo(
+            f"  alone on the backend: {len(plan.alone)} spec op(s), {len(reasons)} reason(s)"
+        )
+    decision = getattr(plan, "tuning", None)
+    if decision is not None:
+        click.echo(f"  auto: {decision.why}")
+    click.echo("  (--verbose lists every unit and why each spec op runs alone)")
 
 
 def print_tuning(decision: Any) -> None:

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import click
 
+from ..progress import Status
 from .args import BackendArgs, InputArgs, OutputArgs, parsed
 from .args.backend import BACKEND_OPTIONS, FUSION_OPTION
 from .args.inputs import DIM_OPTION, SEED_OPTION, VAL_RANGE_OPTION, inputs_option
 from .args.output import OUTPUT_OPTION, force_option
 from .process import errors_are_one_line, quiet_onnxruntime
 from .render_json import JSON_OPTION, print_json
-from .render_text import describe, print_generated, print_outputs, print_plan
+from .render_text import VERBOSE_OPTION, describe, print_generated, print_outputs, print_plan
 
 
 @click.command()
@@ -25,11 +26,22 @@ from .render_text import describe, print_generated, print_outputs, print_plan
 @DIM_OPTION
 @VAL_RANGE_OPTION
 @FUSION_OPTION
+@VERBOSE_OPTION
 @JSON_OPTION
 @errors_are_one_line
 @parsed(feeds=InputArgs, out=OutputArgs, engine=BackendArgs)
-def run(model: Path, as_json: bool, feeds: InputArgs, out: OutputArgs, engine: BackendArgs) -> None:
-    """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs."""
+def run(
+    model: Path,
+    verbose: bool,
+    as_json: bool,
+    feeds: InputArgs,
+    out: OutputArgs,
+    engine: BackendArgs,
+) -> None:
+    """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs.
+
+    With --fusion, the plan is summed up one line per engine (--verbose: every unit).
+    """
     from ..ir.model_files import load_model
     from ..runtime.session import InferenceSession
     from ..validation import load_inputs, plan_inputs
@@ -39,9 +51,12 @@ def run(model: Path, as_json: bool, feeds: InputArgs, out: OutputArgs, engine: B
     inputs_and_model = (model, *feeds.inputs)
     if out.output is not None:
         out.check(out.output, protect=inputs_and_model, role="--output")
-    session = InferenceSession(
-        model, engine.backend, arithmetic=engine.arithmetic, fusion=engine.fusion
-    )
+    status = Status("run", quiet=as_json)
+    with status:
+        status.step("load", f"loading {model}")
+        session = InferenceSession(
+            model, engine.backend, arithmetic=engine.arithmetic, fusion=engine.fusion
+        )
     feeds_file = feeds.file
     inputs: dict[str, dict[str, object]]
     if feeds_file:
@@ -57,7 +72,11 @@ def run(model: Path, as_json: bool, feeds: InputArgs, out: OutputArgs, engine: B
         if not as_json:
             print_generated(inputs, feeds.seed)
     names = [o.name for o in session.get_outputs()]
-    results = session.run(names, arrays)
+    decided = session.fusion_plan.tuning
+    pending = decided is not None and decided.source == "pending"
+    with status:
+        status.step("run", "running (fusion auto decides its plan first)" if pending else "running")
+        results = session.run(names, arrays)
     if out.output is not None:
         from ..ir.output_files import write_npz
 
@@ -86,5 +105,5 @@ def run(model: Path, as_json: bool, feeds: InputArgs, out: OutputArgs, engine: B
     engine_text = f", {session.onednn_version}" if session.onednn_version else ""
     click.echo(f"backend: {session.backend} ({session.arithmetic} arithmetic{engine_text})")
     if engine.fusion != "none":
-        print_plan(session.fusion_plan)
+        print_plan(session.fusion_plan, verbose=verbose)
     print_outputs(summary)

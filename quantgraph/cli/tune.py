@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ..progress import Status
 from .args import BackendArgs, InputArgs, KernelArgs, parsed
 from .args.backend import BACKEND_OPTIONS
 from .args.inputs import DIM_OPTION, SEED_OPTION, VAL_RANGE_OPTION, inputs_option
@@ -85,16 +86,19 @@ def tune(
     options = ort.SessionOptions()
     threads = session.threads  # decisions are cached per thread count
     options.intra_op_num_threads = threads
-    tuned = InferenceSession(
-        model,
-        engine.backend,
-        arithmetic=engine.arithmetic,
-        options=options,
-        fusion="auto",
-        tune_inputs=arrays,
-        tuning="force" if again else "measure",
-        tuning_budget=budget,
-    )
+    with Status("tune", quiet=as_json) as status:
+        # the tuner reports nothing while it measures: the status line's clock says it works
+        status.step("measure", f"measuring fusion auto's candidate plans (--budget {budget:g} s)")
+        tuned = InferenceSession(
+            model,
+            engine.backend,
+            arithmetic=engine.arithmetic,
+            options=options,
+            fusion="auto",
+            tune_inputs=arrays,
+            tuning="force" if again else "measure",
+            tuning_budget=budget,
+        )
     decision = tuned.fusion_plan.tuning
     if as_json:
         print_json(

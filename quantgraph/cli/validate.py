@@ -60,14 +60,13 @@ def validate(
 
     out.check_report(protect=(original, rewritten, *feeds.inputs))  # before any work
     quiet_onnxruntime()
-    status = Status("validate", quiet=as_json)
-    report = run_validate(
-        original,
-        rewritten,
-        **validate_arguments(feeds, engine, tolerance, checks),
-        progress=status.validation,
-    )
-    status.close()
+    with Status("validate", quiet=as_json) as status:
+        report = run_validate(
+            original,
+            rewritten,
+            **validate_arguments(feeds, engine, tolerance, checks),
+            progress=status.validation,
+        )
     if out.report_path is not None:
         report.write_html(out.report_path, force=out.force)
     if as_json:

@@ -16,24 +16,25 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from ..ir.names import Names
 from ..ir.walk import all_graphs, spec_op
 
 
 def unique_dequantize(model: ir.Model) -> int:
     """Copies each dequantizing spec op of ``model`` (every graph and function) once per
     same-graph reader input beyond the one it keeps; returns how many copies were made."""
-    taken = _value_names(model)
+    names = Names.of(model)
     made = 0
     for graph in list(all_graphs(model)):
         for node in list(graph):
             op = spec_op(node)
             if op is None or op.is_quantize:
                 continue
-            made += _copy_per_reader(node, taken)
+            made += _copy_per_reader(node, names)
     return made
 
 
-def _copy_per_reader(node: ir.Node, taken: set[str]) -> int:
+def _copy_per_reader(node: ir.Node, names: Names) -> int:
     output = node.outputs[0]
     home = node.graph  # a function's nodes live in its ir.Graph, not the ir.Function
     assert home is not None
@@ -48,35 +49,15 @@ def _copy_per_reader(node: ir.Node, taken: set[str]) -> int:
             node.op_type,
             list(node.inputs),
             attributes=list(node.attributes.values()),
-            name=_unique(f"{node.name or output.name}/duplicated", taken),
+            name=names.unique(f"{node.name or output.name}/duplicated"),
             num_outputs=1,
             version=node.version,
         )
         copy.metadata_props.update(node.metadata_props)  # e.g. the com.microsoft origin
         result = copy.outputs[0]
-        result.name = _unique(f"{output.name}/duplicated", taken)
+        result.name = names.unique(f"{output.name}/duplicated")
         result.type = output.type
         result.shape = output.shape
         home.insert_before(reader, copy)
         reader.replace_input_with(index, result)
     return len(copies)
-
-
-def _value_names(model: ir.Model) -> set[str]:
-    names: set[str] = set()
-    for graph in all_graphs(model):
-        names.update(v.name for v in graph.inputs if v.name)
-        for node in graph:
-            names.add(node.name or "")
-            names.update(v.name for v in node.outputs if v.name)
-    names.update(model.graph.initializers)
-    return names
-
-
-def _unique(base: str, taken: set[str]) -> str:
-    name, count = base, 0
-    while name in taken:
-        count += 1
-        name = f"{base}_{count}"
-    taken.add(name)
-    return name

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
+from .names import Names
 from .walk import GraphLike
 
 
@@ -19,20 +20,16 @@ class ConstantFactory:
     replacement there, so that lowering can give it back where it was). Same request, same
     value: shared scale and zero-point initializers stay shared after the rewrite."""
 
-    def __init__(self, graph: GraphLike, is_main: bool, taken: set[str]) -> None:
+    def __init__(self, graph: GraphLike, is_main: bool, names: Names) -> None:
         self.graph = graph
         self.is_main = is_main
         self._cache: dict[tuple[str, str, bytes], ir.Value] = {}
         self._as_1d: dict[int, ir.Value] = {}  # by source value: skips re-keying by content
-        self._taken = taken
+        self.names = names
 
     def unique_name(self, base: str) -> str:
-        name, index = base, 1
-        while name in self._taken:
-            name = f"{base}_{index}"
-            index += 1
-        self._taken.add(name)
-        return name
+        """A node or value name no other in the model has (:class:`~.names.Names`)."""
+        return self.names.unique(base)
 
     def constant(
         self,

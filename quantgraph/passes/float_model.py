@@ -1,8 +1,10 @@
-"""A model with nothing quantized: ``convert`` refuses it instead of writing a copy.
+"""A model with nothing to rewrite: ``convert`` refuses a model with nothing quantized, and
+``lower`` a model with no quantgraph op, instead of writing a copy.
 
 A float model holds no Q/DQ, no quantized node of another format (:mod:`.other_formats`) and
 no quantgraph op; "converted 0 node(s)" and exit 0 would leave a newcomer believing the copy
-is a converted model.
+is a converted model. So would "converted 0 node(s)" from ``lower`` given a model never
+converted (its input, or a float model): the copy is not a lowered model either.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections import Counter
 
 import onnx_ir as ir
 
-from ..errors import NoQuantization
+from ..errors import NoQuantization, NothingToLower
 from ..ir.walk import all_graphs
 from ..spec import DOMAIN
 from .cast_scale import is_cast_scale
@@ -49,10 +51,36 @@ def refuse_unquantized(model: ir.Model, label: str) -> None:
             if is_quantized(node):
                 return
             counts[node.op_type] += 1
-    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    shown = ", ".join(f"{n} {op}" for op, n in ranked[:_SHOWN])
-    holds = f"{shown}, ..." if len(ranked) > _SHOWN else shown or "no nodes at all"
     raise NoQuantization(
         f"{label}the model holds no quantization (no QuantizeLinear/DequantizeLinear nor any "
-        f"other quantized node; it holds {holds}): {ADVICE}"
+        f"other quantized node; it holds {_holds(counts)}): {ADVICE}"
     )
+
+
+def refuse_unconverted(model: ir.Model, label: str) -> None:
+    """Raise :class:`NothingToLower` (one line: what the model holds, what to do) when no node
+    of any graph or function of ``model`` is a quantgraph op; ``label``: "path: " or ""."""
+    counts: Counter[str] = Counter()
+    for graph in all_graphs(model):
+        for node in graph:
+            if node.domain == DOMAIN:  # an op lowering does not know is its to report
+                return
+            counts[node.op_type] += 1
+    quantized = any(is_quantized(node) for graph in all_graphs(model) for node in graph)
+    what = (
+        "it is in its quantized form already; lower gives back the Q/DQ of a model "
+        "quantgraph convert wrote"
+        if quantized
+        else f"it is a float model: {ADVICE}"
+    )
+    raise NothingToLower(
+        f"{label}the model holds no quantgraph op to lower (no node of domain {DOMAIN}; it "
+        f"holds {_holds(counts)}): {what}"
+    )
+
+
+def _holds(counts: Counter[str]) -> str:
+    """The op types most frequent first, at most a few: "12 MatMul, 8 Add, ..."."""
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    shown = ", ".join(f"{n} {op}" for op, n in ranked[:_SHOWN])
+    return f"{shown}, ..." if len(ranked) > _SHOWN else shown or "no nodes at all"

@@ -25,6 +25,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ..errors import ModelError
+from ..ir.names import Names
 from ..ir.values import constant_array, optional_input
 
 _DOMAINS = ("", "ai.onnx", "com.microsoft")
@@ -105,6 +106,7 @@ def keep_float(
     if float_model is not None:
         _float_weights(model, [n for n in names if n not in tensors and n in weighted], float_model)
     relus: dict[str, ir.Value] = {}
+    new_names = Names.of(model)
     for name in names:
         is_tensor = name in tensors  # a tensor's name wins over a node's of the same name
         for node in list(graph) if is_tensor else [by_name[name]]:
@@ -112,14 +114,16 @@ def keep_float(
                 source = pair_source(value)
                 if source is None or value is None or (is_tensor and source.name != name):
                     continue
-                node.replace_input_with(index, _float_of(graph, value, source, relus))
+                kept = _float_of(graph, value, source, relus, new_names)
+                node.replace_input_with(index, kept)
         for index, value in enumerate(list(graph.outputs)):  # DQ(Q(T)) as a graph output
             source = pair_source(value)
             if is_tensor and source is not None and source.name == name and value.name:
-                kept, output_name = _float_of(graph, value, source, relus), value.name
+                kept = _float_of(graph, value, source, relus, new_names)
+                output_name = value.name
                 if kept.type is None:  # a graph output is declared with its type
                     kept.type, kept.shape = value.type, kept.shape or value.shape
-                value.name = f"{output_name}_quantized"
+                value.name = new_names.unique(f"{output_name}_quantized")
                 kept.name = output_name  # the graph output keeps its name
                 graph.outputs[index] = kept
     _drop_unused_pairs(graph)
@@ -166,7 +170,11 @@ def _float_weights(model: ir.Model, names: Sequence[str], float_model: ir.Model)
 
 
 def _float_of(
-    graph: ir.Graph, pair_output: ir.Value, source: ir.Value, relus: dict[str, ir.Value]
+    graph: ir.Graph,
+    pair_output: ir.Value,
+    source: ir.Value,
+    relus: dict[str, ir.Value],
+    names: Names,
 ) -> ir.Value:
     """What replaces DQ(Q(source)): ``source``, through a Relu where the Q clamps at 0."""
     dq = pair_output.producer()
@@ -175,8 +183,8 @@ def _float_of(
         return source  # a graph input has no Relu folded into its Q
     key = source.name or str(id(source))
     if key not in relus:
-        relu = ir.node("Relu", [source], name=f"{q.name or key}_kept_float_relu")
-        relu.outputs[0].name = f"{key}_kept_float"
+        relu = ir.node("Relu", [source], name=names.unique(f"{q.name or key}_kept_float_relu"))
+        relu.outputs[0].name = names.unique(f"{key}_kept_float")
         if source.dtype is not None:
             relu.outputs[0].dtype = source.dtype
         relu.outputs[0].shape = source.shape

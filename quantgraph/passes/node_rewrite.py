@@ -7,8 +7,9 @@ from collections.abc import Callable, Collection
 
 import onnx_ir as ir
 
+from ..ir.names import Names
 from ..ir.rewrite import ConstantFactory, remove_if_unused
-from ..ir.walk import GraphLike, all_graphs, used_names
+from ..ir.walk import GraphLike, all_graphs
 from ..spec import DOMAIN, OPSET_VERSION
 from .report import ConvertedNode, RewriteReport, RewriteResult, Skip, SkippedNode
 from .requirements import schemas_registered, supported_opset
@@ -55,12 +56,12 @@ class NodeRewritePass(ir.passes.InPlacePass):
         self.stale: list[ir.Value | None] = []  # former inputs, swept once at the end
         report = self.report if self.report is not None else RewriteReport()
         converted_before = len(report.converted_nodes)
-        taken = used_names(model)
+        names = Names.of(model)
         graphs = list(all_graphs(model))
         total = sum(1 for g in graphs for n in g if self.matches(n))
         done = 0
         for graph in graphs:
-            factory = ConstantFactory(graph, graph is model.graph, taken)
+            factory = ConstantFactory(graph, graph is model.graph, names)
             where = "" if graph is model.graph else (graph.name or "")
             for node in list(graph):
                 if not self.matches(node):

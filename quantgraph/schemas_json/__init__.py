@@ -288,6 +288,10 @@ DEFS: dict[str, Schema] = {
     "validation": _object(
         {
             "agree": BOOL,
+            "criterion": STRING,
+            "min_sqnr_db": {"type": ["number", "null"]},
+            "values_compared": {"type": "integer", "minimum": 0},
+            "few_values": NULLABLE_STRING,
             "comparison": STRING,
             "comparison_note": STRING,
             "exact_expected": BOOL,

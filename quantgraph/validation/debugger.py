@@ -14,13 +14,14 @@ writes.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx_ir as ir
 import onnxruntime as ort
 
+from ..ir.walk import spec_nodes
 from .node_error import NodeModel, NodeQuantization
 from .qparams import TensorCounter, TensorQuantization, quantized_tensors
 from .sensitivity import Sensitivity, measure, ranked_candidates, worst_output_sqnr
@@ -110,6 +111,15 @@ def _options() -> ort.SessionOptions:
     return options
 
 
+# progress(stage, done, total): "nodes" (0, 1) before the nodes' own error is measured,
+# "sensitivity" (k, total) as the k-th rerun with a tensor kept in float starts
+Progress = Callable[[str, int, int], None]
+
+
+def _silent(stage: str, done: int, total: int) -> None:
+    pass
+
+
 def debug(
     qdq: ir.Model,
     float_values: Sequence[Mapping[str, np.ndarray]],
@@ -118,17 +128,20 @@ def debug(
     samples: Sequence[Mapping[str, np.ndarray]],
     sensitivity: int | None = None,
     float_model: ir.Model | None = None,
+    progress: Progress = _silent,
 ) -> QuantizationDebug:
     """Debug ``qdq`` against the float model's values (``float_values``: per sample, every
     tensor by name, inputs included), given the QDQ model's ``outputs`` on each sample
     (``quantized_outputs``). ``sensitivity``: how many of the worst places to rerun in float
-    (nodes' weights among them only with ``float_model``, which has them in float)."""
+    (nodes' weights among them only with ``float_model``, which has them in float);
+    ``progress`` hears of the nodes' measure and of each rerun."""
     known = set(float_values[0]) if float_values else set()
     counters = [TensorCounter(p) for p in quantized_tensors(qdq.graph, known)]
     for values in float_values:
         for counter in counters:
             counter.add(values[counter.params.source])
     found = QuantizationDebug(tensors=[c.result() for c in counters])
+    progress("nodes", 0, 1)
     try:
         found.nodes = NodeModel(qdq, known).measure(float_values, _options())
     except Exception as error:  # a node the combined model cannot hold: the tensors still count
@@ -139,7 +152,7 @@ def debug(
         ranked = ranked_candidates(qdq, found.tensors, found.nodes, float_model)
         found.sensitivity = measure(
             qdq, float_model, ranked, sensitivity, outputs, expected, samples,
-            found.baseline_sqnr_db, _options(),
+            found.baseline_sqnr_db, _options(), progress,
         )  # fmt: skip
     return found
 
@@ -153,12 +166,28 @@ def from_run(
     actual: Sequence[Sequence[np.ndarray]],
     sensitivity: int | None,
     float_model: ir.Model | None = None,
+    progress: Progress = _silent,
 ) -> QuantizationDebug:
     """:func:`debug` from what validate ran: the float model's ``wanted`` tensors on each
-    sample (``expected``) and the QDQ model's results (``actual``, outputs first)."""
+    sample (``expected``) and the QDQ model's results (``actual``, outputs first). A converted
+    model is debugged as the Q/DQ form it lowers to (:func:`as_qdq`)."""
     float_values = [
         {**sample, **dict(zip(wanted, values, strict=True))}
         for sample, values in zip(samples, expected, strict=True)
     ]
     quantized = [a[: len(outputs)] for a in actual]
-    return debug(qdq, float_values, outputs, quantized, samples, sensitivity, float_model)
+    return debug(
+        as_qdq(qdq), float_values, outputs, quantized, samples, sensitivity, float_model, progress
+    )
+
+
+def as_qdq(model: ir.Model) -> ir.Model:
+    """``model``, or where it holds quantgraph's ops, the Q/DQ form they lower to (in
+    memory): the figures read ONNX's QuantizeLinear/DequantizeLinear and run in plain
+    onnxruntime, and lowering gives back the original's nodes under their names, which
+    ``convert --keep-float`` takes."""
+    if not any(True for _ in spec_nodes(model)):
+        return model
+    from ..converter import lower
+
+    return lower(model, check=False, allow_partial=True).model

@@ -23,7 +23,9 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
+from ..ir.names import Names
 from .qparams import COARSE, LEVELS_UNDER, sqnr
+from .quantized_units import units
 
 _DOMAINS = ("", "ai.onnx", "com.microsoft")
 _SUFFIX = "::qg_debug"
@@ -87,13 +89,14 @@ class NodeModel:
         copied: list[onnx.NodeProto] = []
         constant_nodes: dict[str, onnx.NodeProto] = {}
         used: set[str] = set()
+        names = Names.of_proto(proto)  # every copy's node and output names are new ones
 
         def constant(name: str) -> None:
             used.add(name)
             if name in made and made[name].op_type == "Constant":
                 constant_nodes[name] = made[name]
 
-        for index, node in enumerate(graph.node):
+        for node in graph.node:
             if node.op_type in ("QuantizeLinear", "DequantizeLinear", "Constant"):
                 continue
             if any(
@@ -114,9 +117,9 @@ class NodeModel:
             ]
             if not dq_consts:
                 continue
-            tag = f"{_SUFFIX}{index}"
             inputs: list[str] = []
             mine: list[onnx.NodeProto] = []
+            copies: dict[str, str] = {}  # a DQ'd constant read twice is copied once
             ok = True
             for name in node.input:
                 producer = made.get(name)
@@ -125,14 +128,14 @@ class NodeModel:
                         constant(name)
                     inputs.append(name)
                 elif producer is not None and producer in dq_consts:
-                    copy = onnx.NodeProto()
-                    copy.CopyFrom(producer)
-                    copy.output[0] = producer.output[0] + tag
-                    for i in copy.input:
-                        if i:
-                            constant(i)
-                    mine.append(copy)
-                    inputs.append(copy.output[0])
+                    if name not in copies:
+                        copy = _copy(producer, names)
+                        for i in copy.input:
+                            if i:
+                                constant(i)
+                        mine.append(copy)
+                        copies[name] = copy.output[0]
+                    inputs.append(copies[name])
                 else:
                     source = _pair_source(name, made)
                     feed = source if source is not None else name
@@ -144,26 +147,18 @@ class NodeModel:
                         self.fed.append(feed)
             if not ok:
                 continue
-            copy = onnx.NodeProto()
-            copy.CopyFrom(node)
+            copy = _copy(node, names)
             del copy.input[:]
             copy.input.extend(inputs)
-            copy.name = (node.name or node.op_type) + tag
-            for k, o in enumerate(copy.output):
-                if o:
-                    copy.output[k] = o + tag
             mine.append(copy)
-            quantized, reference = out + tag, reference_name
+            quantized, reference = copy.output[0], reference_name
             if pair is not None:
                 if reference_name not in self.fed:
                     self.fed.append(reference_name)
                 for side, source_name in (("q", quantized), ("f", reference_name)):
                     for step in pair:
-                        step_copy = onnx.NodeProto()
-                        step_copy.CopyFrom(step)
-                        step_copy.name = f"{step.name}{tag}{side}"
+                        step_copy = _copy(step, names)
                         step_copy.input[0] = source_name
-                        step_copy.output[0] = f"{step.output[0]}{tag}{side}"
                         for i in step_copy.input[1:]:
                             if i:
                                 constant(i)
@@ -177,9 +172,31 @@ class NodeModel:
                 self.fed.append(out)  # the reference is the float output itself
             copied.extend(mine)
             self.pairs.append((quantized, reference))
-            names = [n.input[0] for n in dq_consts]
+            read = [n.input[0] for n in dq_consts]
             self.nodes.append(
-                NodeQuantization(node.name or "", node.op_type, out, names, _levels(dq_consts, qdq))
+                NodeQuantization(node.name or "", node.op_type, out, read, _levels(dq_consts, qdq))
+            )
+        measured = {output for pair in self.pairs for output in pair} | set(self.fed)
+        for unit in units(graph, known, consts, measured):
+            renamed: dict[str, str] = {}
+            for step in unit.nodes:
+                step_copy = _copy(step, names)
+                for k, name in enumerate(step_copy.input):
+                    step_copy.input[k] = renamed.get(name, name)
+                renamed.update(zip(step.output, step_copy.output, strict=True))
+                copied.append(step_copy)
+            for name in unit.constants:
+                constant(name)
+            for name in (*unit.inputs, unit.target):
+                if name not in self.fed:
+                    self.fed.append(name)
+            self.pairs.append((renamed[unit.target], unit.target))
+            node = unit.quantized
+            read = [n for n in node.input if n in unit.constants]
+            self.nodes.append(
+                NodeQuantization(
+                    node.name or "", node.op_type, unit.target, read, _unit_levels(node, read, qdq)
+                )
             )
         initializers = [t for t in graph.initializer if t.name in used]
         outputs = []
@@ -237,6 +254,17 @@ class NodeModel:
         return self.nodes
 
 
+def _copy(node: onnx.NodeProto, names: Names) -> onnx.NodeProto:
+    """A copy of ``node`` whose name and outputs no other node or value has."""
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.name = names.unique(f"{node.name or node.op_type}{_SUFFIX}")
+    for k, output in enumerate(copy.output):
+        if output:
+            copy.output[k] = names.unique(f"{output}{_SUFFIX}")
+    return copy
+
+
 def _pair_source(name: str, made: Mapping[str, onnx.NodeProto]) -> str | None:
     """T when ``name`` is DQ(Q(T))'s output."""
     dq = made.get(name)
@@ -260,10 +288,22 @@ def _output_pair(
 def _levels(dq_consts: Sequence[onnx.NodeProto], qdq: ir.Model) -> float | None:
     """The fewest integer levels any output channel (axis 0) of the node's 8-bit-or-narrower
     weights spans (max - min of the quantized integers); None when there are none."""
+    return _constant_levels([dq.input[0] for dq in dq_consts], qdq)
+
+
+def _unit_levels(node: onnx.NodeProto, read: Sequence[str], qdq: ir.Model) -> float | None:
+    """:func:`_levels` of the integer weights a quantized node reads (none for packed
+    4-bit weights: their bytes hold two values each)."""
+    if node.op_type in ("MatMulNBits", "GatherBlockQuantized"):
+        return None
+    return _constant_levels(read, qdq)
+
+
+def _constant_levels(names: Sequence[str], qdq: ir.Model) -> float | None:
     arrays = {t.name: t for t in qdq.graph.initializers.values()}
     fewest: float | None = None
-    for dq in dq_consts:
-        value = arrays.get(dq.input[0])
+    for name in names:
+        value = arrays.get(name)
         if value is None or value.const_value is None:
             continue
         w = value.const_value.numpy()

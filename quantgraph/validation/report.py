@@ -68,8 +68,17 @@ FUSED_ONEDNN_NOTE = (
 )
 QUANTIZATION_ERROR = (
     "float model vs quantized model on the {backend} backend, both at ORT_DISABLE_ALL: the "
-    "quantization error, judged by --atol/--rtol"
+    "quantization error, judged by {judged}"
 )
+# A float model against its quantized form, without a tolerance: each output's signal to
+# quantization-noise ratio over every sample must reach this (noise energy at most 1% of the
+# signal's). --min-sqnr sets another; --atol/--rtol alone judge element by element instead.
+DEFAULT_MIN_SQNR = 20.0
+# Fewer output values than this in all (a model whose only output is a score, one sample)
+# make a verdict that says little: the report says so, and how many samples would compare
+# ENOUGH_VALUES.
+FEW_VALUES = 10
+ENOUGH_VALUES = 100
 QUANTIZATION_NOTE = (
     "tensors are paired by name, each float activation with its value after its Q/DQ pair (what "
     "the next layer reads, as onnxruntime's qdq_loss_debug pairs them); not expected to be exact: "
@@ -256,6 +265,11 @@ class ValidationReport:
     debug: QuantizationDebug | None = None
     # A decoder original: the greedy generation on both models (:mod:`.generation`).
     generation: GenerationReport | None = None
+    # Against a float original: the output SQNR (dB) every output must reach (None: judged by
+    # the tolerances alone, which the caller gave instead).
+    min_sqnr: float | None = None
+    # The samples came from files (--inputs), not from a seed (how to compare more differs).
+    inputs_given: bool = False
 
     def write_html(self, path: str | os.PathLike[str], *, force: bool = False) -> Path:
         """Write the report as ``validate --report``'s self-contained HTML page, by the rules
@@ -301,19 +315,95 @@ class ValidationReport:
         return found
 
     @property
+    def judged_by_tolerance(self) -> bool:
+        """Elements are judged by atol/rtol: where exactness is not expected, unless an
+        output SQNR judges a float original and no tolerance was given."""
+        if self.exact_expected:
+            return False
+        return self.min_sqnr is None or self.tolerance != (0.0, 0.0)
+
+    @property
+    def criterion(self) -> str:
+        """The verdict's rule, stated."""
+        if self.exact_expected:
+            return "exact: any differing element (bitwise; NaN equals NaN) is a disagreement"
+        rules = []
+        if self.min_sqnr is not None:
+            rules.append(
+                f"each output's SQNR over all samples at least {self.min_sqnr:g} dB (its "
+                f"noise energy at most {100 * 10 ** (-self.min_sqnr / 10):.3g}% of its "
+                "signal's; --min-sqnr to change)"
+            )
+        if self.judged_by_tolerance and self.bound is not None and self.tolerance == (0.0, 0.0):
+            rules.append("every element within the bound the model gives its output (bound:)")
+        elif self.judged_by_tolerance:
+            atol, rtol = self.tolerance
+            rules.append(
+                f"every element within atol + rtol * |expected| (atol={atol:g} rtol={rtol:g})"
+            )
+        return " and ".join(rules)
+
+    def output_sqnr(self, name: str) -> float | None:
+        """An output's SQNR over every sample, None where it has none to speak of (shapes
+        apart, or a NaN or infinity where the other side has a number)."""
+        stats = self.error_stats.get(name)
+        output = next((o for o in self.outputs if o.name == name), None)
+        if stats is None or output is None or stats.elements != output.elements:
+            return None
+        return None if stats.nonfinite else stats.sqnr_db
+
+    def output_agrees(self, output: TensorComparison) -> bool:
+        """One output by :attr:`criterion`."""
+        if self.exact_expected:
+            return output.agree
+        if self.judged_by_tolerance and not output.within_tolerance:
+            return False
+        if self.min_sqnr is not None:
+            found = self.output_sqnr(output.name)
+            return found is not None and found >= self.min_sqnr
+        return True
+
+    @property
     def agree(self) -> bool:
-        """Every output identical; or, when exactness is not expected, within tolerance; and a
-        decoder's generation alike at every step fed the same tokens, by the same rule."""
+        """Every output by :attr:`criterion`: identical; or, when exactness is not expected,
+        within tolerance or the bound (and, against a float original, at the SQNR asked for);
+        and a decoder's generation alike at every step fed the same tokens, by the same rule."""
         if self.generation is not None and not self.generation.agree:
             return False
-        if self.exact_expected:
-            return all(o.agree for o in self.outputs)
-        return all(o.within_tolerance for o in self.outputs)
+        return all(self.output_agrees(o) for o in self.outputs)
+
+    @property
+    def values_compared(self) -> int:
+        """Output values compared, over every output and sample."""
+        return sum(o.elements for o in self.outputs)
+
+    @property
+    def few_values(self) -> str | None:
+        """What to say when so few values were compared that the verdict says little."""
+        compared = self.values_compared
+        if compared >= FEW_VALUES or not self.outputs:
+            return None
+        each = max(1, compared // max(self.samples, 1))
+        shapes = ", ".join(f"'{o.name}' {o.shape}" for o in self.outputs[:3])
+        samples = "1 sample" if self.samples == 1 else f"{self.samples} samples"
+        if self.inputs_given:
+            more = "give more sample files to --inputs (a folder of .npz or .npy)"
+        else:
+            wanted = -(-ENOUGH_VALUES // each)
+            more = f"--iterations {wanted} (iterations={wanted}) compares {wanted * each}"
+        return (
+            f"only {compared} output value{'' if compared == 1 else 's'} compared ({samples} "
+            f"of {shapes}): a verdict on so few says little; {more}"
+        )
 
     def to_dict(self) -> dict[str, object]:
         atol, rtol = self.tolerance
         return {
             "agree": self.agree,
+            "criterion": self.criterion,
+            "min_sqnr_db": self.min_sqnr,
+            "values_compared": self.values_compared,
+            "few_values": self.few_values,
             "comparison": self.comparison,
             "comparison_note": self.comparison_note,
             "exact_expected": self.exact_expected,

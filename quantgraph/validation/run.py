@@ -48,6 +48,7 @@ from .like_reference import LikeReference, like_reference
 from .options import InputOptionError, memory_budget_bytes
 from .partitions import Partitions
 from .report import (
+    DEFAULT_MIN_SQNR,
     EXACT,
     EXACT_NOTE,
     FUSED,
@@ -71,7 +72,9 @@ from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT, find_pl
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 # progress(stage, done, total): stage "original", "reference", "rewritten", "spread" (the bound),
-# "as run" (the original beside a like-with-like reference) or "optimized"; done 0: loading.
+# "as run" (the original beside a like-with-like reference) or "optimized"; done 0: loading;
+# "search": done = the plan of inputs tried (total 0: not known); "nodes": each quantized
+# node's own error being measured; "sensitivity": done of total reruns.
 Progress = Callable[[str, int, int], None]
 
 # onnxruntime's type strings ("tensor(float8e4m3fn)") and the ONNX element types they name.
@@ -206,6 +209,7 @@ def validate(
     sensitivity: int | None = None,
     generate: int | None = None,
     prompt_tokens: int | None = None,
+    min_sqnr: float | None = None,
 ) -> ValidationReport:
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
@@ -229,6 +233,9 @@ def validate(
     as a like-with-like copy (:mod:`.like_reference`; the original as run is compared beside,
     ``report.as_run``) and, unless ``atol``/``rtol`` are given, each output is judged by a bound
     the model gives (:mod:`.rounding_spread`; ``report.bound``).
+    A float original against its quantized form is judged by each output's SQNR, at least
+    ``min_sqnr`` dB (default :data:`.report.DEFAULT_MIN_SQNR`; with ``atol``/``rtol`` and no
+    ``min_sqnr``, by the tolerances alone).
     When the original is a decoder (:mod:`.decoder`), both models also generate greedily
     (:mod:`.generation`): a prompt of ``prompt_tokens`` ids from ``seed`` (default 16), the
     prefill, then ``generate`` steps (default 8; 0: none), compared step by step (the
@@ -247,7 +254,9 @@ def validate(
     check_roles(source.ir, rewritten_ir, source.label, rewritten_label)
     _same_inputs(source, rewritten_ir, rewritten_label)
     generation = check_generation(source.ir, generate, prompt_tokens, source.label)
-    check_tolerance(source.ir, rewritten_ir, backend, arithmetic, fusion, optimized, atol, rtol)
+    check_tolerance(
+        source.ir, rewritten_ir, backend, arithmetic, fusion, optimized, atol, rtol, min_sqnr
+    )
     tell("original", 0, iterations)
     float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
     like = _like(source.ir, rewritten_ir, fusion, float_reference)
@@ -265,7 +274,10 @@ def validate(
     declared = {o.name: ELEM_TYPES.get(o.type) for o in session.get_outputs()}
     tensor_names = [n for n in tensor_names if n not in outputs]
     if sensitivity and not float_reference:
-        raise ModelError("--sensitivity needs a float original and its quantized (QDQ) form")
+        raise ModelError(
+            f"--sensitivity needs a float ORIGINAL and its quantized form as REWRITTEN: "
+            f"ORIGINAL ({source.label}) is quantized"
+        )
     reference = onednn_reference.for_validation(
         source.ir, source.label, float_reference, backend, arithmetic, fusion,
         quiet_options(level), intermediate,
@@ -294,9 +306,18 @@ def validate(
             origins=[f for f, _ in given],
         )
     else:
+        plans = iter(range(1 << 30))
+        run_original = partial(_run, session, wanted)  # bound now: the session goes later
+
+        def attempt(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+            tried = next(plans)
+            if tried:  # the first plan refused (or over the budget): the search is on
+                tell("search", tried, 0)
+            return run_original(feeds)
+
         found = find_plan(
             source.ir,
-            partial(_run, session, wanted),
+            attempt,
             label=source.label,
             message=_ort_message,
             dims=dims,
@@ -378,7 +399,11 @@ def validate(
             qop, backend_name, fusion, original_text, judged_text
         )
     elif float_reference:
-        comparison, note = QUANTIZATION_ERROR.format(backend=backend_name), QUANTIZATION_NOTE
+        if min_sqnr is None and not (atol or rtol):
+            min_sqnr = DEFAULT_MIN_SQNR
+        judged_by = "--atol/--rtol" if min_sqnr is None else "each output's SQNR (--min-sqnr)"
+        comparison = QUANTIZATION_ERROR.format(backend=backend_name, judged=judged_by)
+        note = QUANTIZATION_NOTE
     elif onednn_fused:
         from ..backends import onednn
 
@@ -447,6 +472,8 @@ def validate(
         original=source.label,
         rewritten=rewritten_label,
         model_files=(*source_files(source.ir), *source_files(rewritten_ir)),
+        min_sqnr=min_sqnr if float_reference else None,
+        inputs_given=inputs is not None,
     )
     index = {name: i for i, name in enumerate(wanted)}
     tensor_steps = {**quantization_steps(rewritten_ir.graph), **quantization_steps(source.ir.graph)}
@@ -507,7 +534,15 @@ def validate(
         report.intermediate = _intermediate(source, rewritten_ir, compared)
         if float_reference:
             report.debug = from_run(
-                rewritten_ir, samples, wanted, expected, outputs, actual, sensitivity, source.ir
+                rewritten_ir,
+                samples,
+                wanted,
+                expected,
+                outputs,
+                actual,
+                sensitivity,
+                source.ir,
+                tell,
             )
         if parts is not None and parts.checked and exposed is not None:
             spec = source.session(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, exposed)
@@ -646,15 +681,24 @@ def check_tolerance(
     optimized: bool,
     atol: float,
     rtol: float,
+    min_sqnr: float | None = None,
 ) -> None:
     """A tolerance where the comparison must be exact would be silently unused: say so before
-    any model runs (convert --validate asks before it writes OUT)."""
+    any model runs (convert --validate asks before it writes OUT); so would an output SQNR
+    anywhere but against a float original."""
+    float_original = not has_quantization(original.graph) and has_quantization(rewritten.graph)
+    if min_sqnr is not None and not float_original:
+        raise ModelError(
+            f"--min-sqnr {min_sqnr:g} would judge nothing: it judges a float ORIGINAL against "
+            "its quantized form (each output's SQNR); these models are a quantized model and a "
+            "rewritten form of it, compared exactly or by --atol/--rtol"
+        )
     judged = optimized or fusion in PARTITION_MODES or integer_sums.converted(rewritten)
     judged = judged or bool(other_kernels.differing(rewritten, fusion))
     judged = judged or bool(qoperator.qoperator_ops(original.graph, rewritten.graph))
     if judged or not (atol or rtol):
         return
-    if not has_quantization(original.graph) and has_quantization(rewritten.graph):
+    if float_original:
         return  # a float original: judged by the tolerance
     from ..backends import require, resolve_arithmetic
 

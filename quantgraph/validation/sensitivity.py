@@ -14,7 +14,7 @@ the others are listed as no gain, never as suggestions.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,6 +129,7 @@ def measure(
     samples: Sequence[Mapping[str, np.ndarray]],
     baseline: float,
     options: ort.SessionOptions,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> list[Sensitivity]:
     """The ``count`` first of ``ranked`` each kept in float alone and rerun on ``samples``
     (``expected``: the float model's ``outputs`` on them), best gain first. A candidate
@@ -139,6 +140,8 @@ def measure(
     for one in ranked:
         if len(results) == count:
             break
+        if progress is not None:
+            progress("sensitivity", len(results) + 1, min(count, len(ranked)))
         try:
             model = keep_float(
                 ir.serde.deserialize_model(proto),

@@ -134,5 +134,6 @@ def validate_arguments(
         "prompt_tokens": checks.prompt_tokens,
         "atol": tolerance.atol,
         "rtol": tolerance.rtol,
+        "min_sqnr": tolerance.min_sqnr,
         "fusion": engine.fusion,
     }
