@@ -15,6 +15,7 @@ import onnx
 import onnx_ir as ir
 
 from ..errors import ModelError
+from .derived_tensors import on_disk
 from .node_order import sort_nodes
 from .output_files import check_data_name, write_files
 from .walk import proto_graphs, subgraphs
@@ -121,8 +122,9 @@ def external_locations(proto: onnx.ModelProto) -> set[str]:
 
 
 def has_external_data(model: ir.Model) -> bool:
+    """Whether an initializer's bytes live in (or are derived from) an external-data file."""
     return any(
-        isinstance(value.const_value, ir.ExternalTensor)
+        on_disk(value.const_value)
         for graph in (model.graph, *subgraphs(model.graph))
         for value in graph.initializers.values()
     )
