@@ -125,7 +125,7 @@ class GatherBlockQuantizedPass(NodeRewritePass):
         table_of = functools.partial(
             _table, packed=packed, bits=bits, axis=a, shape=tuple(table_shape), signed=signed
         )
-        q_type = ir.DataType.INT8 if signed else ir.DataType.UINT8
+        q_type = layout.onnx_type(8, signed)  # one value a byte: Gather takes no 4-bit types
 
         base = node.name or factory.unique_name("GatherBlockQuantized")
         kind = f"{'s' if signed else 'u'}{bits}"

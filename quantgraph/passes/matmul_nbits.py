@@ -49,12 +49,6 @@ CONTRIB = "com.microsoft"
 RECORD = "quantgraph.matmul_nbits"  # node metadata: JSON of what lowering needs
 _ATTRIBUTES = ("K", "N", "bits", "block_size", "accuracy_level", "weight_prepacked")
 _ZP_ABSENT, _ZP_PACKED, _ZP_TYPED = "absent", "packed", "typed"
-_Q_TYPES = {  # (signed, bits) -> q's type
-    (True, 4): ir.DataType.INT4,
-    (False, 4): ir.DataType.UINT4,
-    (True, 8): ir.DataType.INT8,
-    (False, 8): ir.DataType.UINT8,
-}
 
 
 def is_matmul_nbits(node: ir.Node) -> bool:
@@ -117,7 +111,7 @@ class MatMulNBitsPass(NodeRewritePass):
         padded = blocks * block
         base = node.name or factory.unique_name("MatMulNBits")
         signed = zp_kind == _ZP_ABSENT  # MatMulNBits' implicit 2^(bits-1): signed q, no zps
-        q_type = _Q_TYPES[signed, bits]
+        q_type = layout.onnx_type(bits, signed)
         weight_of = functools.partial(
             layout.standard_weight, n=n, padded=padded, bits=bits, signed=signed
         )

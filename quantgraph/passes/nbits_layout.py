@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import onnx_ir as ir
 
 BITS = (4, 8)  # the widths the spec has (u4/s4, u8/s8); MatMulNBits also has 2
 
@@ -180,6 +181,19 @@ def unpacked_rows(packed: np.ndarray, bits: int, width: int, signed: bool) -> np
     if signed:
         values -= np.uint8(default_zero_point(bits))  # uint8 arithmetic wraps: int8's bytes
     return out
+
+
+def onnx_type(bits: int, signed: bool) -> ir.DataType:
+    """The standard tensor type of ``bits``-bit values: INT4/UINT4/INT8/UINT8."""
+    return _TYPES[signed, bits]
+
+
+_TYPES = {
+    (True, 4): ir.DataType.INT4,
+    (False, 4): ir.DataType.UINT4,
+    (True, 8): ir.DataType.INT8,
+    (False, 8): ir.DataType.UINT8,
+}
 
 
 def unsigned_type(bits: int) -> type:
