@@ -113,7 +113,8 @@ def convert(
             progress=progress,
             keep_float=[n.strip() for n in (keep_float or "").split(",") if n.strip()],
         )
-    payload: dict[str, Any] = result.report.to_dict()
+    # 100k converted nodes take a second to list: only --json prints them
+    payload: dict[str, Any] = result.report.to_dict() if as_json else {}
     validation = None
     if validate_result and not dry_run:  # the models' word on the options, before writing
         from ..validation import check_input_options, check_tolerance, input_samples

@@ -49,10 +49,15 @@ def refuse_unquantized(model: ir.Model, label: str) -> None:
             if is_quantized(node):
                 return
             counts[node.op_type] += 1
+    raise no_quantization(counts, label)
+
+
+def no_quantization(counts: Counter[str], label: str) -> NoQuantization:
+    """The error for a model that holds the op types ``counts`` and nothing quantized."""
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
     shown = ", ".join(f"{n} {op}" for op, n in ranked[:_SHOWN])
     holds = f"{shown}, ..." if len(ranked) > _SHOWN else shown or "no nodes at all"
-    raise NoQuantization(
+    return NoQuantization(
         f"{label}the model holds no quantization (no QuantizeLinear/DequantizeLinear nor any "
         f"other quantized node; it holds {holds}): {ADVICE}"
     )
