@@ -19,7 +19,7 @@ from .checker import OpKey, check_file
 from .derived_tensors import on_disk
 from .node_order import sort_nodes
 from .output_files import check_data_name, write_files
-from .walk import proto_graphs, subgraphs
+from .walk import subgraphs
 
 ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto | ir.Model
 AUTO = "auto"
@@ -217,12 +217,29 @@ def _check_file(path: Path, accepted: frozenset[OpKey]) -> None:
 
 
 def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    for inner in proto_graphs(graph):
-        yield from inner.initializer
-        for node in inner.node:
-            for attribute in node.attribute:
-                if attribute.HasField("t"):
-                    yield attribute.t
+    """Initializers and tensor attributes of ``graph`` and the graphs its nodes hold.
+
+    One look at each attribute's type (a field read, not ``HasField``): on a 100k-node model
+    this walk was 0.5 s, made when it is read and again when it is written."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            kind = attribute.type
+            if kind in _PLAIN:
+                continue
+            if kind == _TENSOR or (kind == _UNDEFINED and attribute.HasField("t")):
+                yield attribute.t
+            elif kind == _GRAPH or (kind == _UNDEFINED and attribute.HasField("g")):
+                yield from _tensors(attribute.g)
+            elif kind in (_GRAPHS, _UNDEFINED):
+                for inner in attribute.graphs:
+                    yield from _tensors(inner)
+
+
+_Kind = onnx.AttributeProto.AttributeType
+_TENSOR, _GRAPH, _GRAPHS, _UNDEFINED = _Kind.TENSOR, _Kind.GRAPH, _Kind.GRAPHS, _Kind.UNDEFINED
+# Attribute types that hold neither a tensor nor a graph.
+_PLAIN = frozenset((_Kind.FLOAT, _Kind.INT, _Kind.STRING, _Kind.FLOATS, _Kind.INTS, _Kind.STRINGS))
 
 
 def _check_external_locations(proto: onnx.ModelProto, path: Path) -> None:
