@@ -235,7 +235,8 @@ def replace_node(
     for index, value in enumerate(inputs):
         if old.inputs[index] is not value:
             old.replace_input_with(index, value)
-    old.attributes.clear()
+    if old.attributes:  # (clearing an empty UserDict raises and catches a KeyError)
+        old.attributes.clear()
     for attribute in attributes:
         old.attributes[attribute.name] = attribute
     for output in old.outputs:

@@ -58,9 +58,10 @@ _QUANTIZED_ONNX = frozenset(t.onnx for t in _QUANTIZED)
 _DEQUANTIZABLE_ONNX = frozenset(t.onnx for t in _DEQUANTIZABLE)
 _SCALES = {True: DYNAMIC_QUANTIZE.scales_types, False: DYNAMIC_DEQUANTIZE.scales_types}
 _SCALES_ONNX = {quantize: frozenset(t.onnx for t in types) for quantize, types in _SCALES.items()}
+_IR_TYPES = {t.onnx: ir.DataType(t.onnx) for t in dtypes.ALL}  # ir.DataType(x) is an enum call
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # made once a node: a frozen dataclass's __init__ is 3x slower
 class _Plan:
     """What one Q/DQ node means in spec terms."""
 
@@ -83,8 +84,8 @@ class _Plan:
             self.qtype,
             self.axis,
             self.group_shape,
-            self.scale_type,
-            self.quant_type,
+            self.scale_type.name,
+            self.quant_type.name,
             self.padded,
             self.contrib,
         )
@@ -104,8 +105,8 @@ def _detail(
     qtype: str,
     axis: int,
     group_shape: tuple[int, ...] | None,
-    scale_type: dtypes.DType,
-    quant_type: dtypes.DType,
+    scale_type: str,
+    quant_type: str,
     padded: tuple[int, int] | None,
     contrib: bool,
 ) -> str:
@@ -115,9 +116,9 @@ def _detail(
         PER_CHANNEL: f"axis {axis}",
         PER_GROUP: f"per_group {list(group_shape or ())}",
     }.get(qtype, "per_tensor")
-    scales = "" if scale_type == dtypes.F32 else f", {scale_type.name} scales"
+    scales = "" if scale_type == dtypes.F32.name else f", {scale_type} scales"
     sliced = f", last block padded {padded[0]} -> {padded[1]} and sliced" if padded else ""
-    return f"{quant_type.name}, {where}{scales}{sliced}" + (
+    return f"{quant_type}, {where}{scales}{sliced}" + (
         f", from {CONTRIB_DOMAIN}" if contrib else ""
     )
 
@@ -147,6 +148,7 @@ class QdqToSpecPass(NodeRewritePass):
         self._bad_scale: dict[int, bool] = {}  # by scale value: often shared by thousands
         self._opsets: dict[int, int | None] = {}  # by graph
         self._attrs: dict[tuple[str, object], ir.Attr] = {}  # equal attributes, one object
+        self._shapes: dict[ir.Value, Shape | None] = {}  # scales and zero points: shared
         return super().call(model)
 
     def matches(self, node: ir.Node) -> bool:
@@ -336,9 +338,14 @@ class QdqToSpecPass(NodeRewritePass):
         return known if known is not None else self._inferred_of(model, value)[0]
 
     def _shape_of(self, model: ir.Model, value: ir.Value) -> Shape | None:
-        """A value's shape as declared, else as ONNX's shape inference finds it."""
+        """A value's shape as declared, else as ONNX's shape inference finds it (once a value:
+        a scale is often shared by thousands of nodes, and the pass changes no shape)."""
+        if value in self._shapes:
+            return self._shapes[value]
         known = value_shape(value)
-        return known if known is not None else self._inferred_of(model, value)[1]
+        found = known if known is not None else self._inferred_of(model, value)[1]
+        self._shapes[value] = found
+        return found
 
     def _inferred_of(
         self, model: ir.Model, value: ir.Value
@@ -398,7 +405,7 @@ class QdqToSpecPass(NodeRewritePass):
         if static and not plan.quantize and source is not None and elem_type(source) is None:
             # Static Dequantize has no zps input: the quantized type lives only in src's type.
             # Record it (ONNX ties x's type to the zero point's), or lowering cannot tell it.
-            source.type = ir.TensorType(ir.DataType(plan.quant_type.onnx))
+            source.type = ir.TensorType(_IR_TYPES[plan.quant_type.onnx])
         attributes: list[ir.Attr] = [self._attr("qtype", plan.qtype)]
         if plan.group_shape is not None:
             attributes.append(self._attr("group_shape", plan.group_shape))
@@ -413,7 +420,7 @@ class QdqToSpecPass(NodeRewritePass):
             inputs: list[ir.Value | None] = [node.inputs[0]]
         else:
             op_type = DYNAMIC_QUANTIZE.name if plan.quantize else DYNAMIC_DEQUANTIZE.name
-            scale_type = ir.DataType(plan.scale_type.onnx)
+            scale_type = _IR_TYPES[plan.scale_type.onnx]
             if plan.group_shape is not None:  # scales and zps keep src's rank
                 inputs = [node.inputs[0], plan.scale, plan.zero_point]
             else:
@@ -433,7 +440,7 @@ class QdqToSpecPass(NodeRewritePass):
             (DOMAIN, op_type, OPSET_VERSION),
             inputs,
             attributes,
-            ir.DataType(plan.quant_type.onnx if plan.quantize else plan.scale_type.onnx),
+            _IR_TYPES[plan.quant_type.onnx if plan.quantize else plan.scale_type.onnx],
         )
         return op_type
 
@@ -468,7 +475,7 @@ class QdqToSpecPass(NodeRewritePass):
 
     def _zero_point(self, node: ir.Node, plan: _Plan, factory: ConstantFactory) -> ir.Value | None:
         if plan.zero_point is not None:
-            quantized = ir.DataType(plan.quant_type.onnx)
+            quantized = _IR_TYPES[plan.quant_type.onnx]
             return self._as_1d(node, plan.zero_point, plan.scale_shape, quantized, factory)
         if plan.count is None:
             return None  # unknown channel count: leave zps out, output_dtype says the type
