@@ -28,7 +28,7 @@ from .ir.model_files import (
 from .ir.walk import all_graphs, is_standard, spec_op
 from .passes import RewriteReport, pipelines
 from .passes.float_model import is_quantized, no_quantization
-from .passes.full_check import checked_proto
+from .passes.full_check import checked_bytes, checked_proto
 from .passes.keep_float import keep_float as float_kept
 from .passes.node_rewrite import Progress
 from .runtime import onnxruntime_ops
@@ -74,8 +74,9 @@ class RewriteResult:
         is replaced only with ``force`` (and never a read-only one). A model not checked yet
         is checked on disk. See :mod:`quantgraph.ir.output_files`."""
         external = has_external_data(self.model)
+        checked = None if external else checked_bytes(self.model)
         return save_model(
-            self.model if external else self.proto,
+            self.model if external else checked if checked is not None else self.proto,
             path,
             external_data=external_data,
             force=force,

@@ -132,7 +132,7 @@ def has_external_data(model: ir.Model) -> bool:
 
 
 def save_model(
-    model: ir.Model | onnx.ModelProto,
+    model: ir.Model | onnx.ModelProto | bytes,
     path: str | os.PathLike[str],
     *,
     force: bool = False,
@@ -150,11 +150,24 @@ def save_model(
     value is the external-data file's name (a plain name: it goes beside OUT). ``check`` runs
     ``onnx.checker.check_model(full_check=True)`` on the written file before it takes OUT's
     name; ``accepted`` ops of the original that onnx does not know are not held against it
-    (:mod:`.checker`).
+    (:mod:`.checker`). ``bytes`` are a serialized model that refers to no external data (as
+    convert's checked serialization of a model whose weights are in memory).
     """
     target = Path(path)
     if external_data not in (AUTO, INLINE):
         check_data_name(external_data, target)
+    if isinstance(model, bytes):
+        if external_data in (AUTO, INLINE):
+            serialized = model
+
+            def write_serialized(staged: Path) -> None:
+                _write_bytes(staged, serialized)
+                if check:
+                    _check_file(staged, accepted)
+
+            return write_files(target, write_serialized, force=force, protect=protect)
+        parsed: onnx.ModelProto = onnx.ModelProto.FromString(model)
+        model = parsed
     if (
         isinstance(model, onnx.ModelProto)
         and external_data in (AUTO, INLINE)
@@ -169,6 +182,7 @@ def save_model(
                 _check_file(staged, accepted)
 
         return write_files(target, write_proto, force=force, protect=protect)
+    assert not isinstance(model, bytes)  # parsed above
     loaded = model if isinstance(model, ir.Model) else ir.from_proto(model)
     if external_data == AUTO:
         data_name = f"{target.stem}.data" if has_external_data(loaded) else None
