@@ -128,7 +128,8 @@ def convert(
             keep_float=_names(keep_float),
             float_model=float_model,
         )
-    payload: dict[str, Any] = result.report.to_dict()
+    # 100k converted nodes take a second to list: only --json prints them
+    payload: dict[str, Any] = result.report.to_dict() if as_json else {}
     validation = None
     if validate_result and not dry_run:  # the models' word on the options, before writing
         from ..validation import (

@@ -15,7 +15,7 @@ import contextlib
 import functools
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import onnx
@@ -43,16 +43,20 @@ def unregistered_ops(model: ir.Model) -> dict[OpKey, list[str]]:
     """Nodes (names, per op) of ONNX's domains for which onnx defines no operator at the
     model's opset: what the full check refuses as "No Op registered"."""
     found: dict[OpKey, list[str]] = {}
-    opsets = model.opset_imports
     for graph in all_graphs(model):
         for node in graph:
-            domain = node.domain
-            if domain not in ONNX_DOMAINS:
-                continue
-            version = opsets.get(domain, opsets.get("", 1))
-            if not _known(domain, node.op_type, version):
-                found.setdefault((domain, node.op_type), []).append(node.name or node.op_type)
+            if unregistered(node, model.opset_imports):
+                found.setdefault((node.domain, node.op_type), []).append(node.name or node.op_type)
     return found
+
+
+def unregistered(node: ir.Node, opsets: Mapping[str, int]) -> bool:
+    """Whether ``node`` is of ONNX's domains and onnx defines no operator for it at the
+    model's opset (``opsets``: the model's imports)."""
+    domain = node.domain
+    if domain not in ONNX_DOMAINS:
+        return False
+    return not _known(domain, node.op_type, opsets.get(domain, opsets.get("", 1)))
 
 
 def describe(ops: Iterable[OpKey]) -> str:

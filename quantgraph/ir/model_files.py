@@ -16,9 +16,10 @@ import onnx_ir as ir
 
 from ..errors import ModelError
 from .checker import OpKey, check_file
+from .derived_tensors import on_disk
 from .node_order import sort_nodes
 from .output_files import check_data_name, write_files
-from .walk import proto_graphs, subgraphs
+from .walk import subgraphs
 
 ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto | ir.Model
 AUTO = "auto"
@@ -122,15 +123,16 @@ def external_locations(proto: onnx.ModelProto) -> set[str]:
 
 
 def has_external_data(model: ir.Model) -> bool:
+    """Whether an initializer's bytes live in (or are derived from) an external-data file."""
     return any(
-        isinstance(value.const_value, ir.ExternalTensor)
+        on_disk(value.const_value)
         for graph in (model.graph, *subgraphs(model.graph))
         for value in graph.initializers.values()
     )
 
 
 def save_model(
-    model: ir.Model | onnx.ModelProto,
+    model: ir.Model | onnx.ModelProto | bytes,
     path: str | os.PathLike[str],
     *,
     force: bool = False,
@@ -148,11 +150,24 @@ def save_model(
     value is the external-data file's name (a plain name: it goes beside OUT). ``check`` runs
     ``onnx.checker.check_model(full_check=True)`` on the written file before it takes OUT's
     name; ``accepted`` ops of the original that onnx does not know are not held against it
-    (:mod:`.checker`).
+    (:mod:`.checker`). ``bytes`` are a serialized model that refers to no external data (as
+    convert's checked serialization of a model whose weights are in memory).
     """
     target = Path(path)
     if external_data not in (AUTO, INLINE):
         check_data_name(external_data, target)
+    if isinstance(model, bytes):
+        if external_data in (AUTO, INLINE):
+            serialized = model
+
+            def write_serialized(staged: Path) -> None:
+                _write_bytes(staged, serialized)
+                if check:
+                    _check_file(staged, accepted)
+
+            return write_files(target, write_serialized, force=force, protect=protect)
+        parsed: onnx.ModelProto = onnx.ModelProto.FromString(model)
+        model = parsed
     if (
         isinstance(model, onnx.ModelProto)
         and external_data in (AUTO, INLINE)
@@ -167,6 +182,7 @@ def save_model(
                 _check_file(staged, accepted)
 
         return write_files(target, write_proto, force=force, protect=protect)
+    assert not isinstance(model, bytes)  # parsed above
     loaded = model if isinstance(model, ir.Model) else ir.from_proto(model)
     if external_data == AUTO:
         data_name = f"{target.stem}.data" if has_external_data(loaded) else None
@@ -215,12 +231,29 @@ def _check_file(path: Path, accepted: frozenset[OpKey]) -> None:
 
 
 def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    for inner in proto_graphs(graph):
-        yield from inner.initializer
-        for node in inner.node:
-            for attribute in node.attribute:
-                if attribute.HasField("t"):
-                    yield attribute.t
+    """Initializers and tensor attributes of ``graph`` and the graphs its nodes hold.
+
+    One look at each attribute's type (a field read, not ``HasField``): on a 100k-node model
+    this walk was 0.5 s, made when it is read and again when it is written."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            kind = attribute.type
+            if kind in _PLAIN:
+                continue
+            if kind == _TENSOR or (kind == _UNDEFINED and attribute.HasField("t")):
+                yield attribute.t
+            elif kind == _GRAPH or (kind == _UNDEFINED and attribute.HasField("g")):
+                yield from _tensors(attribute.g)
+            elif kind in (_GRAPHS, _UNDEFINED):
+                for inner in attribute.graphs:
+                    yield from _tensors(inner)
+
+
+_Kind = onnx.AttributeProto.AttributeType
+_TENSOR, _GRAPH, _GRAPHS, _UNDEFINED = _Kind.TENSOR, _Kind.GRAPH, _Kind.GRAPHS, _Kind.UNDEFINED
+# Attribute types that hold neither a tensor nor a graph.
+_PLAIN = frozenset((_Kind.FLOAT, _Kind.INT, _Kind.STRING, _Kind.FLOATS, _Kind.INTS, _Kind.STRINGS))
 
 
 def _check_external_locations(proto: onnx.ModelProto, path: Path) -> None:

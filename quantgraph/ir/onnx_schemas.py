@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any
 
 import onnx
 import onnx.numpy_helper
@@ -130,31 +129,29 @@ def _infer(op: OpSpec, ctx: InferenceContext) -> None:
 
 
 # Calls that passed every rule, by their serialized attributes, input types and constant
-# scales, with their dst type: a model repeats a handful of them over thousands of nodes, so
-# the checker's per-node inference (~25 µs decoded, ~8 µs as bytes) mostly looks one up.
-# Bounded; node names do not matter to the rules, only to the messages.
-_valid_calls: dict[tuple[object, ...], int] = {}
+# scales, with the output type they infer (None: the declaration decides): a model repeats a
+# handful of them over thousands of nodes, so the checker's per-node inference mostly looks
+# one up (~25 µs decoded, a few µs as bytes). Bounded; node names do not matter to the
+# rules, only to the messages.
+_valid_calls: dict[tuple[object, ...], onnx.TypeProto | None] = {}
 _MAX_VALID_CALLS = 4096
 
 
-def _fingerprint(op: OpSpec, ctx: InferenceContext) -> tuple[tuple[object, ...], Any]:
-    """Everything the rules read, as bytes; and src's TypeProto (None when absent)."""
+def _fingerprint(op: OpSpec, ctx: InferenceContext) -> tuple[object, ...]:
+    """Everything the rules, the declaration's say and the output type read, as bytes."""
     parts: list[object] = [op.name]
     for attribute in op.attributes:
         found = ctx.get_attribute(attribute.name)
         parts.append(None if found is None else found.SerializeToString())
     count = ctx.get_num_inputs()
-    src_type = None
     for index in range(3):
         present = index < count and ctx.has_input(index)
         type_proto = ctx.get_input_type(index) if present else None
         parts.append(None if type_proto is None else type_proto.SerializeToString())
-        if index == 0:
-            src_type = type_proto
     if not op.is_static and count > 1 and ctx.has_input(1):
         constant = ctx.get_input_data(1)
         parts.append(None if constant is None else constant.SerializeToString())
-    return tuple(parts), src_type
+    return tuple(parts)
 
 
 def _checked_dst_type(op: OpSpec, ctx: InferenceContext) -> int:
@@ -195,25 +192,34 @@ def _declaration_decides(op: OpSpec, ctx: InferenceContext) -> bool:
 
 
 def _infer_checked(op: OpSpec, ctx: InferenceContext) -> None:
-    key, src_type = _fingerprint(op, ctx)
-    dst_type = _valid_calls.get(key)
-    if dst_type is None:
-        dst_type = _checked_dst_type(op, ctx)
+    key = _fingerprint(op, ctx)
+    if key in _valid_calls:
+        output = _valid_calls[key]
+    else:
+        output = _output_type(op, ctx, _checked_dst_type(op, ctx))
         with _lock:
             if len(_valid_calls) >= _MAX_VALID_CALLS:
                 _valid_calls.clear()
-            _valid_calls[key] = dst_type
+            _valid_calls[key] = output
+    if output is not None:
+        ctx.set_output_type(0, output)
+
+
+def _output_type(op: OpSpec, ctx: InferenceContext, dst_type: int) -> onnx.TypeProto | None:
+    """dst of ``dst_type`` and src's shape; None where the declaration decides."""
     if _declaration_decides(op, ctx):
         # The declared output type decides dst (the seed's rule) and the context cannot see the
         # declaration: infer nothing (onnx refuses an unset element type), so the declared
         # type stands.
-        return
+        return None
     output = onnx.TypeProto()
     output.tensor_type.elem_type = dst_type
+    count = ctx.get_num_inputs()
+    src_type = ctx.get_input_type(0) if count and ctx.has_input(0) else None
     source = src_type.tensor_type if src_type is not None else None
     if source is not None and source.HasField("shape"):
         output.tensor_type.shape.CopyFrom(source.shape)
-    ctx.set_output_type(0, output)
+    return output
 
 
 def register() -> None:

@@ -10,6 +10,7 @@ import onnx
 import onnx_ir as ir
 
 from .names import Names
+from .values import tensor_dims
 from .walk import GraphLike
 
 
@@ -23,7 +24,7 @@ class ConstantFactory:
     def __init__(self, graph: GraphLike, is_main: bool, names: Names) -> None:
         self.graph = graph
         self.is_main = is_main
-        self._cache: dict[tuple[str, str, bytes], ir.Value] = {}
+        self._cache: dict[tuple[object, ...], ir.Value] = {}
         self._as_1d: dict[int, ir.Value] = {}  # by source value: skips re-keying by content
         self.names = names
 
@@ -43,26 +44,36 @@ class ConstantFactory:
         """A constant of ``array`` (``tensor`` when given: its encoding, raw_data or typed
         fields, is kept), placed as the class says."""
         key = (base_name, array.dtype.str, array.tobytes() + str(array.shape).encode())
+        return self.tensor_constant(
+            base_name, ir.tensor(array) if tensor is None else tensor, before, like=like, key=key
+        )
+
+    def tensor_constant(
+        self,
+        base_name: str,
+        tensor: ir.TensorProtocol,
+        before: ir.Node,
+        *,
+        like: ir.Value | None = None,
+        key: tuple[object, ...],
+    ) -> ir.Value:
+        """A constant holding ``tensor`` as it is (a derived tensor is not read), placed as
+        the class says; one per ``key`` (what the tensor is made of, as the caller knows it)."""
         cached = self._cache.get(key)
         if cached is not None:
             return cached
         name = self.unique_name(base_name)
-        if tensor is None:
-            tensor = ir.tensor(array, name=name)
-        else:
-            tensor.name = name
+        tensor.name = name
         home: GraphLike | None = None
         if like is not None and like.is_initializer():
             home = like.graph
         if home is None and (self.is_main or tensor.dtype.bitwidth < 8):
             # Constant holds 4-bit tensors from opset 21 only; a subgraph holds initializers
             home = self.graph
+        shape = ir.Shape(tensor_dims(tensor))
         if isinstance(home, ir.Graph):
             value = ir.Value(
-                name=name,
-                shape=ir.Shape(array.shape),
-                type=ir.TensorType(tensor.dtype),
-                const_value=tensor,
+                name=name, shape=shape, type=ir.TensorType(tensor.dtype), const_value=tensor
             )
             home.register_initializer(value)
         else:
@@ -76,7 +87,7 @@ class ConstantFactory:
             )
             value = node.outputs[0]
             value.name = name
-            value.shape = ir.Shape(array.shape)
+            value.shape = shape
             value.type = ir.TensorType(tensor.dtype)
             # Constant nodes must come first so that every later node can use them.
             self._insert_first(node, before)
@@ -221,7 +232,8 @@ def replace_node(
     for index, value in enumerate(inputs):
         if old.inputs[index] is not value:
             old.replace_input_with(index, value)
-    old.attributes.clear()
+    if old.attributes:  # (clearing an empty UserDict raises and catches a KeyError)
+        old.attributes.clear()
     for attribute in attributes:
         old.attributes[attribute.name] = attribute
     for output in old.outputs:

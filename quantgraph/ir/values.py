@@ -29,6 +29,20 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
     return array
 
 
+def constant_tensor(value: ir.Value | None) -> ir.TensorProtocol | None:
+    """The value's tensor when it is an initializer or comes from a Constant node, else None
+    (the values :func:`constant_array` takes), its data not read: shape and type are known
+    without, and an external tensor stays on disk."""
+    if value is None or value.is_graph_input():
+        return None
+    return ir.convenience.get_const_tensor(value)
+
+
+def tensor_dims(tensor: ir.TensorProtocol) -> tuple[int, ...]:
+    """A tensor's shape as ints (a tensor's dims are all known)."""
+    return tuple(int(d) for d in tensor.shape.numpy())
+
+
 def _constant_tensor(value: ir.Value) -> ir.TensorProtocol | None:
     # An initializer's tensor, or the value attribute of the Constant node producing it.
     if value.const_value is not None:

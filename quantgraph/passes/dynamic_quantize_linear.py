@@ -23,7 +23,7 @@ from ..ir.rewrite import ConstantFactory, replace_node
 from ..ir.walk import GraphLike, is_standard, opset_version
 from ..spec import DOMAIN, DYNAMIC_QUANTIZE, OPSET_VERSION, PER_TENSOR
 from .node_rewrite import NodeRewritePass, import_spec_domain
-from .report import RewriteReport, Skip
+from .report import RewriteReport, RewriteResult, Skip
 
 OP = "DynamicQuantizeLinear"
 MARK = "quantgraph.dynamic_quantize_linear"  # node metadata: which DynamicQuantizeLinear a node
@@ -92,6 +92,10 @@ class RestoreDynamicQuantizeLinearPass(NodeRewritePass):
     """Lowering: a DynamicQuantize that conversion expanded from a DynamicQuantizeLinear, with
     its marked scale and zero-point nodes, becomes that DynamicQuantizeLinear again."""
 
+    def call(self, model: ir.Model) -> RewriteResult:
+        self._marked: dict[int, dict[str, list[ir.Node]]] = {}  # graph -> mark -> nodes
+        return super().call(model)
+
     def matches(self, node: ir.Node) -> bool:
         return (
             node.domain == DOMAIN
@@ -103,7 +107,7 @@ class RestoreDynamicQuantizeLinearPass(NodeRewritePass):
         self, model: ir.Model, graph: GraphLike, node: ir.Node, factory: ConstantFactory
     ) -> tuple[str, str] | None:
         mark = node.metadata_props[MARK]
-        helpers = [n for n in graph if n is not node and n.metadata_props.get(MARK) == mark]
+        helpers = [n for n in self._marked_in(graph).get(mark, []) if n is not node]
         outputs = self._scale_and_zero_point(node, helpers)
         if outputs is None:
             return None  # edited since conversion: SpecToQdqPass lowers it as it is
@@ -126,6 +130,18 @@ class RestoreDynamicQuantizeLinearPass(NodeRewritePass):
             new.name = name
         graph.remove(helpers, safe=True)
         return OP, "restored from its expansion"
+
+    def _marked_in(self, graph: GraphLike) -> dict[str, list[ir.Node]]:
+        """``graph``'s marked nodes by mark, collected in one walk (not one a node)."""
+        found = self._marked.get(id(graph))
+        if found is None:
+            found = {}
+            for candidate in graph:
+                mark = candidate.metadata_props.get(MARK)
+                if mark is not None:
+                    found.setdefault(mark, []).append(candidate)
+            self._marked[id(graph)] = found
+        return found
 
     @staticmethod
     def _scale_and_zero_point(

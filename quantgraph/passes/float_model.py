@@ -51,7 +51,12 @@ def refuse_unquantized(model: ir.Model, label: str) -> None:
             if is_quantized(node):
                 return
             counts[node.op_type] += 1
-    raise NoQuantization(
+    raise no_quantization(counts, label)
+
+
+def no_quantization(counts: Counter[str], label: str) -> NoQuantization:
+    """The error for a model that holds the op types ``counts`` and nothing quantized."""
+    return NoQuantization(
         f"{label}the model holds no quantization (no QuantizeLinear/DequantizeLinear nor any "
         f"other quantized node; it holds {_holds(counts)}): {ADVICE}"
     )

@@ -27,13 +27,22 @@ back with the same bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
 import onnx_ir as ir
 
+from ..ir.derived_tensors import derived
 from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.values import constant_array, elem_type, optional_input, value_shape
+from ..ir.values import (
+    constant_array,
+    constant_tensor,
+    elem_type,
+    optional_input,
+    tensor_dims,
+    value_shape,
+)
 from ..ir.walk import GraphLike
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_GROUP, dtypes
 from . import nbits_layout as layout
@@ -69,17 +78,21 @@ class GatherBlockQuantizedPass(NodeRewritePass):
         zp_value = optional_input(node, 3)
         if source is None or indices is None or scale is None:
             raise Skip("missing-input", "data, indices and scales are required")
-        data, scales = constant_array(source), constant_array(scale)
+        # Shapes and types only: the table is read when the result is written (derived).
+        data, scales = constant_tensor(source), constant_tensor(scale)
         if data is None or scales is None:
             raise Skip("runtime-weight", "data or scales is not a constant (an initializer)")
         data_type = elem_type(source)
         bits, block = attrs["bits"], attrs["block_size"]
         packed = data_type == ir.DataType.UINT8
         if not packed and data_type not in _FOUR_BIT:
-            raise Skip("quantized-type", f"data of type {data.dtype}: int4, uint4, uint8 taken")
+            raise Skip(
+                "quantized-type", f"data of type {_numpy_name(data)}: int4, uint4, uint8 taken"
+            )
         if bits not in (layout.BITS if packed else (4,)):
             raise Skip("quantized-type", f"{bits}-bit data: the spec has 4 and 8 bits")
-        rank = data.ndim
+        data_shape = tensor_dims(data)
+        rank = len(data_shape)
         g, a = (_axis(attrs[name], rank) for name in ("gather_axis", "quantize_axis"))
         if g == a:
             raise Skip(
@@ -91,27 +104,28 @@ class GatherBlockQuantizedPass(NodeRewritePass):
             raise Skip("packed-layout", "uint8 data needs gather_axis 0 and the last quantize_axis")
         if block < 16 or block & (block - 1):
             raise Skip("packed-layout", f"block_size {block} is not a power of 2 from 16")
-        values = layout.unpack(data, bits, data.shape[-1] * 8 // bits) if packed else data
-        extent = values.shape[a]
+        values_shape = (*data_shape[:-1], data_shape[-1] * 8 // bits) if packed else data_shape
+        extent = values_shape[a]
         blocks = -(-extent // block)
-        want = (*values.shape[:a], blocks, *values.shape[a + 1 :])
-        if tuple(scales.shape) != want:
-            raise Skip("packed-layout", f"scales {list(scales.shape)} are not {list(want)}")
+        want = (*values_shape[:a], blocks, *values_shape[a + 1 :])
+        scales_shape = tensor_dims(scales)
+        if scales_shape != want:
+            raise Skip("packed-layout", f"scales {list(scales_shape)} are not {list(want)}")
         scale_type = dtypes.from_onnx(int(elem_type(scale) or 0))
         if scale_type is None or scale_type not in DYNAMIC_DEQUANTIZE.scales_types:
-            raise Skip("scale-type", f"scales of type {scales.dtype} are not the spec's")
+            raise Skip("scale-type", f"scales of type {_numpy_name(scales)} are not the spec's")
         index_shape = value_shape(indices)
         if index_shape is None:
             raise Skip("unknown-shape", "the indices' rank is unknown: group_shape needs it")
 
-        zps, zp_padding = _zero_points(zp_value, data_type, bits, scales.shape)
+        zps, zp_padding = _zero_points(zp_value, data_type, bits, scales_shape)
         signed = (packed and zps is None) or data_type == ir.DataType.INT4
-        quantized = values.astype(np.int16)
-        if packed and zps is None:  # MatMulNBits' convention: absent means 2^(bits-1)
-            quantized -= layout.default_zero_point(bits)
-        padding = [(0, 0)] * rank
-        padding[a] = (0, blocks * block - extent)
-        quantized = np.pad(quantized, padding).astype(np.int8 if signed else np.uint8)
+        table_shape = list(values_shape)
+        table_shape[a] = blocks * block
+        table_of = functools.partial(
+            _table, packed=packed, bits=bits, axis=a, shape=tuple(table_shape), signed=signed
+        )
+        q_type = layout.onnx_type(8, signed)  # one value a byte: Gather takes no 4-bit types
 
         base = node.name or factory.unique_name("GatherBlockQuantized")
         kind = f"{'s' if signed else 'u'}{bits}"
@@ -128,8 +142,12 @@ class GatherBlockQuantizedPass(NodeRewritePass):
             graph.insert_before(node, made)
             return made.outputs[0]
 
-        table = factory.constant(f"{source.name or base}_{kind}_8bit", quantized, node)
-        q_type = ir.DataType.from_numpy(quantized.dtype)
+        table = factory.tensor_constant(
+            f"{source.name or base}_{kind}_8bit",
+            derived(table_of, [data], q_type, table_shape),
+            node,
+            key=("gather_block_quantized table", id(source), bits, a, block, signed),
+        )
         inputs: list[ir.Value | None] = [
             gather(table, "rows", q_type),
             gather(scale, "scales", ir.DataType(scale_type.onnx)),
@@ -146,7 +164,7 @@ class GatherBlockQuantizedPass(NodeRewritePass):
         record = {
             "node": node.name or "",
             "attributes": {k: v for k, v in attrs.items() if k in node.attributes},
-            "data": [source.name, int(data_type or 0), list(data.shape)],
+            "data": [source.name, int(data_type or 0), list(data_shape)],
             "zero_points": _named(zp_value),
             "zero_point_padding": zp_padding,
             "extent": extent,
@@ -192,6 +210,27 @@ def _axis(axis: int, rank: int) -> int:
     if not -rank <= axis < rank:
         raise Skip("packed-layout", f"axis {axis} is out of range for data of rank {rank}")
     return axis % rank
+
+
+def _table(
+    data: np.ndarray, *, packed: bool, bits: int, axis: int, shape: tuple[int, ...], signed: bool
+) -> np.ndarray:
+    """The table as one 8-bit value per element (uint8 bytes; int8's when ``signed``), zeros
+    past the data along ``axis`` (whole blocks). Packed uint8 data is unpacked along its last
+    axis (``axis``), 2^(bits-1) subtracted when ``signed``; int4/uint4 data is widened."""
+    if packed:
+        return layout.unpacked_rows(data, bits, shape[axis], signed)
+    table = np.zeros(shape, np.int8 if signed else np.uint8)
+    index = tuple(
+        slice(0, data.shape[axis]) if d == axis else slice(None) for d in range(len(shape))
+    )
+    np.copyto(table[index], data, casting="unsafe")
+    return table
+
+
+def _numpy_name(tensor: ir.TensorProtocol) -> str:
+    """The type as numpy names it (what the messages said when they read the arrays)."""
+    return str(np.dtype(tensor.dtype.numpy()))
 
 
 def _zero_points(

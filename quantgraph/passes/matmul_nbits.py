@@ -23,13 +23,21 @@ the same bytes (the padding of a short last block is kept in q for that).
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
 import onnx_ir as ir
 
+from ..ir.derived_tensors import derived
 from ..ir.rewrite import ConstantFactory
-from ..ir.values import constant_array, elem_type, optional_input
+from ..ir.values import (
+    constant_array,
+    constant_tensor,
+    elem_type,
+    optional_input,
+    tensor_dims,
+)
 from ..ir.walk import GraphLike
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_GROUP, dtypes
 from . import nbits_layout as layout
@@ -68,24 +76,27 @@ class MatMulNBitsPass(NodeRewritePass):
             raise Skip("packed-layout", "weight_prepacked: B is in an execution provider's layout")
         if block <= 0 or k <= 0 or n <= 0:
             raise Skip("packed-layout", f"K={k}, N={n}, block_size={block}")
+        if block * bits % 8:
+            raise Skip("packed-layout", f"block_size {block} of {bits}-bit values: not whole bytes")
         blocks = -(-k // block)
         blob = block * bits // 8
         source, scale = optional_input(node, 1), optional_input(node, 2)
-        packed, scales = constant_array(source), constant_array(scale)
+        # Shapes and types only: the weights are read when the result is written (derived).
+        packed, scales = constant_tensor(source), constant_tensor(scale)
         if source is None or scale is None:
             raise Skip("missing-input", "B and scales are required")
         if packed is None or scales is None:
             raise Skip("runtime-weight", "B or scales is not a constant (an initializer)")
-        if packed.dtype != np.uint8 or packed.size != n * blocks * blob:
+        if packed.dtype != ir.DataType.UINT8 or packed.size != n * blocks * blob:
             raise Skip(
                 "packed-layout",
-                f"B {packed.dtype} {list(packed.shape)} is not uint8 [N={n}, {blocks}, {blob}]",
+                f"B {_numpy_name(packed)} {_dims(packed)} is not uint8 [N={n}, {blocks}, {blob}]",
             )
         if scales.size != n * blocks:
-            raise Skip("packed-layout", f"scales {list(scales.shape)} are not [N={n}, {blocks}]")
+            raise Skip("packed-layout", f"scales {_dims(scales)} are not [N={n}, {blocks}]")
         scale_type = dtypes.from_onnx(int(elem_type(scale) or 0))
         if scale_type is None or scale_type not in DYNAMIC_DEQUANTIZE.scales_types:
-            raise Skip("scale-type", f"scales of type {scales.dtype} are not the spec's")
+            raise Skip("scale-type", f"scales of type {_numpy_name(scales)} are not the spec's")
         zp_value = optional_input(node, 3)
         zp_kind, zps = self._zero_points(zp_value, bits, n, blocks)
         zp_padding: object = []  # packed zero points' unused high bits, kept for lower
@@ -98,24 +109,27 @@ class MatMulNBitsPass(NodeRewritePass):
         bias = optional_input(node, 5)
 
         padded = blocks * block
-        values = layout.unpack(packed.reshape(n, blocks * blob), bits, padded).T  # [Kp, N]
         base = node.name or factory.unique_name("MatMulNBits")
-        quantized: np.ndarray
-        if zp_kind == _ZP_ABSENT:  # MatMulNBits' implicit 2^(bits-1): signed q, no zps
-            shifted = values.astype(np.int16) - layout.default_zero_point(bits)
-            quantized = shifted.astype(layout.signed_type(bits))
-        else:
-            quantized = values.astype(layout.unsigned_type(bits))
-        src = factory.constant(
-            f"{source.name or base}_{'s' if zp_kind == _ZP_ABSENT else 'u'}{bits}",
-            quantized,
+        signed = zp_kind == _ZP_ABSENT  # MatMulNBits' implicit 2^(bits-1): signed q, no zps
+        q_type = layout.onnx_type(bits, signed)
+        weight_of = functools.partial(
+            layout.standard_weight, n=n, padded=padded, bits=bits, signed=signed
+        )
+        src = factory.tensor_constant(
+            f"{source.name or base}_{'s' if signed else 'u'}{bits}",
+            derived(weight_of, [packed], q_type, [padded, n]),
             node,
             like=source,
+            key=("matmul_nbits B", id(source), n, padded, bits, signed),
         )
         inputs: list[ir.Value | None] = [
             src,
-            factory.constant(
-                f"{scale.name or base}_t", scales.reshape(n, blocks).T.copy(), node, like=scale
+            factory.tensor_constant(
+                f"{scale.name or base}_t",
+                derived(functools.partial(_transposed, n), [scales], scales.dtype, [blocks, n]),
+                node,
+                like=scale,
+                key=("matmul_nbits scales", id(scale), n, blocks),
             ),
         ]
         if zps is not None:
@@ -157,8 +171,8 @@ class MatMulNBitsPass(NodeRewritePass):
         record = {
             "node": node.name or "",
             "attributes": attrs,
-            "B": [source.name, list(packed.shape)],
-            "scales": [scale.name, list(scales.shape)],
+            "B": [source.name, _dims(packed)],
+            "scales": [scale.name, _dims(scales)],
             "zero_points": [zp_kind, *_named_shape(zp_value), int(elem_type(zp_value) or 0)],
             "g_idx": _named_shape(g_idx),
             "zero_point_padding": zp_padding,
@@ -284,8 +298,22 @@ def _from_constant_node(value: ir.Value | None) -> bool:
 def _named_shape(value: ir.Value | None) -> list[object]:
     if value is None:
         return []
-    array = constant_array(value)
-    return [value.name, list(array.shape) if array is not None else []]
+    tensor = constant_tensor(value)
+    return [value.name, _dims(tensor) if tensor is not None else []]
+
+
+def _dims(tensor: ir.TensorProtocol) -> list[int]:
+    return list(tensor_dims(tensor))
+
+
+def _numpy_name(tensor: ir.TensorProtocol) -> str:
+    """The type as numpy names it (what the messages said when they read the arrays)."""
+    return str(np.dtype(tensor.dtype.numpy()))
+
+
+def _transposed(n: int, scales: np.ndarray) -> np.ndarray:
+    """Scales [N, k_blocks] (or flat) -> [k_blocks, N]."""
+    return np.ascontiguousarray(scales.reshape(n, -1).T)
 
 
 def new_node(

@@ -56,14 +56,20 @@ class NodeRewritePass(ir.passes.InPlacePass):
         self.stale: list[ir.Value | None] = []  # former inputs, swept once at the end
         report = self.report if self.report is not None else RewriteReport()
         converted_before = len(report.converted_nodes)
-        names = Names.of(model)
-        graphs = list(all_graphs(model))
-        total = sum(1 for g in graphs for n in g if self.matches(n))
+        # One walk of each graph (a snapshot: nodes a rewrite inserts are not visited); the
+        # count for progress is taken before any rewrite, each node asked again when visited.
+        # The names in use (a walk of every name) are collected only when a node matches:
+        # most passes find nothing to rewrite in most models.
+        snapshots = [(graph, list(graph)) for graph in all_graphs(model)]
+        total = sum(1 for _, nodes in snapshots for n in nodes if self.matches(n))
+        names: Names | None = None
         done = 0
-        for graph in graphs:
+        for graph, nodes in snapshots if total else ():
+            if names is None:
+                names = Names.of(model)
             factory = ConstantFactory(graph, graph is model.graph, names)
             where = "" if graph is model.graph else (graph.name or "")
-            for node in list(graph):
+            for node in nodes:
                 if not self.matches(node):
                     continue
                 done += 1

@@ -52,9 +52,16 @@ _KNOWN_ATTRIBUTES = {"axis", "saturate", "block_size", "output_dtype", "precisio
 # Quantized types the spec's ops take: dst of a quantize op, src of a dequantize op.
 _QUANTIZED = tuple(dict.fromkeys((*DYNAMIC_QUANTIZE.dst_types, *QUANTIZE.dst_types)))
 _DEQUANTIZABLE = tuple(dict.fromkeys((*DYNAMIC_DEQUANTIZE.src_types, *DEQUANTIZE.src_types)))
+# The same as ONNX element types, and each op's scale types: asked once a node (the spec's
+# tuples of DTypes compare field by field, ~1 µs a comparison).
+_QUANTIZED_ONNX = frozenset(t.onnx for t in _QUANTIZED)
+_DEQUANTIZABLE_ONNX = frozenset(t.onnx for t in _DEQUANTIZABLE)
+_SCALES = {True: DYNAMIC_QUANTIZE.scales_types, False: DYNAMIC_DEQUANTIZE.scales_types}
+_SCALES_ONNX = {quantize: frozenset(t.onnx for t in types) for quantize, types in _SCALES.items()}
+_IR_TYPES = {t.onnx: ir.DataType(t.onnx) for t in dtypes.ALL}  # ir.DataType(x) is an enum call
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # made once a node: a frozen dataclass's __init__ is 3x slower
 class _Plan:
     """What one Q/DQ node means in spec terms."""
 
@@ -73,18 +80,14 @@ class _Plan:
 
     @property
     def detail(self) -> str:
-        where = {
-            PER_CHANNEL: f"axis {self.axis}",
-            PER_GROUP: f"per_group {list(self.group_shape or ())}",
-        }.get(self.qtype, "per_tensor")
-        scales = "" if self.scale_type == dtypes.F32 else f", {self.scale_type.name} scales"
-        padded = (
-            f", last block padded {self.padded[0]} -> {self.padded[1]} and sliced"
-            if self.padded
-            else ""
-        )
-        return f"{self.quant_type.name}, {where}{scales}{padded}" + (
-            f", from {CONTRIB_DOMAIN}" if self.contrib else ""
+        return _detail(
+            self.qtype,
+            self.axis,
+            self.group_shape,
+            self.scale_type.name,
+            self.quant_type.name,
+            self.padded,
+            self.contrib,
         )
 
     @property
@@ -95,6 +98,29 @@ class _Plan:
         return (
             self.quant_type in types and self.scale_type == dtypes.F32 and self.qtype != PER_GROUP
         )
+
+
+@functools.lru_cache(maxsize=1024)
+def _detail(
+    qtype: str,
+    axis: int,
+    group_shape: tuple[int, ...] | None,
+    scale_type: str,
+    quant_type: str,
+    padded: tuple[int, int] | None,
+    contrib: bool,
+) -> str:
+    """The report's detail of a plan (one string for every node alike: 100k nodes make a
+    handful of distinct ones)."""
+    where = {
+        PER_CHANNEL: f"axis {axis}",
+        PER_GROUP: f"per_group {list(group_shape or ())}",
+    }.get(qtype, "per_tensor")
+    scales = "" if scale_type == dtypes.F32.name else f", {scale_type} scales"
+    sliced = f", last block padded {padded[0]} -> {padded[1]} and sliced" if padded else ""
+    return f"{quant_type}, {where}{scales}{sliced}" + (
+        f", from {CONTRIB_DOMAIN}" if contrib else ""
+    )
 
 
 class QdqToSpecPass(NodeRewritePass):
@@ -120,6 +146,9 @@ class QdqToSpecPass(NodeRewritePass):
     def call(self, model: ir.Model) -> RewriteResult:
         self._inferred: dict[str, tuple[ir.DataType | None, Shape | None]] | None = None
         self._bad_scale: dict[int, bool] = {}  # by scale value: often shared by thousands
+        self._opsets: dict[int, int | None] = {}  # by graph
+        self._attrs: dict[tuple[str, object], ir.Attr] = {}  # equal attributes, one object
+        self._shapes: dict[ir.Value, Shape | None] = {}  # scales and zero points: shared
         return super().call(model)
 
     def matches(self, node: ir.Node) -> bool:
@@ -148,26 +177,31 @@ class QdqToSpecPass(NodeRewritePass):
 
     def _plan(self, model: ir.Model, graph: GraphLike, node: ir.Node) -> _Plan:
         quantize = node.op_type == "QuantizeLinear"
+        attributes = node.attributes
         if is_standard(node):
-            opset = opset_version(model, graph)
+            key = id(graph)
+            if key not in self._opsets:
+                self._opsets[key] = opset_version(model, graph)
+            opset = self._opsets[key]
             if opset is None or not MIN_OPSET <= opset <= MAX_OPSET:
                 raise Skip(
                     "opset",
                     f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}",
                 )
-            _refuse_unknown_to_opset(node, opset)
+            if attributes:
+                _refuse_unknown_to_opset(node, opset)
         # com.microsoft Q/DQ compute the same as ONNX's; their extra types are refused below.
-        unknown = set(node.attributes) - _KNOWN_ATTRIBUTES
+        unknown = set(attributes) - _KNOWN_ATTRIBUTES if attributes else None
         if unknown:
             raise Skip("unknown-attribute", f"unknown attributes {sorted(unknown)}")
-        block_size = node.attributes.get_int("block_size", 0)
+        block_size = attributes.get_int("block_size", 0) if attributes else 0
         if block_size and quantize:
             raise Skip(
                 "blocked-quantize",
                 "blocked QuantizeLinear (block_size) has no spec equivalent: per_group is "
                 "DynamicDequantize's only",
             )
-        precision = node.attributes.get_int("precision", 0)
+        precision = attributes.get_int("precision", 0) if attributes else 0
         if quantize and precision not in (0, ir.DataType.FLOAT):
             raise Skip(
                 "precision", f"precision={_name(ir.DataType(precision))}: the spec divides in f32"
@@ -179,14 +213,13 @@ class QdqToSpecPass(NodeRewritePass):
 
         raw_scale_type = self._type_of(model, scale)
         scale_type = dtypes.from_onnx(int(raw_scale_type)) if raw_scale_type else None
-        allowed_scales = (DYNAMIC_QUANTIZE if quantize else DYNAMIC_DEQUANTIZE).scales_types
-        if scale_type is None or scale_type not in allowed_scales:
-            names = ", ".join(t.name for t in allowed_scales)
+        if scale_type is None or scale_type.onnx not in _SCALES_ONNX[quantize]:
+            names = ", ".join(t.name for t in _SCALES[quantize])
             raise Skip(
                 "scale-type",
                 f"scale type {_name(raw_scale_type)} is not one of the spec's ({names})",
             )
-        wanted = node.attributes.get_int("output_dtype", 0)
+        wanted = attributes.get_int("output_dtype", 0) if attributes else 0
         if not quantize and wanted not in (0, scale_type.onnx):
             raise Skip(
                 "output-dtype",
@@ -222,7 +255,7 @@ class QdqToSpecPass(NodeRewritePass):
         shape = self._shape_of(model, scale)
         if shape is None:
             raise Skip("unknown-shape", "scale has an unknown shape (run shape inference first)")
-        axis = node.attributes.get_int("axis", ONNX_DEFAULT_AXIS)
+        axis = attributes.get_int("axis", ONNX_DEFAULT_AXIS) if attributes else ONNX_DEFAULT_AXIS
         groups = None
         if block_size:
             groups = self._groups(model, source, shape, axis, block_size)
@@ -257,7 +290,7 @@ class QdqToSpecPass(NodeRewritePass):
             scale_type,
             groups,
             contrib=not is_standard(node),
-            padded=node.meta.get(PADDED_META),
+            padded=node.meta.get(PADDED_META) if block_size else None,  # only blocked ones
         )
 
     def _groups(
@@ -305,9 +338,14 @@ class QdqToSpecPass(NodeRewritePass):
         return known if known is not None else self._inferred_of(model, value)[0]
 
     def _shape_of(self, model: ir.Model, value: ir.Value) -> Shape | None:
-        """A value's shape as declared, else as ONNX's shape inference finds it."""
+        """A value's shape as declared, else as ONNX's shape inference finds it (once a value:
+        a scale is often shared by thousands of nodes, and the pass changes no shape)."""
+        if value in self._shapes:
+            return self._shapes[value]
         known = value_shape(value)
-        return known if known is not None else self._inferred_of(model, value)[1]
+        found = known if known is not None else self._inferred_of(model, value)[1]
+        self._shapes[value] = found
+        return found
 
     def _inferred_of(
         self, model: ir.Model, value: ir.Value
@@ -324,7 +362,7 @@ class QdqToSpecPass(NodeRewritePass):
     ) -> dtypes.DType:
         raw = elem_type(zero_point) if zero_point is not None else None
         if raw is None and quantize:
-            requested = node.attributes.get_int("output_dtype", 0)
+            requested = node.attributes.get_int("output_dtype", 0) if node.attributes else 0
             raw = ir.DataType(requested or DEFAULT_QUANTIZED.onnx)  # ONNX's default
         if raw is None and not quantize:
             raw = source
@@ -340,7 +378,9 @@ class QdqToSpecPass(NodeRewritePass):
             )
         found = dtypes.from_onnx(int(raw))
         spec_types = _QUANTIZED if quantize else _DEQUANTIZABLE
-        if found is None or found not in spec_types:
+        if found is None or found.onnx not in (
+            _QUANTIZED_ONNX if quantize else _DEQUANTIZABLE_ONNX
+        ):
             names = ", ".join(t.name for t in spec_types)
             raise Skip(
                 "quantized-type",
@@ -352,8 +392,8 @@ class QdqToSpecPass(NodeRewritePass):
 
     def _rewrite(self, node: ir.Node, plan: _Plan, factory: ConstantFactory) -> str:
         static = (self.static or plan.quant_type.is_float8) and plan.static_form_exists
-        scales = constant_array(plan.scale)
-        zps = constant_array(plan.zero_point)
+        scales = constant_array(plan.scale) if static else None
+        zps = constant_array(plan.zero_point) if static else None
         if static and (scales is None or (plan.zero_point is not None and zps is None)):
             if plan.quant_type.is_float8:
                 raise Skip(
@@ -365,12 +405,12 @@ class QdqToSpecPass(NodeRewritePass):
         if static and not plan.quantize and source is not None and elem_type(source) is None:
             # Static Dequantize has no zps input: the quantized type lives only in src's type.
             # Record it (ONNX ties x's type to the zero point's), or lowering cannot tell it.
-            source.type = ir.TensorType(ir.DataType(plan.quant_type.onnx))
-        attributes: list[ir.Attr] = [ir.AttrString("qtype", plan.qtype)]
+            source.type = ir.TensorType(_IR_TYPES[plan.quant_type.onnx])
+        attributes: list[ir.Attr] = [self._attr("qtype", plan.qtype)]
         if plan.group_shape is not None:
-            attributes.append(ir.AttrInt64s("group_shape", list(plan.group_shape)))
+            attributes.append(self._attr("group_shape", plan.group_shape))
         else:
-            attributes.append(ir.AttrInt64("axis", plan.axis))
+            attributes.append(self._attr("axis", plan.axis))
         if static:
             assert scales is not None
             op_type = QUANTIZE.name if plan.quantize else DEQUANTIZE.name
@@ -380,7 +420,7 @@ class QdqToSpecPass(NodeRewritePass):
             inputs: list[ir.Value | None] = [node.inputs[0]]
         else:
             op_type = DYNAMIC_QUANTIZE.name if plan.quantize else DYNAMIC_DEQUANTIZE.name
-            scale_type = ir.DataType(plan.scale_type.onnx)
+            scale_type = _IR_TYPES[plan.scale_type.onnx]
             if plan.group_shape is not None:  # scales and zps keep src's rank
                 inputs = [node.inputs[0], plan.scale, plan.zero_point]
             else:
@@ -392,7 +432,7 @@ class QdqToSpecPass(NodeRewritePass):
             if inputs[2] is None:
                 inputs.pop()
         if plan.quantize and (static or len(inputs) < 3):
-            attributes.append(ir.AttrInt64("output_dtype", plan.quant_type.onnx))
+            attributes.append(self._attr("output_dtype", plan.quant_type.onnx))
         if plan.contrib:  # lowering gives the node back its domain
             node.metadata_props[ORIGIN] = CONTRIB_DOMAIN
         self.stale += replace_node(
@@ -400,9 +440,23 @@ class QdqToSpecPass(NodeRewritePass):
             (DOMAIN, op_type, OPSET_VERSION),
             inputs,
             attributes,
-            ir.DataType(plan.quant_type.onnx if plan.quantize else plan.scale_type.onnx),
+            _IR_TYPES[plan.quant_type.onnx if plan.quantize else plan.scale_type.onnx],
         )
         return op_type
+
+    def _attr(self, name: str, value: str | int | tuple[int, ...]) -> ir.Attr:
+        """One Attr object for every node of this pass with the same attribute (nothing
+        changes an Attr in place; 100k nodes share three instead of holding 300k)."""
+        found = self._attrs.get((name, value))
+        if found is None:
+            if isinstance(value, str):
+                found = ir.AttrString(name, value)
+            elif isinstance(value, tuple):
+                found = ir.AttrInt64s(name, list(value))
+            else:
+                found = ir.AttrInt64(name, value)
+            self._attrs[name, value] = found
+        return found
 
     @staticmethod
     def _as_1d(
@@ -421,7 +475,7 @@ class QdqToSpecPass(NodeRewritePass):
 
     def _zero_point(self, node: ir.Node, plan: _Plan, factory: ConstantFactory) -> ir.Value | None:
         if plan.zero_point is not None:
-            quantized = ir.DataType(plan.quant_type.onnx)
+            quantized = _IR_TYPES[plan.quant_type.onnx]
             return self._as_1d(node, plan.zero_point, plan.scale_shape, quantized, factory)
         if plan.count is None:
             return None  # unknown channel count: leave zps out, output_dtype says the type

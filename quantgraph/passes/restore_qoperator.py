@@ -14,7 +14,7 @@ from typing import Any
 
 import onnx_ir as ir
 
-from ..ir.domain_fields import EXPLICIT_EMPTY
+from ..ir.domain_fields import mark_explicit_empty
 from ..ir.rewrite import ConstantFactory, replace_node
 from ..ir.walk import GraphLike, is_standard, only_user
 from .node_rewrite import NodeRewritePass
@@ -94,7 +94,7 @@ class RestoreQOperatorPass(NodeRewritePass):
         )
         target.metadata_props.pop(RECORD, None)
         if record.get("domain_field"):
-            target.meta[EXPLICIT_EMPTY] = True  # the serialized node writes domain ""
+            mark_explicit_empty(model, target)  # the serialized node writes domain ""
         if record["domain"] == CONTRIB:
             model.opset_imports.setdefault(CONTRIB, 1)
             if isinstance(graph, ir.Function):

@@ -1,0 +1,230 @@
+"""`quantgraph convert` against a plain copy of the same model, side by side in one run.
+
+    python benchmarks/convert_vs_copy.py MODEL.onnx --rounds 5
+
+Each round runs both commands, each a whole process of its own, one after the other (the order
+alternating round by round), and reads each one's wall time and peak resident memory from
+``wait4``. The plain copy is what any tool does with the model: ``onnx.load`` (external data
+included), ``onnx.checker.check_model(path, full_check=True)`` and ``onnx.save`` (external data
+beside it when the model has any), in onnx alone. Ops of ONNX's domain that onnx does not define
+(onnxruntime-genai's SimplifiedLayerNormalization) are set aside for its check, as convert does
+(quantgraph.ir.checker). Outputs go to a scratch folder, emptied after every run.
+
+Prints the medians of each, the median (and range) of the round-by-round ratios, and each peak
+against the weights (the external data files). Time on a quiet machine: the 1-minute load
+average is printed before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+# The plain copy: onnx only (no quantgraph, no onnx-ir import in its process).
+COPY = r"""
+import os, sys, tempfile
+import onnx
+from onnx import defs
+
+source, target, location = sys.argv[1], sys.argv[2], sys.argv[3]
+model = onnx.load(source)
+
+
+def graphs(graph):
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from graphs(attribute.g)
+            for inner in attribute.graphs:
+                yield from graphs(inner)
+
+
+def unknown(node):
+    if node.domain not in ("", "ai.onnx"):
+        return False
+    try:
+        defs.get_schema(node.op_type, 10**4, "")
+    except defs.SchemaError:
+        return True
+    return False
+
+
+skeleton = onnx.load(source, load_external_data=False)
+moved = [n for g in graphs(skeleton.graph) for n in g.node if unknown(n)]
+if not moved:
+    onnx.checker.check_model(source, full_check=True)
+else:  # set aside as quantgraph.ir.checker does: a sibling file resolves the external data
+    for node in moved:
+        node.domain = "quantgraph.unchecked"
+    skeleton.opset_import.add(domain="quantgraph.unchecked", version=1)
+    handle, name = tempfile.mkstemp(suffix=".onnx", dir=os.path.dirname(os.path.abspath(source)))
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(skeleton.SerializeToString())
+        onnx.checker.check_model(name, full_check=True)
+    finally:
+        os.unlink(name)
+del skeleton
+if location:
+    onnx.save(model, target, save_as_external_data=True, location=location)
+else:
+    onnx.save(model, target)
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float
+    peak_gib: float  # the process's peak resident set
+
+
+def run(command: Sequence[str], scratch: Path) -> Run:
+    """``command`` as a whole process: wall seconds and peak resident GiB (``wait4``)."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    process.returncode = os.waitstatus_to_exitcode(status)
+    stderr = process.stderr.read().decode(errors="replace") if process.stderr else ""
+    if process.stderr:
+        process.stderr.close()
+    shutil.rmtree(scratch, ignore_errors=True)
+    if process.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed ({process.returncode}): {stderr[-600:]}")
+    return Run(seconds, usage.ru_maxrss / 2**20)  # KiB -> GiB
+
+
+def weights_bytes(model: Path) -> int:
+    """The external data files the model's tensors point into."""
+    proto = onnx.load(str(model), load_external_data=False)
+    locations = {
+        entry.value
+        for tensor in _tensors(proto.graph)
+        if tensor.data_location == onnx.TensorProto.EXTERNAL
+        for entry in tensor.external_data
+        if entry.key == "location"
+    }
+    return sum((model.parent / location).stat().st_size for location in locations)
+
+
+def _tensors(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
+    found = list(graph.initializer)
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("t"):
+                found.append(attribute.t)
+            if attribute.HasField("g"):
+                found += _tensors(attribute.g)
+            for inner in attribute.graphs:
+                found += _tensors(inner)
+    return found
+
+
+def _cell(values: list[float], unit: str, digits: int = 2) -> str:
+    middle = statistics.median(values)
+    return f"{middle:.{digits}f}{unit} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", type=Path, help="the model to convert (external data beside it)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds counted (default 5)")
+    parser.add_argument("--warmup", type=int, default=1, help="rounds not counted (default 1)")
+    parser.add_argument(
+        "--scratch",
+        type=Path,
+        default=None,
+        help="folder for the outputs (default: a temporary one; emptied after every run)",
+    )
+    parser.add_argument(
+        "--convert-args", default="", help="more arguments for quantgraph convert, one string"
+    )
+    args = parser.parse_args(argv)
+    model = args.model.resolve()
+    weights = weights_bytes(model)
+    root = Path(tempfile.mkdtemp(prefix="convert-vs-copy-", dir=args.scratch))
+    out_copy, out_convert = root / "copy", root / "convert"
+    copy = [
+        sys.executable,
+        "-c",
+        COPY,
+        str(model),
+        str(out_copy / "model.onnx"),
+        "model.onnx.data" if weights else "",
+    ]
+    convert = [
+        sys.executable,
+        "-m",
+        "quantgraph",
+        "convert",
+        str(model),
+        str(out_convert / "model.onnx"),
+        *args.convert_args.split(),
+    ]
+    nodes = len(onnx.load(str(model), load_external_data=False).graph.node)
+    print(f"{model}: {nodes} nodes in the main graph, {weights / 2**30:.3f} GiB of external data")
+    print(f"python {sys.version.split()[0]}, onnx {onnx.__version__}, {os.cpu_count()} CPUs")
+    print(f"load average before: {os.getloadavg()[0]:.2f} (time on a quiet machine)")
+    runs: dict[str, list[Run]] = {"copy": [], "convert": []}
+    try:
+        for index in range(args.warmup + args.rounds):
+            order = [("copy", copy, out_copy), ("convert", convert, out_convert)]
+            if index % 2:
+                order.reverse()
+            done = {name: run(command, out) for name, command, out in order}
+            if index >= args.warmup:
+                for name, result in done.items():
+                    runs[name].append(result)
+                print(
+                    f"round {index - args.warmup + 1}: copy {done['copy'].seconds:.2f} s "
+                    f"{done['copy'].peak_gib:.3f} GiB, convert {done['convert'].seconds:.2f} s "
+                    f"{done['convert'].peak_gib:.3f} GiB",
+                    flush=True,
+                )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    print()
+    print(f"{args.rounds} rounds, medians (min-max)")
+    print()
+    header = "| command | time | peak resident | peak / weights |"
+    print(header)
+    print("|---|---|---|---|")
+    for name, label in (
+        ("copy", "plain copy (onnx load, full check, save)"),
+        ("convert", "quantgraph convert"),
+    ):
+        peaks = [r.peak_gib for r in runs[name]]
+        over = f"{statistics.median(peaks) * 2**30 / weights:.2f}x" if weights else "-"
+        print(
+            f"| {label} | {_cell([r.seconds for r in runs[name]], ' s')} "
+            f"| {_cell(peaks, ' GiB', 3)} | {over} |"
+        )
+    time_ratios = [
+        c.seconds / p.seconds for c, p in zip(runs["convert"], runs["copy"], strict=True)
+    ]
+    peak_ratios = [
+        c.peak_gib / p.peak_gib for c, p in zip(runs["convert"], runs["copy"], strict=True)
+    ]
+    print()
+    print(
+        f"convert / copy, round by round: time {_cell(time_ratios, 'x')}, "
+        f"peak {_cell(peak_ratios, 'x')}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""Tensors computed from other tensors when their bytes are needed: weights as a stream.
+
+A pass that transforms a weight read from external data (MatMulNBits' B re-packed, its scales
+transposed) makes a :class:`DerivedTensor` instead of an array. Nothing is read or computed
+until the bytes are asked for — when the model is written, one tensor at a time: the source is
+read, transformed, written and freed, and the source's file mapping released, so converting a
+multi-GB model holds one tensor's worth of weights, not the model's. A source held in memory
+is transformed at once (:func:`derived` returns a plain tensor then).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import onnx_ir as ir
+
+Compute = Callable[..., np.ndarray]  # the sources' arrays -> the result's array (see derived)
+
+
+def on_disk(tensor: ir.TensorProtocol | None) -> bool:
+    """Whether ``tensor``'s bytes live in an external-data file (or are derived from such)."""
+    return isinstance(tensor, (ir.ExternalTensor, DerivedTensor))
+
+
+class DerivedTensor(ir.LazyTensor):
+    """``compute(*sources' arrays)``, evaluated each time its bytes are read (never cached:
+    a written weight leaves no copy behind), the sources' mappings released after each."""
+
+    __slots__ = ("sources",)
+
+    def __init__(
+        self,
+        compute: Compute,
+        sources: Sequence[ir.TensorProtocol],
+        dtype: ir.DataType,
+        shape: Sequence[int],
+        name: str | None = None,
+    ) -> None:
+        self.sources = tuple(sources)
+        frozen = ir.Shape(list(shape))
+        made = functools.partial(_evaluate, compute, self.sources, dtype, frozen)
+        super().__init__(made, dtype, frozen, name=name)
+
+    def tofile(self, file: Any) -> None:
+        """Writes the result's bytes without a copy of them (onnx-ir's PackedTensor would
+        make one with ``tobytes``)."""
+        tensor = self._evaluate()
+        if not isinstance(tensor, ir.PackedTensor):
+            assert isinstance(tensor, ir.Tensor)  # what _tensor makes
+            tensor.tofile(file)
+            return
+        packed = tensor.numpy_packed()
+        if _has_fileno(file):
+            packed.tofile(file)
+        else:
+            file.write(packed.data)
+
+
+def derived(
+    compute: Compute,
+    sources: Sequence[ir.TensorProtocol],
+    dtype: ir.DataType,
+    shape: Sequence[int],
+) -> ir.TensorProtocol:
+    """``compute`` of the sources' arrays as a tensor of ``dtype`` and ``shape``: a
+    :class:`DerivedTensor` when a source is on disk, else computed now.
+
+    ``compute`` returns, for 4-bit types, the packed bytes (uint8, ONNX's packing); for other
+    types an array whose bytes are the tensor's (its dtype's size matching). It must not
+    return a view of a source: the source's mapping is released after it returns."""
+    if any(on_disk(source) for source in sources):
+        return DerivedTensor(compute, sources, dtype, shape)
+    return _tensor(compute(*(source.numpy() for source in sources)), dtype, ir.Shape(list(shape)))
+
+
+def _evaluate(
+    compute: Compute,
+    sources: tuple[ir.TensorProtocol, ...],
+    dtype: ir.DataType,
+    shape: ir.Shape,
+) -> ir.TensorProtocol:
+    result = _tensor(compute(*(source.numpy() for source in sources)), dtype, shape)
+    for source in sources:
+        _release(source)
+    return result
+
+
+def _tensor(array: np.ndarray, dtype: ir.DataType, shape: ir.Shape) -> ir.TensorProtocol:
+    if dtype.bitwidth == 4:
+        return ir.PackedTensor(array.view(np.uint8).reshape(-1), dtype, shape=shape)
+    typed = array.view(dtype.numpy()).reshape(shape.numpy())
+    return ir.Tensor(typed, dtype=dtype)
+
+
+def _release(source: ir.TensorProtocol) -> None:
+    """Unmaps an external source (its pages leave this process's memory; read again, it is
+    mapped again). A view of it held elsewhere keeps the mapping: nothing to do then."""
+    release = getattr(source, "release", None)
+    if callable(release):
+        with contextlib.suppress(BufferError):
+            release()
+
+
+def _has_fileno(file: Any) -> bool:
+    try:
+        file.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return False
+    return True
