@@ -27,6 +27,7 @@ import onnx_ir as ir
 
 from ..errors import ModelError
 from .bounds import Sizes, position_rows, value_bounds
+from .masks import mask_reason
 from .options import InputOptionError, check_val_range, size_text, type_range
 
 SPATIAL_DEFAULT = 224
@@ -48,6 +49,8 @@ SEQUENCE_WORDS = frozenset(
 _OTHER_WORDS = frozenset(("past", "total", "cache", "max", "batch"))
 _TOKEN_INPUT = re.compile(r"(?:^|_)(?:ids|mask)$")
 RANGE_DEFAULT = "default"
+MASK_WHY = "a mask"  # how the why of every mask starts (:mod:`.masks`)
+MASK_VALUES = "; 0 or 1, at least one 1 a row"
 
 # A dim for --dim and the search: a symbolic name (name, None) or one axis of an input.
 DimKey = tuple[str, int | None]
@@ -85,6 +88,7 @@ class InputSpec:
     high: float
     why: str
     shape_from: tuple[str, ...] = ()
+    mask: bool = False  # 0s and 1s with at least one 1 a row (:mod:`.masks`)
 
     def to_dict(self) -> dict[str, object]:
         bounded = np.isfinite(self.low) and np.isfinite(self.high)
@@ -102,10 +106,11 @@ class InputSpec:
         a large input."""
         np_type = self.dtype.numpy()
         low, high = self.low, self.high
-        if np_type.kind in "biu":
-            return self._chunks(
+        if np_type.kind in "biu" or self.mask:
+            drawn = self._chunks(
                 np_type, lambda n: rng.integers(int(low), int(high), n, endpoint=True)
             )
+            return one_per_row(drawn) if self.mask and low <= 1 <= high else drawn
         if np_type.kind == "f":
             if not (np.isfinite(low) and np.isfinite(high)):
                 return self._chunks(np_type, rng.standard_normal)
@@ -121,6 +126,15 @@ class InputSpec:
             stop = min(start + DRAW_CHUNK, out.size)
             out[start:stop] = make(stop - start)
         return out.reshape(self.shape)
+
+
+def one_per_row(mask: np.ndarray) -> np.ndarray:
+    """``mask`` with a 1 at the first position of every row (last axis) that has none: a row
+    of zeros masks every position."""
+    if mask.size:
+        rows = mask.reshape(-1, mask.shape[-1]) if mask.ndim else mask.reshape(1, 1)
+        rows[~rows.astype(bool).any(axis=-1), 0] = 1
+    return mask
 
 
 def fed_inputs(model: ir.Model) -> list[ir.Value]:
@@ -180,7 +194,8 @@ def plan_inputs(
             why = "--val-range"
         else:
             low, high, why = _by_use(value, sizes, attempt)
-        plans.append(InputSpec(value.name, value.dtype, shape, low, high, why, shape_from))
+        mask = why.startswith(MASK_WHY) and value.name not in ranges
+        plans.append(InputSpec(value.name, value.dtype, shape, low, high, why, shape_from, mask))
     return plans
 
 
@@ -370,11 +385,14 @@ def _by_use(value: ir.Value, sizes: Sizes, attempt: Attempt) -> tuple[float, flo
     low: float
     high: float
     kind = value.dtype.numpy().kind
+    mask = mask_reason(value) if kind in "biuf" else None
     if kind == "b":
-        return 0, 1, "boolean"
+        return 0, 1, f"{mask}{MASK_VALUES}" if mask else "boolean"
     if kind not in "iuf":
         return -math.inf, math.inf, "standard normal"
     bounds = value_bounds(value, sizes)
+    if mask is not None:  # first: its why starts the input's
+        bounds.insert(0, (0, 1, f"{mask}{MASK_VALUES}"))
     if not bounds:
         if kind == "f":
             return -math.inf, math.inf, "standard normal"

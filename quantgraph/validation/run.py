@@ -10,7 +10,6 @@ unfused nodes the original runs with another kernel: other_kernels).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -28,9 +27,11 @@ from ..runtime.session import InferenceSession
 from . import feeds, given_back, integer_sums, onednn_reference, other_kernels, qoperator
 from .debugger import from_run
 from .error_stats import ErrorStats, has_quantization, quantization_steps
-from .inputs import describe_feeds, draw
-from .inputs import plan_inputs as plan
+from .generated import explain_failure, generate, non_finite_error
+from .generated import ort_message as _ort_message
+from .inputs import InputSpec, describe_feeds
 from .intermediate import after_quantization, producers, with_all_outputs
+from .non_finite import NonFinite, check_finite
 from .options import InputOptionError, memory_budget_bytes
 from .partitions import Partitions
 from .report import (
@@ -53,7 +54,7 @@ from .report import (
     ValidationReport,
 )
 from .roles import check_roles
-from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT, find_plan
+from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 # progress(stage, done, total): stage "original", "rewritten" or "optimized"; done 0: loading.
@@ -103,18 +104,6 @@ def _samples(
     return [(str(path), feeds.read(path, expected)) for path in feeds.files_of(inputs)]
 
 
-def make_inputs(
-    model: ModelLike,
-    *,
-    seed: int = 0,
-    dims: Mapping[str, int] | None = None,
-    val_ranges: Mapping[str, tuple[float, float]] | None = None,
-) -> dict[str, np.ndarray]:
-    """Inputs for every fed input of ``model`` from a seed (see :mod:`.inputs`)."""
-    specs = plan(load_model(model), dims=dims, val_ranges=val_ranges)
-    return draw(specs, seed)
-
-
 class _Original:
     """The original model: its IR (to plan inputs and name nodes) and onnxruntime sessions."""
 
@@ -145,22 +134,6 @@ class _Original:
 
 
 _CPU = ["CPUExecutionProvider"]
-
-
-# "2 : INVALID_ARGUMENT : Non-zero status code returned while running Pad node. Name:'p' Status
-# Message: why" says no more than "Pad node 'p': why".
-_RUN_FAILURE = re.compile(
-    r"^\d+ : \w+ : Non-zero status code returned while running (\w+) node\. "
-    r"Name:'([^']*)' Status Message: "
-)
-
-
-def _ort_message(error: BaseException) -> str:
-    """onnxruntime's whole message on one line (its later lines say which dims differ),
-    without its status prefix."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    text = text.replace("[ONNXRuntimeError] : ", "")
-    return _RUN_FAILURE.sub(lambda m: f"{m.group(1)} node '{m.group(2)}': ", text)
 
 
 def _run(
@@ -251,6 +224,7 @@ def validate(
             for k, v in samples[0].items()
         }
         used_seed: int | None = None
+        specs: list[InputSpec] | None = None
         search: InputSearch | None = None
         memory: MemoryCheck | None = None
         expected = _run_all(
@@ -263,24 +237,32 @@ def validate(
             origins=[f for f, _ in given],
         )
     else:
-        found = find_plan(
+        found = generate(
             source.ir,
-            lambda feeds: _run(session, wanted, feeds),
+            run=lambda feeds: _run(session, wanted, feeds),
+            outputs=outputs,
+            original=source.ir,
             label=source.label,
             message=_ort_message,
+            seed=seed,
             dims=dims,
             val_ranges=val_ranges,
-            seed=seed,
+            iterations=iterations,
             memory_budget=budget,
-            timeout=search_timeout,
+            search_timeout=search_timeout,
             keep_all=intermediate,
         )
-        specs, first, search, memory = found.specs, found.outputs, found.search, found.memory
-        samples = [draw(specs, seed + i) for i in range(iterations)]
+        specs, search, memory = found.specs, found.search, found.memory
+        samples = found.samples
         tell("original", 1, len(samples))
         later = _run_all(session, wanted, samples[1:], source.label, tell, "original", done=1)
-        expected = [first, *later]
-        described = {spec.name: spec.to_dict() for spec in specs}
+        for sample, results in zip(samples[1:], later, strict=True):
+            try:
+                check_finite(outputs, results[: len(outputs)])
+            except NonFinite as error:
+                raise non_finite_error(source.label, source.ir, sample, specs, error) from None
+        expected = [found.outputs, *later]
+        described = found.inputs
         used_seed = seed
 
     onnx_expected: list[list[np.ndarray]] = []
@@ -324,7 +306,13 @@ def validate(
     fetched += [n for n in (parts.outputs if parts else []) if n not in fetched]
     actual = []
     for done, sample in enumerate(samples, 1):
-        actual.append(candidate.run(fetched, sample))
+        try:
+            actual.append(candidate.run(fetched, sample))
+        except Exception as error:  # the original's NaN or inf, refused: the original's error
+            explained = explain_failure(source.label, source.ir, sample, specs, error, _ort_message)
+            if explained is None:
+                raise
+            raise explained from None
         tell("rewritten", done, len(samples))
 
     n_out = len(outputs)
