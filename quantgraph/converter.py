@@ -13,6 +13,7 @@ import onnx
 import onnx_ir as ir
 
 from .errors import ModelError
+from .ir.checker import OpKey, check_proto, unregistered_ops
 from .ir.collector import collector_paused
 from .ir.domain_fields import write_domain_fields
 from .ir.model_files import (
@@ -30,6 +31,7 @@ from .passes.float_model import refuse_unquantized
 from .passes.full_check import checked_proto
 from .passes.keep_float import keep_float as float_kept
 from .passes.node_rewrite import Progress
+from .runtime import onnxruntime_ops
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class RewriteResult:
     report: RewriteReport
     checked: bool
     sources: tuple[Path, ...] = ()
+    accepted: frozenset[OpKey] = frozenset()
 
     @functools.cached_property
     def proto(self) -> onnx.ModelProto:
@@ -78,6 +81,7 @@ class RewriteResult:
             force=force,
             protect=self.sources,
             check=not self.checked,
+            accepted=self.accepted,
         )
 
 
@@ -116,12 +120,19 @@ def convert(
         refuse_unquantized(loaded, _label(model))
         external = has_external_data(loaded)
         report.already = _count(loaded, lambda n: spec_op(n) is not None)
+        accepted = _accepted_unknown_ops(loaded, report)
         # The passes declare what they need (supported opset, schemas registered): requires.
         manager = pipelines.conversion(
-            report, static=static, contrib=contrib, check=check and not external, progress=progress
+            report,
+            static=static,
+            contrib=contrib,
+            check=check and not external,
+            progress=progress,
+            accepted=accepted,
         )
-        _run(manager, loaded, model)
-    return RewriteResult(loaded, report, check and not external, _sources(loaded, model))
+        _run(manager, loaded, model, accepted)
+    checked = check and not external
+    return RewriteResult(loaded, report, checked, _sources(loaded, model), accepted)
 
 
 def lower(
@@ -141,8 +152,11 @@ def lower(
         loaded = _private_copy(model)
         external = has_external_data(loaded)
         report.already = _count(loaded, _is_qdq)
-        manager = pipelines.lowering(report, check=check and not external, to_qdq=to_qdq)
-        _run(manager, loaded, model)
+        accepted = _accepted_unknown_ops(loaded, report)
+        manager = pipelines.lowering(
+            report, check=check and not external, to_qdq=to_qdq, accepted=accepted
+        )
+        _run(manager, loaded, model, accepted)
     if report.skipped and not allow_partial:
         first = report.skipped[0]
         more = f" (and {len(report.skipped) - 1} more)" if len(report.skipped) > 1 else ""
@@ -151,7 +165,19 @@ def lower(
             f"'{first.node}' ({first.op_type}): {first.reason}{more}; allow_partial=True "
             "(--allow-partial) keeps them in the result"
         )
-    return RewriteResult(loaded, report, check and not external, _sources(loaded, model))
+    return RewriteResult(loaded, report, check and not external, _sources(loaded, model), accepted)
+
+
+def _accepted_unknown_ops(loaded: ir.Model, report: RewriteReport) -> frozenset[OpKey]:
+    """The original's ops in ONNX's domain that onnx does not define and onnxruntime runs
+    (onnxruntime-genai's SimplifiedLayerNormalization): the result is held to the checker no
+    more strictly than the original. Others stay refused (the checker names them)."""
+    accepted: set[OpKey] = set()
+    for (domain, op_type), names in unregistered_ops(loaded).items():
+        if onnxruntime_ops.registered(domain, op_type):
+            accepted.add((domain, op_type))
+            report.unchecked[op_type if not domain else f"{domain}.{op_type}"] = len(names)
+    return frozenset(accepted)
 
 
 def _private_copy(model: ModelLike) -> ir.Model:
@@ -180,13 +206,18 @@ def _label(source: ModelLike) -> str:
     return f"{source}: " if isinstance(source, (str, os.PathLike)) else ""
 
 
-def _run(manager: ir.passes.PassManager, loaded: ir.Model, source: ModelLike) -> None:
+def _run(
+    manager: ir.passes.PassManager,
+    loaded: ir.Model,
+    source: ModelLike,
+    accepted: frozenset[OpKey] = frozenset(),
+) -> None:
     try:
         pipelines.run(manager, loaded)
     except ModelError as error:  # a pass found the input unusable: name the file too
         raise ModelError(f"{_label(source)}{error}") from None
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
-        broken = _input_check_error(loaded)
+        broken = _input_check_error(loaded, accepted)
         if broken is not None:  # the input was broken before quantgraph touched it
             message = (
                 f"{_label(source)}the input model fails onnx.checker (full_check), before any "
@@ -199,13 +230,13 @@ def _run(manager: ir.passes.PassManager, loaded: ir.Model, source: ModelLike) ->
         raise ModelError(message) from error
 
 
-def _input_check_error(loaded: ir.Model) -> Exception | None:
+def _input_check_error(loaded: ir.Model, accepted: frozenset[OpKey]) -> Exception | None:
     """The checker's error on the model as it was read, or None when it passes."""
     original = original_model(loaded)
     if original is None:
         return None
     try:
-        onnx.checker.check_model(ir.to_proto(original), full_check=True)
+        check_proto(ir.to_proto(original), accepted)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
         return error
     return None

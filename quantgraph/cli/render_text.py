@@ -100,6 +100,12 @@ def print_conversion(
     if report.skipped:
         _print_skipped(report.skipped, limit, verbose)
     _print_other_quantized(report.other_quantized, limit)
+    if report.unchecked:
+        ops = ", ".join(f"{n} {op}" for op, n in report.unchecked.items())
+        click.echo(
+            f"kept as they are, unknown to onnx.checker (onnxruntime runs them): {ops}; the "
+            "rest of the result passed the full check"
+        )
     if out is not None and not dry_run:
         click.echo(f"wrote {out}")
 

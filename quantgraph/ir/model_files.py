@@ -15,6 +15,7 @@ import onnx
 import onnx_ir as ir
 
 from ..errors import ModelError
+from .checker import OpKey, check_file
 from .node_order import sort_nodes
 from .output_files import check_data_name, write_files
 from .walk import proto_graphs, subgraphs
@@ -137,6 +138,7 @@ def save_model(
     protect: tuple[Path, ...] = (),
     progress: Callable[[int, int], None] | None = None,
     check: bool = False,
+    accepted: frozenset[OpKey] = frozenset(),
 ) -> Path:
     """Write ``model`` to ``path`` complete or not at all (:mod:`quantgraph.ir.output_files`: never
     over a file of ``protect``, only regular files replaced, exclusive unless ``force``).
@@ -145,7 +147,8 @@ def save_model(
     written to ``<OUT stem>.data`` beside OUT), "none" writes everything into OUT, any other
     value is the external-data file's name (a plain name: it goes beside OUT). ``check`` runs
     ``onnx.checker.check_model(full_check=True)`` on the written file before it takes OUT's
-    name.
+    name; ``accepted`` ops of the original that onnx does not know are not held against it
+    (:mod:`.checker`).
     """
     target = Path(path)
     if external_data not in (AUTO, INLINE):
@@ -161,7 +164,7 @@ def save_model(
         def write_proto(staged: Path) -> None:
             _write_bytes(staged, proto.SerializeToString(deterministic=True))
             if check:
-                _check_file(staged)
+                _check_file(staged, accepted)
 
         return write_files(target, write_proto, force=force, protect=protect)
     loaded = model if isinstance(model, ir.Model) else ir.from_proto(model)
@@ -186,7 +189,7 @@ def save_model(
         else:
             ir.save(loaded, staged, external_data=data_name, callback=callback)
         if check:
-            _check_file(staged)
+            _check_file(staged, accepted)
 
     companions = () if data_name is None else (data_name,)
     return write_files(target, write_model, force=force, protect=protect, companions=companions)
@@ -199,12 +202,12 @@ def _write_bytes(path: Path, data: bytes) -> None:
         os.fsync(stream.fileno())
 
 
-def _check_file(path: Path) -> None:
+def _check_file(path: Path, accepted: frozenset[OpKey]) -> None:
     from .onnx_schemas import register
 
     register()
     try:
-        onnx.checker.check_model(str(path), full_check=True)
+        check_file(path, accepted)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as error:
         raise ModelError(
             f"the result fails onnx.checker (full_check): {_first_line(error)}"

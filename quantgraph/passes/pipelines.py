@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from ..ir.checker import OpKey
 from .cast_scale import CastScalePass
 from .dynamic_quantize_linear import DynamicQuantizeLinearPass, RestoreDynamicQuantizeLinearPass
 from .full_check import FullCheckPass
@@ -32,6 +33,7 @@ def conversion(
     contrib: bool = True,
     check: bool = True,
     progress: Progress | None = None,
+    accepted: frozenset[OpKey] = frozenset(),
 ) -> ir.passes.PassManager:
     """Q/DQ -> spec ops, then onnx's full check (schemas and shape inference included).
 
@@ -52,11 +54,16 @@ def conversion(
         rewrite,
         TrimPaddedBlocksPass(),
     ]
-    return _with_check(passes, check)
+    return _with_check(passes, check, accepted)
 
 
 def lowering(
-    report: RewriteReport, *, check: bool = True, to_qdq: bool = False, gather_qdq: bool = False
+    report: RewriteReport,
+    *,
+    check: bool = True,
+    to_qdq: bool = False,
+    gather_qdq: bool = False,
+    accepted: frozenset[OpKey] = frozenset(),
 ) -> ir.passes.PassManager:
     """Spec ops -> standard Q/DQ, then onnx's full check; what conversion expanded
     (DynamicQuantizeLinear, padded short blocks, MatMulNBits, GatherBlockQuantized, QOperator
@@ -81,12 +88,15 @@ def lowering(
         *after,
         TrimPaddedBlocksPass(),
     ]
-    return _with_check(passes, check)
+    return _with_check(passes, check, accepted)
 
 
-def _with_check(passes: list[ir.passes.PassBase], check: bool) -> ir.passes.PassManager:
+def _with_check(
+    passes: list[ir.passes.PassBase], check: bool, accepted: frozenset[OpKey]
+) -> ir.passes.PassManager:
+    """``accepted``: ops of the original onnx does not know (:mod:`quantgraph.ir.checker`)."""
     if check:
-        passes.append(FullCheckPass())
+        passes.append(FullCheckPass(accepted))
     return ir.passes.PassManager(passes, steps=1)
 
 

@@ -133,6 +133,9 @@ class RewriteReport:
     # Nodes already in the rewrite's target form before it ran, per op type: quantgraph ops
     # for convert (a model converted before), QuantizeLinear/DequantizeLinear for lower.
     already: dict[str, int] = field(default_factory=dict)
+    # Nodes of the original onnx.checker does not know (no schema in ONNX's domain) that
+    # onnxruntime runs: kept as they are and not held against the result (quantgraph.ir.checker).
+    unchecked: dict[str, int] = field(default_factory=dict)
 
     @property
     def converted(self) -> dict[str, int]:
@@ -151,6 +154,7 @@ class RewriteReport:
             "nodes": [n.to_dict() for n in self.converted_nodes],
             "other_quantized": [n.to_dict() for n in self.other_quantized],
             "already": dict(sorted(self.already.items())),
+            "unchecked": dict(sorted(self.unchecked.items())),
         }
 
 

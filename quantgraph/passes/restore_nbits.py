@@ -145,13 +145,16 @@ def restore_contrib_node(
 ) -> list[ir.Value | None]:
     """``node`` made the com.microsoft ``op_type`` node conversion recorded (its domain version
     from ``record``, integer attributes ``attrs``), the domain imported where it now runs;
-    returns ``node``'s former inputs (:func:`replace_node`)."""
+    returns ``node``'s former inputs (:func:`replace_node`). An untyped output takes the type
+    of the scales (input 2 of both ops: the output's type, float16 in a float16 model)."""
+    scales = inputs[2] if len(inputs) > 2 else None
+    dtype = scales.dtype if scales is not None and scales.dtype is not None else None
     former = replace_node(
         node,
         (CONTRIB, op_type, record.get("domain_version")),
         inputs,
         [ir.AttrInt64(name, value) for name, value in attrs.items()],
-        ir.DataType.FLOAT,
+        dtype or ir.DataType.FLOAT,
     )
     model.opset_imports.setdefault(CONTRIB, 1)
     if isinstance(graph, ir.Function):

@@ -440,6 +440,7 @@ _REWRITE: dict[str, Schema] = {
     "nodes": _array({"$ref": "#/$defs/converted_node"}),
     "other_quantized": _array({"$ref": "#/$defs/other_quantized_node"}),
     "already": COUNTS,
+    "unchecked": COUNTS,
 }
 
 _TOP: dict[str, tuple[str, Schema]] = {
