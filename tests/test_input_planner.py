@@ -394,3 +394,18 @@ def test_an_attention_ops_mask_input_is_a_mask(op: str, index: int) -> None:
     )
     (_, spec) = plan_inputs(load_model(model))
     assert spec.mask and spec.why.startswith(f"a mask: read by {op}, through Cast")
+
+
+def write_models(folder: str | Path) -> dict[str, Path]:
+    """docs/robustness.md's models, each beside its conversion (``<name>_qg.onnx``):
+    ``python -c 'from tests import test_input_planner as t; t.write_models("scratch")'``."""
+    from tools.decoders import TINY, decoder_proto
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    made = {
+        "t5": _quiet_quantize(t5_encoder()),
+        "log_mask": log_masked_encoder(),
+        "nan_inside": nan_inside_model(),
+        "decoder": decoder_proto(TINY),
+    }
+    return {name: _pair(Path(folder), name, model)[0] for name, model in made.items()}

@@ -19,6 +19,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx_ir as ir
@@ -27,8 +28,8 @@ from ..errors import ModelError
 from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.walk import spec_nodes
 from ..runtime.session import InferenceSession
-from .inputs import InputSpec, describe_feeds, draw
-from .non_finite import NonFinite, check_finite, find_cause, fix_hint
+from .inputs import GENERATED, Case, InputSpec, describe_feeds, draw
+from .non_finite import NonFinite, check_finite, find_cause, fix_hint, non_finite_text
 from .report import InputSearch, MemoryCheck
 from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, Run, find_plan
 
@@ -39,21 +40,41 @@ MODEL = "the model itself"
 
 @dataclass(frozen=True)
 class Generated:
-    """The plan that ran, its samples (seeds ``seed``, ``seed + 1``, ...), the model's outputs
-    on the first, the plan's memory check and the search that found it (None: the first plan
-    ran)."""
+    """The plan that ran (every case of it: one, or a decoder's prefill and decode step), its
+    samples (per case, seeds ``seed``, ``seed + 1``, ...) with their names and specs, the
+    model's outputs on the first, the plan's memory check and the search that found it (None:
+    the first plan ran)."""
 
-    specs: list[InputSpec]
+    cases: list[Case]
     samples: list[dict[str, np.ndarray]]
+    names: list[str]
+    plans: list[list[InputSpec]]  # the specs each sample was drawn from
     outputs: list[np.ndarray]
     memory: MemoryCheck
     search: InputSearch | None
     seed: int
 
     @property
+    def specs(self) -> list[InputSpec]:
+        """The first case's specs (most models have one case)."""
+        return self.cases[0].specs
+
+    @property
     def inputs(self) -> dict[str, dict[str, object]]:
-        """Each input as reports describe it (dtype, shape, range, why, shape_from)."""
-        return {spec.name: spec.to_dict() for spec in self.specs}
+        """The first case's inputs as reports describe them (dtype, shape, range, why,
+        shape_from)."""
+        return described(self.specs)
+
+    @property
+    def described_cases(self) -> dict[str, dict[str, dict[str, object]]] | None:
+        """Each case's inputs by the case's name, for a model of several cases (a decoder)."""
+        if len(self.cases) == 1:
+            return None
+        return {case.name: described(case.specs) for case in self.cases}
+
+
+def described(specs: Sequence[InputSpec]) -> dict[str, dict[str, object]]:
+    return {spec.name: spec.to_dict() for spec in specs}
 
 
 def generate(
@@ -85,18 +106,27 @@ def generate(
     words = message or ort_message
     who = ORIGINAL if original is not None else _who(loaded)
     runner = _Lazy(loaded) if run is None else _Given(run, outputs or [])
+    form = _OriginalForm(original, loaded)
 
     def checked(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        results = runner.run(feeds)
+        try:
+            results = runner.run(feeds)
+        except Exception as error:
+            # quantgraph's ops refuse what the original computes as NaN (a DynamicQuantize's
+            # NaN scale): a refusal of the inputs' values, as the original's NaN is
+            text = None if original is not None else form.non_finite(feeds)
+            if text is None:
+                raise
+            raise NonFinite(text) from error
         check_finite(runner.names, results[: len(runner.names)])  # raises NonFinite
         return results
 
     def explain(
         specs: Sequence[InputSpec], sample: Mapping[str, np.ndarray], refusal: BaseException
     ) -> tuple[str, str] | None:
-        if original is not None and not isinstance(refusal, NonFinite):
-            return None  # the original ran and refused: its own error says why
-        reference = original if original is not None else _original_form(loaded)
+        if not isinstance(refusal, NonFinite):
+            return None  # refused for another reason: its own error says why
+        reference = form.model()
         if reference is None:
             return None
         cause = find_cause(reference, sample, specs, memory_budget)
@@ -117,8 +147,17 @@ def generate(
         keep_all=keep_all,
         explain=explain,
     )
-    samples = [found.sample, *(draw(found.specs, seed + i) for i in range(1, iterations))]
-    return Generated(found.specs, samples, found.outputs, found.memory, found.search, seed)
+    samples, names, plans = [], [], []
+    for index, case in enumerate(found.cases):
+        for step in range(iterations):
+            first = index == 0 and step == 0  # the sample the search ran
+            samples.append(found.sample if first else draw(case.specs, seed + step))
+            named = "" if case.name == GENERATED else f"{case.name}, "
+            names.append(f"{named}seed {seed + step}")
+            plans.append(case.specs)
+    return Generated(
+        found.cases, samples, names, plans, found.outputs, found.memory, found.search, seed
+    )
 
 
 def make_inputs(
@@ -216,17 +255,53 @@ def _holds_spec_ops(model: ir.Model) -> bool:
     return any(True for _ in spec_nodes(model))
 
 
-def _original_form(model: ir.Model) -> ir.Model | None:
-    """``model`` as plain onnxruntime runs it: itself, or its quantgraph ops lowered back in
-    memory (None when they cannot all be)."""
-    if not _holds_spec_ops(model):
-        return model
-    from ..converter import lower
+class _OriginalForm:
+    """The model whose NaN or inf an error explains: the original when validation has it, else
+    the model itself, its quantgraph ops lowered back in memory (made when first needed)."""
 
-    try:
-        return lower(model, check=False).model
-    except ModelError:
-        return None
+    def __init__(self, original: ir.Model | None, model: ir.Model) -> None:
+        self._given = original
+        self._model = model
+        self._lowered: ir.Model | None = None
+        self._tried = False
+        self._session: Any = None
+
+    def model(self) -> ir.Model | None:
+        if self._given is not None:
+            return self._given
+        if not _holds_spec_ops(self._model):
+            return self._model
+        if not self._tried:
+            self._tried = True
+            from ..converter import lower
+
+            try:
+                self._lowered = lower(self._model, check=False).model
+            except ModelError:
+                self._lowered = None  # an op with no ONNX form: no explanation
+        return self._lowered
+
+    def non_finite(self, feeds: Mapping[str, np.ndarray]) -> str | None:
+        """Where the lowered model's outputs hold NaN or inf on ``feeds``, None when they do
+        not, or when the model holds no quantgraph ops (its own error is the answer)."""
+        if not _holds_spec_ops(self._model):
+            return None
+        if self._session is None:
+            lowered = self.model()
+            if lowered is None:
+                return None
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.log_severity_level = 4
+            proto = ir.to_proto(lowered).SerializeToString()
+            self._session = ort.InferenceSession(proto, options, ["CPUExecutionProvider"])
+        names = [o.name for o in self._session.get_outputs()]
+        try:
+            results = self._session.run(names, dict(feeds))
+        except Exception:
+            return None
+        return non_finite_text(names, results)
 
 
 def _label(model: ModelLike, loaded: ir.Model) -> str:

@@ -224,7 +224,9 @@ def validate(
             for k, v in samples[0].items()
         }
         used_seed: int | None = None
-        specs: list[InputSpec] | None = None
+        plans: list[list[InputSpec] | None] = [None] * len(samples)  # files: no specs
+        names = [origin for origin, _ in given]
+        cases = None
         search: InputSearch | None = None
         memory: MemoryCheck | None = None
         expected = _run_all(
@@ -252,11 +254,12 @@ def validate(
             search_timeout=search_timeout,
             keep_all=intermediate,
         )
-        specs, search, memory = found.specs, found.search, found.memory
-        samples = found.samples
+        search, memory = found.search, found.memory
+        samples, names, cases = found.samples, found.names, found.described_cases
+        plans = list(found.plans)
         tell("original", 1, len(samples))
         later = _run_all(session, wanted, samples[1:], source.label, tell, "original", done=1)
-        for sample, results in zip(samples[1:], later, strict=True):
+        for sample, specs, results in zip(samples[1:], found.plans[1:], later, strict=True):
             try:
                 check_finite(outputs, results[: len(outputs)])
             except NonFinite as error:
@@ -305,11 +308,11 @@ def validate(
     fetched = outputs + [alias.get(n, n) for n in common]
     fetched += [n for n in (parts.outputs if parts else []) if n not in fetched]
     actual = []
-    for done, sample in enumerate(samples, 1):
+    for done, (sample, plan) in enumerate(zip(samples, plans, strict=True), 1):
         try:
             actual.append(candidate.run(fetched, sample))
         except Exception as error:  # the original's NaN or inf, refused: the original's error
-            explained = explain_failure(source.label, source.ir, sample, specs, error, _ort_message)
+            explained = explain_failure(source.label, source.ir, sample, plan, error, _ort_message)
             if explained is None:
                 raise
             raise explained from None
@@ -370,6 +373,8 @@ def validate(
         ),
         inputs=described,
         seed=used_seed,
+        sample_names=names,
+        cases=cases,
         samples=len(samples),
         tolerance=(atol, rtol),
         input_search=search,

@@ -1,5 +1,7 @@
 """Other plans to try when the original model refuses the first one (or the first is over the
-memory budget), and trying them within a memory and a time budget.
+memory budget), and trying them within a memory and a time budget. Outputs holding NaN or inf
+are a refusal too (:mod:`.non_finite`); then only the narrower integers are tried (a shorter
+sequence would only make NaN rarer by chance).
 
 Only what defaulted is varied (never a ``--dim``, ``--val-range``, metadata or model size), in
 three families, one attempt from each in turn, at most :data:`MAX_ATTEMPTS` attempts:
@@ -42,11 +44,13 @@ from .inputs import (
     FROM_IMAGE_DEFAULT,
     FROM_SEQUENCE,
     Attempt,
+    Case,
     DimKey,
     InputSpec,
     dim_key,
     draw,
     fed_inputs,
+    plan_cases,
     plan_inputs,
     sequence_default,
 )
@@ -94,6 +98,7 @@ class Found:
     memory: MemoryCheck
     search: InputSearch | None
     sample: dict[str, np.ndarray]
+    cases: list[Case]  # every case of the plan that ran; the first's specs are ``specs``
 
 
 def attempts(model: ir.Model, first: Sequence[InputSpec]) -> Iterator[Attempt]:
@@ -146,7 +151,8 @@ def find_plan(
     def late() -> bool:
         return timeout is not None and clock() - start > timeout
 
-    specs = plan_inputs(model, dims=dims, val_ranges=val_ranges, attempt=FIRST)
+    cases = plan_cases(model, dims=dims, val_ranges=val_ranges, attempt=FIRST)
+    specs = cases[0].specs  # a decoder's prefill: its other case runs after
     first = estimate_of(specs)
     first_sample: dict[str, np.ndarray] = {}
     values_only = False  # NaN or inf: only other values can mean something
@@ -155,7 +161,7 @@ def find_plan(
         first_sample = draw(specs, seed)
         try:
             outputs = run(first_sample)
-            return Found(specs, outputs, _check(first, memory_budget), None, first_sample)
+            return Found(specs, outputs, _check(first, memory_budget), None, first_sample, cases)
         except Exception as error:
             first_error, status = message(error), FAILED
             values_only, refusal = isinstance(error, NonFinite), error
@@ -187,7 +193,8 @@ def find_plan(
         if not fits(found):
             tried.append(Tried(number, attempt.label, total, OVER_BUDGET))
             continue
-        varied = plan_inputs(model, dims=dims, val_ranges=val_ranges, attempt=attempt)
+        varied_cases = plan_cases(model, dims=dims, val_ranges=val_ranges, attempt=attempt)
+        varied = varied_cases[0].specs
         sample = draw(varied, seed)
         try:
             outputs = run(sample)
@@ -196,7 +203,8 @@ def find_plan(
             continue
         tried.append(Tried(number, attempt.label, total, RAN))
         search = InputSearch(first_error, number, attempt.label, tuple(tried))
-        return Found(varied, outputs, _check(found, memory_budget), search, sample)
+        memory = _check(found, memory_budget)
+        return Found(varied, outputs, memory, search, sample, varied_cases)
     explained = None
     if refusal is not None and explain is not None:
         explained = explain(specs, first_sample, refusal)
