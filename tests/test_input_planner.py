@@ -331,6 +331,10 @@ def test_nan_for_negative_mask_values_is_a_refusal_the_search_avoids(tmp_path: P
     assert search is not None and search.plan == "integers in [0, 100]"
     assert search.first_error.startswith("NaN in output 'hidden' (")
     assert report.inputs["keep"]["range"] == [0, 100]
+    # tune runs the rewritten model, whose DynamicQuantize refuses the NaN: the same search
+    code, out, err = _fresh("tune", rewritten, "--json", "--budget", "0.5")
+    assert code == 0, err
+    assert _inputs_of(out) == report.inputs
     code, _, err = _cli("validate", original, rewritten, "--val-range", "keep:-1,1")
     assert code == 2
     line = _one_line_blaming_the_original(err)
