@@ -5,6 +5,8 @@ Public API:
 * ``convert(model)``: rewrite a QDQ model's Q/DQ into quantgraph's ops (a RewriteResult).
 * ``lower(model)``: rewrite quantgraph's ops back into QuantizeLinear/DequantizeLinear.
 * ``validate(original, rewritten)``: run both on the same inputs and compare (a ValidationReport).
+* ``fallback(float_model, quantized_model, target=...)``: the smallest set kept in float that
+  reaches a quality target (a FallbackResult: the model, the set, the curve).
 * ``InferenceSession(model, backend)``: an onnxruntime session that runs quantgraph's ops.
 * ``session_options(backend)``: onnxruntime SessionOptions with a backend's kernels registered.
 * ``DOMAIN``: the ONNX domain of quantgraph's ops ("com.quantgraph").
@@ -23,6 +25,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .backends import session_options
     from .converter import convert, lower
+    from .float_fallback import fallback
     from .runtime.session import InferenceSession
     from .spec import DOMAIN, OPSET_VERSION
     from .validation import validate
@@ -37,6 +40,7 @@ _LAZY = {
     "convert": ("converter", "convert"),
     "lower": ("converter", "lower"),
     "validate": ("validation", "validate"),
+    "fallback": ("float_fallback", "fallback"),
 }
 
 
@@ -61,6 +65,7 @@ __all__ = [
     "OPSET_VERSION",
     "InferenceSession",
     "convert",
+    "fallback",
     "lower",
     "session_options",
     "validate",

@@ -60,9 +60,14 @@ class Status:
 
     def validation(self, stage: str, done: int, total: int) -> None:
         """The callback of :func:`quantgraph.validate`: stage ``original``, ``rewritten`` or
-        ``optimized``; ``done`` 0 while the model's session is being made."""
+        ``optimized``; ``done`` 0 while the model's session is being made. A decoder's
+        generation: ``generation original`` / ``generation rewritten``, ``done`` the step."""
         self.stage = stage
         if not self.enabled:
+            return
+        if stage.startswith("generation "):
+            side = "the original" if stage.endswith("original") else "the rewritten model"
+            self.show(f"generating with {side}: step {done}/{total}")
             return
         model = "the original" if stage != "rewritten" else "the rewritten model"
         if stage == "optimized":

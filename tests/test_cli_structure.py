@@ -16,7 +16,7 @@ from quantgraph.cli import main
 from quantgraph.cli.args import ArgGroup, GroupOption
 
 CLI = Path(quantgraph.cli.__file__).parent
-COMMANDS = ("bench", "convert", "inspect", "lower", "run", "tune", "validate")
+COMMANDS = ("bench", "convert", "fallback", "inspect", "lower", "run", "tune", "validate")
 MAX_COMMAND_LINES = 250
 RENDERERS = ("render_json", "render_text")
 

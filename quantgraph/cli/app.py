@@ -9,6 +9,7 @@ import click
 
 from .bench import bench
 from .convert import convert
+from .fallback import fallback
 from .inspect import inspect
 from .lower import lower
 from .process import (
@@ -48,11 +49,12 @@ def main(debug: bool) -> None:
       quantgraph validate model.onnx out.onnx --json
       quantgraph run out.onnx --inputs in.npz --output out.npz
       quantgraph tune out.onnx                 fusion "auto": measure its plans on this CPU
+      quantgraph fallback float.onnx qdq.onnx mixed.onnx --target-sqnr 30
     """
     warnings_in_one_line()
 
 
-for _command in (convert, lower, validate, run, inspect, bench, tune):
+for _command in (convert, lower, validate, run, inspect, bench, tune, fallback):
     main.add_command(_command)
 
 

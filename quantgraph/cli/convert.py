@@ -92,8 +92,8 @@ def convert(
     IN is never modified. Nodes the spec cannot express (int32 bias dequantize, int16, blocked
     QuantizeLinear, ...) are kept and listed with the reason. validate's options (--inputs,
     --backend, --arithmetic, --seed, --iterations, --memory-budget, --search-timeout, --dim,
-    --val-range, --intermediate, --optimized, --atol, --rtol, --fusion) and --report apply with
-    --validate only.
+    --val-range, --intermediate, --optimized, --generate, --prompt-tokens, --atol, --rtol,
+    --fusion) and --report apply with --validate only.
     """
     from ..converter import convert as run_convert
     from ..ir.model_files import ModelLike, has_external_data
@@ -116,7 +116,12 @@ def convert(
     payload: dict[str, Any] = result.report.to_dict()
     validation = None
     if validate_result and not dry_run:  # the models' word on the options, before writing
-        from ..validation import check_input_options, check_tolerance, input_samples
+        from ..validation import (
+            check_generation,
+            check_input_options,
+            check_tolerance,
+            input_samples,
+        )
 
         original = result.original()
         if feeds.inputs:
@@ -132,6 +137,7 @@ def convert(
             tolerance.atol,
             tolerance.rtol,
         )
+        check_generation(original, checks.generate, checks.prompt_tokens, str(model_in))
     if not dry_run:
         assert model_out is not None
         result.save(model_out, external_data=out.external_data, force=out.force)

@@ -149,7 +149,8 @@ def validation_failed(
     :func:`quantgraph.validate` reported), and that OUT, written before, stays."""
     if interrupted():
         return error
-    side = f"OUT ({model_out})" if stage == "rewritten" else f"IN ({model_in})"
+    rewritten = stage in ("rewritten", "generation rewritten")
+    side = f"OUT ({model_out})" if rewritten else f"IN ({model_in})"
     return ModelError(
         f"--validate failed on {side}: {one_line(error)}; {model_out} was written and is kept"
     )

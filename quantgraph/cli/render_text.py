@@ -274,12 +274,58 @@ def print_validation(report: Any) -> None:
             )
         if getattr(found, "partitions", None) is not None:
             _print_partitions(found)
+    if getattr(report, "generation", None) is not None:
+        print_generation(report.generation)
     verdict = "the models agree" if report.agree else "the models DISAGREE"
     if report.optimized:
         verdict += " (from the ORT_DISABLE_ALL comparison only)"
     elif getattr(report, "onnx_arithmetic", None):
         verdict += " (in oneDNN's arithmetic)"
     click.echo(f"verdict: {verdict}")
+
+
+GENERATION_ROWS = 16  # steps listed from the first; those around where the models part, too
+
+
+def print_generation(found: Any) -> None:
+    """A decoder's greedy generation on both models: a row per step, then one line."""
+    if found.skipped is None:
+        seed = f"seed {found.seed}"
+        click.echo(
+            f"generation: a prompt of {len(found.prompt)} token ids ({seed}), the prefill then "
+            f"{len(found.steps) - 1} steps, each model feeding back its own token and cache"
+        )
+        if found.capped:
+            _wrapped(f"capped: {found.capped}")
+        marks = {found.first_divergence, found.first_failing} - {None}
+        shown = {s.step for s in found.steps[:GENERATION_ROWS]}
+        shown |= {k for m in marks for k in range(m - 1, m + 2)}
+        click.echo(f"  {'step':>4}  {'original':>8}  {'rewritten':>9}  logits")
+        last = -1
+        for step in found.steps:
+            if step.step not in shown:
+                continue
+            if step.step > last + 1:
+                click.echo(f"  ... {step.step - last - 1} steps (--json lists every step)")
+            last = step.step
+            click.echo(
+                f"  {step.step:>4}  {step.token_original:>8}  {step.token_rewritten:>9}  "
+                f"{_step_verdict(step, found.tolerance is None)} max_abs_diff="
+                f"{step.logits.max_abs_diff:g}{'' if step.same_token else '  <- tokens part'}"
+            )
+        if last < len(found.steps) - 1:
+            click.echo(f"  ... {len(found.steps) - 1 - last} steps (--json lists every step)")
+    click.echo(found.verdict())
+
+
+def _step_verdict(step: Any, exact: bool) -> str:
+    if not step.judged:
+        return "not judged (fed other tokens)"
+    if step.logits.agree:
+        return "identical"
+    if exact:
+        return "DIFFERENT"
+    return "within tolerance" if step.passes else "BEYOND tolerance"
 
 
 def _steps_text(steps: float | None) -> str:

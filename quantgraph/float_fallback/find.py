@@ -12,10 +12,12 @@ priced one at a time in this process: the keep-float model converted and run wit
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx_ir as ir
@@ -23,13 +25,14 @@ import onnxruntime as ort
 
 from ..converter import convert
 from ..errors import ModelError
-from ..ir.model_files import ModelLike, load_model
+from ..ir.model_files import AUTO, ModelLike, load_model, save_model, source_files, write_file
 from ..ir.values import constant_array, optional_input
 from ..passes.float_candidates import WEIGHTS, FloatCandidate, float_candidates
 from ..passes.keep_float import is_weight_dequantize
 from ..runtime.session import InferenceSession
 from ..validation import make_inputs
 from ..validation.qparams import TensorCounter, quantized_tensors, sqnr
+from .page import render
 from .problem import FallbackProblem, Metric, Outputs, quiet_options
 from .runners import InProcess, LocalProcesses, RayCluster, Runner
 from .search import DEFAULT_MAX_EVALUATIONS, Point, SearchResult, Target, search
@@ -65,6 +68,7 @@ class FallbackResult:
     metric: str
     baseline: Point
     notes: list[str] = field(default_factory=list)
+    sources: tuple[Path, ...] = ()  # the files the two models were read from: never written
 
     @property
     def kept(self) -> list[FloatCandidate]:
@@ -75,13 +79,37 @@ class FallbackResult:
     def points(self) -> list[Point]:
         return self.search.points
 
+    def save(
+        self, path: str | os.PathLike[str], *, external_data: str = AUTO, force: bool = False
+    ) -> Path:
+        """Write the chosen keep-float model (a QDQ model like any other) by the rules of every
+        output (:mod:`quantgraph.ir.output_files`), never over either input."""
+        return save_model(
+            self.model, path, external_data=external_data, force=force, protect=self.sources,
+            check=True,
+        )  # fmt: skip
+
+    def write_html(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        labels: tuple[str, str] = ("the float model", "the quantized model"),
+        force: bool = False,
+    ) -> Path:
+        """The search as a self-contained page (:mod:`.page`): kept set, Pareto front of quality
+        against kept count and latency, every point, the ranking."""
+        page = render(self, *labels)
+        return write_file(
+            Path(path), page.encode("utf-8"), force=force, protect=self.sources, role="--report"
+        )
+
     def to_dict(self) -> dict[str, object]:
         found = self.search.to_dict()
         return {
             **found,
             "metric": self.metric,
             "baseline": self.baseline.to_dict(),
-            "kept": [c.to_dict() for c in self.kept],
+            "kept": [r.to_dict() for r in self.ranking if r.candidate.name in self.search.kept],
             "ranking": [r.to_dict() for r in self.ranking],
             "runner": self.runner,
             "notes": self.notes,
@@ -165,6 +193,7 @@ def fallback(
         "output SQNR (dB, the worst output's)" if metric is None else "user metric",
         found.points[0],
         notes,
+        source_files(floating) + source_files(quantized),
     )
 
 

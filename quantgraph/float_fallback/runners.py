@@ -131,12 +131,13 @@ def _ray_quality(problem: FallbackProblem, kept: frozenset[str]) -> float:
 class RayCluster:
     def __init__(self, problem: FallbackProblem, address: str) -> None:
         try:
-            import ray
+            import ray as module
         except ImportError:
             raise ModelError(
                 "--ray: Ray is not installed (pip install 'quantgraph[ray]')"
             ) from None
-        self._ray: Any = ray
+        ray: Any = module  # its stubs are partial
+        self._ray = ray
         self._started = not ray.is_initialized()
         if self._started:
             options: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False}

@@ -14,7 +14,9 @@ from typing import Any
 
 from ..passes.report import SKIP_CODES
 
-COMMANDS = ("convert", "lower", "validate", "run", "inspect", "bench", "tune", "error")
+COMMANDS = (
+    "convert", "lower", "validate", "run", "inspect", "bench", "tune", "fallback", "error"
+)  # fmt: skip
 HERE = Path(__file__).resolve().parent
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -66,6 +68,23 @@ def _array(items: Schema) -> Schema:
 
 DEFS: dict[str, Schema] = {
     "float": FLOAT,
+    "fallback_point": _object(
+        {
+            "kept": _array(STRING),
+            "quality": {"type": ["number", "null"]},
+            "ms": {"type": ["number", "null"]},
+        }
+    ),
+    "fallback_candidate": _object(
+        {
+            "kind": {"enum": ["chain", "weights"]},
+            "name": STRING,
+            "names": _array(STRING),
+            "op_type": STRING,
+            "label": STRING,
+            "sqnr_db": {"type": ["number", "null"]},
+        }
+    ),
     "onednn": {
         "description": "The oneDNN that ran the spec ops (version and library path); null when "
         "the backend is not onednn.",
@@ -251,6 +270,43 @@ DEFS: dict[str, Schema] = {
             "fusion_plan": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/fusion_plan"}]},
             "debug": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/debug"}]},
             "error_stats": _array({"$ref": "#/$defs/error_stats"}),
+            "generation": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/generation"}]},
+        }
+    ),
+    # a decoder original: the greedy generation on both models (quantgraph.validation.generation)
+    "generation": _object(
+        {
+            "agree": BOOL,
+            "skipped": NULLABLE_STRING,
+            "note": STRING,
+            "capped": NULLABLE_STRING,
+            "seed": INT,
+            "prompt_tokens": {"type": "integer", "minimum": 0},
+            "prompt": _array(INT),
+            "steps_run": {"type": "integer", "minimum": 0},
+            "exact_expected": BOOL,
+            "atol": {"type": ["number", "null"]},
+            "rtol": {"type": ["number", "null"]},
+            "tokens_original": _array(INT),
+            "tokens_rewritten": _array(INT),
+            "same_tokens": {"type": "integer", "minimum": 0},
+            "first_divergence": {"type": ["integer", "null"]},
+            "first_failing": {"type": ["integer", "null"]},
+            "logits_max_abs_diff": {"$ref": "#/$defs/float"},
+            "verdict": STRING,
+            "steps": _array({"$ref": "#/$defs/generation_step"}),
+        }
+    ),
+    "generation_step": _object(
+        {
+            "step": {"type": "integer", "minimum": 0},
+            "token_original": INT,
+            "token_rewritten": INT,
+            "same_token": BOOL,
+            "logits": {"$ref": "#/$defs/tensor_comparison"},
+            "judged": BOOL,
+            "agree": BOOL,
+            "margin": {"$ref": "#/$defs/float"},
         }
     ),
     # float original vs its QDQ form with --intermediate (quantgraph.validation.debugger)
@@ -514,6 +570,28 @@ _TOP: dict[str, tuple[str, Schema]] = {
                 "inputs": {"type": "object"},
                 "tuning": {"$ref": "#/$defs/tuning"},
                 "fusion_plan": {"$ref": "#/$defs/fusion_plan"},
+            }
+        ),
+    ),
+    "fallback": (
+        "quantgraph fallback --json: the float fallback found for QUANTIZED, every point on "
+        "the way, the ranking it started from, and OUT.",
+        _object(
+            {
+                "target": {"type": "number"},
+                "higher_is_better": BOOL,
+                "reached": BOOL,
+                "kept": _array({"$ref": "#/$defs/fallback_candidate"}),
+                "quality": {"type": ["number", "null"]},
+                "evaluations": INT,
+                "stopped": NULLABLE_STRING,
+                "points": _array({"$ref": "#/$defs/fallback_point"}),
+                "metric": STRING,
+                "baseline": {"$ref": "#/$defs/fallback_point"},
+                "ranking": _array({"$ref": "#/$defs/fallback_candidate"}),
+                "runner": STRING,
+                "notes": _array(STRING),
+                "output": STRING,
             }
         ),
     ),

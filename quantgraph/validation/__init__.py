@@ -2,6 +2,7 @@
 say how far they agree, output by output (and tensor by tensor)."""
 
 from .generated import Generated, generate, make_inputs
+from .generation import check_generation
 from .inputs import InputSpec, check_input_options, plan_inputs
 from .options import InputOptionError, parse_dim, parse_val_range
 from .report import EXACT, OPTIMIZED, Divergence, InputSearch, IntermediateReport, ValidationReport
@@ -17,6 +18,7 @@ __all__ = [
     "InputSpec",
     "IntermediateReport",
     "ValidationReport",
+    "check_generation",
     "check_input_options",
     "check_tolerance",
     "generate",

@@ -20,6 +20,7 @@ from ..reference.compare import TensorComparison
 from . import svg
 from .error_stats import ErrorStats, abs_bin_labels, abs_bin_ranges
 from .html_debug import section as debug_section
+from .html_generation import section as generation_section
 from .html_tensors import section as tensors_section
 
 if TYPE_CHECKING:  # the report writes itself through this module (write_html)
@@ -49,6 +50,7 @@ def render(
         _header(report, original, rewritten),
         _inputs(report),
         _outputs(report),
+        generation_section(report.generation),
         _optimized(report),
         _onnx_arithmetic(report),
         tensors_section(report),

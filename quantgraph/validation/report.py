@@ -11,6 +11,7 @@ from ..fusion.plan import PARTITION_MODES
 from ..reference.compare import TensorComparison
 from .debugger import QuantizationDebug
 from .error_stats import ErrorStats
+from .generation_report import GenerationReport
 from .partition_report import PartitionCheck, PartitionDivergence, first_divergence
 
 # Each comparison is a short line (``comparison``) and why it is judged so (``..._NOTE``).
@@ -241,6 +242,8 @@ class ValidationReport:
     # Against a float original with intermediate tensors: the error introduced per quantized
     # tensor and node, ranked, and what keeping the worst in float gains (:mod:`.debugger`).
     debug: QuantizationDebug | None = None
+    # A decoder original: the greedy generation on both models (:mod:`.generation`).
+    generation: GenerationReport | None = None
 
     def write_html(self, path: str | os.PathLike[str], *, force: bool = False) -> Path:
         """Write the report as ``validate --report``'s self-contained HTML page, by the rules
@@ -272,7 +275,10 @@ class ValidationReport:
 
     @property
     def agree(self) -> bool:
-        """Every output identical; or, when exactness is not expected, within tolerance."""
+        """Every output identical; or, when exactness is not expected, within tolerance; and a
+        decoder's generation alike at every step fed the same tokens, by the same rule."""
+        if self.generation is not None and not self.generation.agree:
+            return False
         if self.exact_expected:
             return all(o.agree for o in self.outputs)
         return all(o.within_tolerance for o in self.outputs)
@@ -327,6 +333,7 @@ class ValidationReport:
             "fusion": self.fusion,
             "fusion_plan": None if self.fusion_plan is None else self.fusion_plan.to_dict(),
             "debug": None if self.debug is None else self.debug.to_dict(),
+            "generation": None if self.generation is None else self.generation.to_dict(),
             "error_stats": [
                 self.error_stats[o.name].to_dict()
                 for o in self.outputs

@@ -27,10 +27,13 @@ from ..runtime.session import InferenceSession
 from . import feeds, given_back, integer_sums, onednn_reference, other_kernels, qoperator
 from .debugger import from_run
 from .error_stats import ErrorStats, has_quantization, quantization_steps
-from .generated import explain_failure, generate, non_finite_error
+from .generated import explain_failure, non_finite_error
+from .generated import generate as generate_inputs  # validate's `generate` is a step count
 from .generated import ort_message as _ort_message
+from .generation import check_generation, run_generation
 from .inputs import InputSpec, describe_feeds
 from .intermediate import after_quantization, producers, with_all_outputs
+from .judge import Judge
 from .non_finite import NonFinite, check_finite
 from .options import InputOptionError, memory_budget_bytes
 from .partitions import Partitions
@@ -162,6 +165,8 @@ def validate(
     memory_budget: int | str | None = DEFAULT_MEMORY_BUDGET,
     search_timeout: float | None = DEFAULT_SEARCH_TIMEOUT,
     sensitivity: int | None = None,
+    generate: int | None = None,
+    prompt_tokens: int | None = None,
 ) -> ValidationReport:
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
@@ -180,6 +185,10 @@ def validate(
     and each sample run (:data:`Progress`). Against a float original, ``intermediate`` also
     measures the error each quantized tensor and node introduces (:mod:`.debugger`), and
     ``sensitivity`` K reruns the K worst tensors kept in float (implies ``intermediate``).
+    When the original is a decoder (:mod:`.decoder`), both models also generate greedily
+    (:mod:`.generation`): a prompt of ``prompt_tokens`` ids from ``seed`` (default 16), the
+    prefill, then ``generate`` steps (default 8; 0: none), compared step by step (the
+    report's ``generation``).
     """
     if iterations < 1:
         raise ModelError("--iterations must be at least 1")
@@ -193,6 +202,7 @@ def validate(
     rewritten_label = _label(rewritten, rewritten_ir, "the rewritten model")
     check_roles(source.ir, rewritten_ir, source.label, rewritten_label)
     _same_inputs(source, rewritten_ir, rewritten_label)
+    generation = check_generation(source.ir, generate, prompt_tokens, source.label)
     check_tolerance(source.ir, rewritten_ir, backend, arithmetic, fusion, optimized, atol, rtol)
     tell("original", 0, iterations)
     exposed, tensor_names = with_all_outputs(source.ir) if intermediate else (None, [])
@@ -239,7 +249,7 @@ def validate(
             origins=[f for f, _ in given],
         )
     else:
-        found = generate(
+        found = generate_inputs(
             source.ir,
             run=lambda feeds: _run(session, wanted, feeds),
             outputs=outputs,
@@ -358,6 +368,7 @@ def validate(
                 f"; fusion '{fusion}': onnxruntime's fused kernels run the units on both sides, "
                 "the spec ops it does not fuse run on the rewritten side's backend"
             )
+    judge = Judge(None if exact else (atol, rtol))  # the one rule of outputs and generation
     report = ValidationReport(
         comparison=comparison,
         comparison_note=note,
@@ -369,7 +380,7 @@ def validate(
             declared,
             [e[:n_out] for e in expected],
             [a[:n_out] for a in actual],
-            tolerance=None if exact else (atol, rtol),
+            tolerance=judge.tolerance,
         ),
         inputs=described,
         seed=used_seed,
@@ -407,6 +418,19 @@ def validate(
         steps = quantization_steps(source.ir.graph)
         apart = _error_stats(outputs, declared, first_outputs, actual, steps)
         report.onnx_arithmetic_steps = {name: apart[name].max_steps for name in outputs}
+    if generation is not None:
+        original_run = reference.run if reference is not None else session.run
+        report.generation = run_generation(
+            generation,
+            original_run,
+            candidate.run,
+            judge,
+            seed=seed,
+            logits_type=declared.get(generation.signature.logits),
+            labels=(source.label, rewritten_label),
+            message=_ort_message,
+            tell=lambda side, done, total: tell(f"generation {side}", done, total),
+        )
     if optimized:
         tell("optimized", 0, len(samples))
         fused = source.session(ort.GraphOptimizationLevel.ORT_ENABLE_ALL)

@@ -26,6 +26,9 @@ from .tolerance import TOLERANCE_OPTIONS, ToleranceArgs
 
 OWNER = "ValidationArgs"
 DEFAULT_SENSITIVITY = 5  # quantgraph.validation.debugger's (the CLI does not import onnxruntime)
+# quantgraph.validation.generation's (tests/test_generation.py checks they agree).
+DEFAULT_STEPS = 8
+DEFAULT_PROMPT_TOKENS = 16
 
 VALIDATION_OPTIONS = stacked(
     inputs_option("samples"),
@@ -62,6 +65,27 @@ VALIDATION_OPTIONS = stacked(
         f"(by the error they introduce) kept in float and rank the output SQNR gained (K "
         f"{DEFAULT_SENSITIVITY} when given alone; implies --intermediate).",
     ),
+    group_option(
+        OWNER,
+        "--generate",
+        "generate",
+        type=click.IntRange(min=0),
+        default=None,
+        metavar="N",
+        help="A decoder (input_ids, logits, a KV cache): also generate greedily on both models, "
+        "the prefill then N steps each feeding back its own token and cache, and compare the "
+        f"tokens and logits at every step (default {DEFAULT_STEPS} for a decoder; 0: none).",
+    ),
+    group_option(
+        OWNER,
+        "--prompt-tokens",
+        "prompt_tokens",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="P",
+        help="The generation's prompt: P token ids drawn inside the vocabulary from --seed "
+        f"(default {DEFAULT_PROMPT_TOKENS}; with the steps, at most the model's positions).",
+    ),
     TOLERANCE_OPTIONS,
     FUSION_OPTION,
 )
@@ -72,6 +96,8 @@ class ValidationArgs(ArgGroup):
     intermediate: bool = False
     optimized: bool = False
     sensitivity: int | None = None
+    generate: int | None = None
+    prompt_tokens: int | None = None
 
 
 # The parameters VALIDATION_OPTIONS declares (bench's --backends/--fusions are BackendArgs'
@@ -104,6 +130,8 @@ def validate_arguments(
         "intermediate": checks.intermediate,
         "optimized": checks.optimized,
         "sensitivity": checks.sensitivity,
+        "generate": checks.generate,
+        "prompt_tokens": checks.prompt_tokens,
         "atol": tolerance.atol,
         "rtol": tolerance.rtol,
         "fusion": engine.fusion,
