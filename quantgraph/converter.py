@@ -30,6 +30,7 @@ from .passes import RewriteReport, pipelines
 from .passes.float_model import refuse_unquantized
 from .passes.full_check import checked_proto
 from .passes.keep_float import keep_float as float_kept
+from .passes.keep_float import weights_named
 from .passes.node_rewrite import Progress
 from .runtime import onnxruntime_ops
 
@@ -97,6 +98,7 @@ def convert(
     check: bool = True,
     progress: Progress | None = None,
     keep_float: Sequence[str] = (),
+    float_model: ModelLike | None = None,
 ) -> RewriteResult:
     """Rewrite ``model``'s QuantizeLinear/DequantizeLinear into quantgraph's ops.
 
@@ -108,14 +110,14 @@ def convert(
     ``progress(done, total)`` is called as Q/DQ nodes are rewritten. A model with nothing
     quantized (a float model) raises :class:`~quantgraph.errors.NoQuantization`.
     ``keep_float``: tensors or nodes whose Q->DQ pairs are removed first
-    (:func:`quantgraph.passes.keep_float.keep_float`; the result's original is that model).
+    (:func:`quantgraph.passes.keep_float.keep_float`; the result's original is that model); a
+    node with quantized weights takes its weights from ``float_model`` (the model ``model`` was
+    quantized from), which it then needs.
     """
     report = RewriteReport()
     with collector_paused():
         if keep_float:
-            model = float_kept(
-                _private_copy(model), keep_float, _label(model).rstrip(": ") or "the model"
-            )
+            model = _kept_float(model, keep_float, float_model)
         loaded = _private_copy(model)
         refuse_unquantized(loaded, _label(model))
         external = has_external_data(loaded)
@@ -178,6 +180,19 @@ def _accepted_unknown_ops(loaded: ir.Model, report: RewriteReport) -> frozenset[
             accepted.add((domain, op_type))
             report.unchecked[op_type if not domain else f"{domain}.{op_type}"] = len(names)
     return frozenset(accepted)
+
+
+def _kept_float(model: ModelLike, names: Sequence[str], float_model: ModelLike | None) -> ir.Model:
+    copy, label = _private_copy(model), _label(model).rstrip(": ") or "the model"
+    weighted = weights_named(copy, names) if float_model is None else []
+    if weighted:
+        raise ModelError(
+            f"--keep-float: node '{weighted[0]}' of {label} has quantized weights, which only "
+            "the float model has in float: add --float-model FLOAT (the model it was quantized "
+            "from)"
+        )
+    floating = load_model(float_model) if float_model is not None else None
+    return float_kept(copy, names, label, float_model=floating)
 
 
 def _private_copy(model: ModelLike) -> ir.Model:

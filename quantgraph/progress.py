@@ -42,6 +42,14 @@ class Bar:
             self._bar.__exit__(None, None, None)
 
 
+# What a validation stage runs besides "the original" (quantgraph.validation.run).
+STAGE_DETAIL = {
+    "optimized": " at ORT_ENABLE_ALL",
+    "spread": " with rounding noise (the bound)",
+    "as run": " as onnxruntime runs it",
+}
+
+
 class Status:
     """One status line rewritten in place (``label: text``), erased when the work ends.
 
@@ -59,9 +67,10 @@ class Status:
         return self
 
     def validation(self, stage: str, done: int, total: int) -> None:
-        """The callback of :func:`quantgraph.validate`: stage ``original``, ``rewritten`` or
-        ``optimized``; ``done`` 0 while the model's session is being made. A decoder's
-        generation: ``generation original`` / ``generation rewritten``, ``done`` the step."""
+        """The callback of :func:`quantgraph.validate`: stage ``original``, ``rewritten``,
+        ``optimized``, ``spread`` or ``as run``; ``done`` 0 while the model's session is being
+        made. A decoder's generation: ``generation original`` / ``generation rewritten``,
+        ``done`` the step."""
         self.stage = stage
         if not self.enabled:
             return
@@ -70,8 +79,7 @@ class Status:
             self.show(f"generating with {side}: step {done}/{total}")
             return
         model = "the original" if stage != "rewritten" else "the rewritten model"
-        if stage == "optimized":
-            model += " at ORT_ENABLE_ALL"
+        model += STAGE_DETAIL.get(stage, "")
         text = f"loading {model}" if done == 0 else f"running {model}: sample {done}/{total}"
         self.show(text)
 

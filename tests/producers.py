@@ -160,6 +160,28 @@ def nncf_constant_weights(preset: str) -> onnx.ModelProto:
 
 
 @cache
+def nncf_detector(size: int = 96) -> onnx.ModelProto:
+    """tests/ocr_detector.py's PaddleOCR-style detector (Constant weights) through NNCF's
+    post-training quantization with the mixed preset (symmetric weights, asymmetric
+    activations: u8 and s8 ones side by side), calibrated on four seeded samples."""
+    import nncf
+
+    from tests.ocr_detector import ocr_detector
+
+    rng = np.random.default_rng(7)
+    shape = (1, 3, size, size)
+    samples = [{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(4)]
+    logging.getLogger("nncf").setLevel(logging.ERROR)
+    quantized: onnx.ModelProto = nncf.quantize(
+        ocr_detector(size),
+        nncf.Dataset(samples),
+        subset_size=4,
+        preset=nncf.QuantizationPreset.MIXED,
+    )
+    return quantized
+
+
+@cache
 def dynamic_quantized(opset: int = 13) -> onnx.ModelProto:
     """cnn(opset) through quantize_dynamic: DynamicQuantizeLinear feeding ConvInteger and
     MatMulInteger."""
@@ -171,6 +193,66 @@ def dynamic_quantized(opset: int = 13) -> onnx.ModelProto:
         )
 
     return _through_files(cnn(opset), run)
+
+
+def float_gru_step(tokens: int = 256, hidden: int = 128) -> onnx.ModelProto:
+    """One step of a GRU decoder: token [batch] -> Gather(embedding [tokens, hidden]) -> GRU
+    (one time step, state h [1, batch, hidden] in and out) -> MatMul head [hidden, tokens] ->
+    Add -> logits [batch, tokens]; a fraction of a millisecond a step (issue #42)."""
+    rng = np.random.default_rng(3)
+
+    def weight(name: str, shape: list[int], scale: float) -> onnx.TensorProto:
+        values = rng.standard_normal(shape) * scale
+        return numpy_helper.from_array(values.astype(np.float32), name)
+
+    nodes = [
+        helper.make_node("Gather", ["embedding", "token"], ["e"], name="embed"),
+        helper.make_node("Unsqueeze", ["e", "zero"], ["x"], name="as_sequence"),
+        helper.make_node(
+            "GRU", ["x", "w", "r", "b", "", "h"], ["", "h_out"], name="gru", hidden_size=hidden
+        ),
+        helper.make_node("Squeeze", ["h_out", "zero"], ["state"], name="state"),
+        helper.make_node("MatMul", ["state", "head"], ["scores"], name="head"),
+        helper.make_node("Add", ["scores", "head_bias"], ["logits"], name="bias"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "gru_step",
+        [
+            helper.make_tensor_value_info("token", TensorProto.INT64, ["batch"]),
+            helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, "batch", hidden]),
+        ],
+        [
+            helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", tokens]),
+            helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [1, "batch", hidden]),
+        ],
+        [
+            weight("embedding", [tokens, hidden], 0.5),
+            weight("w", [1, 3 * hidden, hidden], 0.1),
+            weight("r", [1, 3 * hidden, hidden], 0.1),
+            weight("b", [1, 6 * hidden], 0.1),
+            weight("head", [hidden, tokens], 0.1),
+            weight("head_bias", [tokens], 0.1),
+            numpy_helper.from_array(np.array([0], np.int64), "zero"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@cache
+def gru_step(tokens: int = 256, hidden: int = 128) -> onnx.ModelProto:
+    """float_gru_step through quantize_dynamic with its defaults: the embedding table becomes
+    u8 with a DequantizeLinear after the Gather, the head MatMul DynamicQuantizeLinear +
+    MatMulInteger (s8 weights) and its Cast -> Mul scale chain; the GRU stays float (no
+    integer GRU in onnxruntime)."""
+    from onnxruntime.quantization import quantize_dynamic
+
+    def run(source: Path, target: Path) -> None:
+        quantize_dynamic(source, target)
+
+    return _through_files(float_gru_step(tokens, hidden), run)
 
 
 def mlp(k: int, dtype: int = TensorProto.FLOAT) -> onnx.ModelProto:

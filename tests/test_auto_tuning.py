@@ -5,7 +5,7 @@ on whatever CPU runs the suite."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +18,7 @@ from click.testing import CliRunner
 import quantgraph
 from quantgraph.cli import main
 from quantgraph.fusion import ort_engine, tuner, tuning_cache
-from quantgraph.fusion.plan import ONNXRUNTIME_LONE
+from quantgraph.fusion.plan import ONNXRUNTIME_LONE, ORIGINAL
 from quantgraph.fusion.tuner import BASELINE, MARGIN, Partition, choices, decide
 from quantgraph.schemas_json import schema
 from quantgraph.validation import make_inputs
@@ -52,12 +52,21 @@ def test_candidates_baseline_first_none_twice() -> None:
     assert alone.engines == by_name["onednn"].engines and alone.rest == "none"
     assert by_name["onednn"].rest == BASELINE
     # One kind only: no per-kind mixes; a rule table that agrees with a plan adds nothing.
-    assert [c.name for c in choices([CONV])] == [BASELINE, "onednn", "onednn partitions only"]
+    assert [c.name for c in choices([CONV])] == [
+        BASELINE,
+        ORIGINAL,
+        "onednn",
+        "onednn partitions only",
+    ]
+    # the original's own form, always: every spec op lowered back, no partition
+    assert by_name[ORIGINAL].rest == ORIGINAL and by_name[ORIGINAL].to_onednn == 0
 
 
-def _fixed(ratios: Mapping[str, float]) -> tuner.Measure:
-    def measure(candidates: object) -> tuple[dict[str, float], dict[str, float], int]:
-        return {n: r * 2.0 for n, r in ratios.items()}, dict(ratios), 5
+def _fixed(ratios: Mapping[str, float], rounds: int = 5) -> tuner.Measure:
+    """Every round the same: each candidate takes ``ratios[name]`` times 2 ms (no spread)."""
+
+    def measure(candidates: Sequence[tuner.Choice]) -> tuner.Rounds:
+        return {c.name: [ratios[c.name] * 2e-3] * rounds for c in candidates if c.name in ratios}
 
     return measure
 
@@ -76,14 +85,18 @@ def test_the_fastest_plan_wins_by_a_margin(ratios: dict[str, float], chosen: str
     candidates = [c for c in candidates if c.name in ratios]
     decision = decide(candidates, _fixed(ratios))
     assert decision.choice.name == chosen and decision.source == "measured"
-    assert decision.ratios == ratios and decision.rounds == 5
+    assert decision.ratios == pytest.approx(ratios) and decision.rounds == 5
     assert decision.why.startswith(f"plan '{chosen}'")
+    assert decision.settled and decision.measurements == 1  # no spread: nothing overlaps
 
 
-def test_no_partition_nothing_to_measure() -> None:
-    (only,) = choices([])
+def test_no_partition_still_the_original_to_measure() -> None:
+    """Without partitions the original's own form is the one other plan: measured, never
+    "no partition" (that is left for a single candidate)."""
+    assert [c.name for c in choices([])] == [BASELINE, ORIGINAL]
+    only = choices([])[0]
 
-    def never(candidates: object) -> tuple[dict[str, float], dict[str, float], int]:
+    def never(candidates: object) -> tuner.Rounds:
         raise AssertionError("measured")
 
     decision = decide([only], never)
@@ -103,14 +116,20 @@ def test_time_runs_with_an_injected_clock() -> None:
         return run
 
     runs = {name: advance(cost) for name, cost in costs.items()}
-    times, ratios, rounds = tuner.time_runs(runs, budget=0.5, clock=lambda: now[0])
-    assert times == pytest.approx({n: c * 1e3 for n, c in costs.items()})
-    assert ratios == pytest.approx({BASELINE: 1.0, "onednn": 0.5, "rules": 1.5})
+    per_round = tuner.time_runs(runs, budget=0.5, clock=lambda: now[0])
+    assert list(per_round) == list(costs)
+    for name, cost in costs.items():
+        assert per_round[name] == pytest.approx([cost] * len(per_round[name]))
+    rounds = len(per_round[BASELINE])
     assert tuner.MIN_ROUNDS <= rounds <= tuner.MAX_ROUNDS
+    assert all(len(v) == rounds for v in per_round.values())
     # 20 ms turns of 6 ms rounds' worth of calls: the budget is spent after a few rounds
     assert now[0] < 0.5 + 3 * 0.06 * 10
-    _, _, tiny = tuner.time_runs(runs, budget=1e-9, clock=lambda: now[0])
-    assert tiny == tuner.MIN_ROUNDS
+    tiny = tuner.time_runs(runs, budget=1e-9, clock=lambda: now[0])
+    assert len(tiny[BASELINE]) == tuner.MIN_ROUNDS
+    decision = tuner.judge(choices([CONV, MATMUL]), [per_round])
+    assert decision.times_ms == pytest.approx({n: c * 1e3 for n, c in costs.items()})
+    assert decision.ratios == pytest.approx({BASELINE: 1.0, "onednn": 0.5, "rules": 1.5})
 
 
 # -- sessions: the decision carried out, cached, and the modes ---------------------------------
@@ -134,12 +153,11 @@ def _fake_timing(monkeypatch: pytest.MonkeyPatch, ratios: Mapping[str, float]) -
 
     def fake(
         turns: Mapping[str, tuner.Turn], budget: float = 0.0, clock: object = None
-    ) -> tuple[dict[str, float], dict[str, float], int]:
+    ) -> tuner.Rounds:
         calls.append(list(turns))
         for turn in turns.values():
             assert turn(1, 0) > 0
-        found = {name: ratios.get(name, 1.0) for name in turns}
-        return {n: r * 0.1 for n, r in found.items()}, found, 3
+        return {name: [ratios.get(name, 1.0) * 1e-4] * 3 for name in turns}
 
     monkeypatch.setattr(tuner, "time_turns", fake)
     return calls
@@ -223,7 +241,6 @@ def test_a_damaged_cache_file_is_ignored(cache: Path) -> None:
     assert path is not None
     loaded = tuning_cache.load(key, {"x": [1, 4]})
     assert loaded is not None and loaded.choice == decision.choice
-    assert tuning_cache.load(key, None) is not None  # the only decision for this model
     assert tuning_cache.load(key, {"x": [2, 4]}) is None
     path.write_text("{ half")
     assert tuning_cache.load(key, {"x": [1, 4]}) is None
@@ -279,8 +296,8 @@ def test_the_lone_candidate_only_in_the_onnx_arithmetic() -> None:
     found = choices([CONV], lone=True)
     assert [c.name for c in found][:2] == [BASELINE, ONNXRUNTIME_LONE]
     assert found[1].engines == found[0].engines and found[1].rest == ONNXRUNTIME_LONE
-    # Without partitions it is the one other plan: the model is measured, not "no partition".
-    assert [c.name for c in choices([], lone=True)] == [BASELINE, ONNXRUNTIME_LONE]
+    # Without partitions: it and the original's own form, measured.
+    assert [c.name for c in choices([], lone=True)] == [BASELINE, ONNXRUNTIME_LONE, ORIGINAL]
     assert ONNXRUNTIME_LONE not in [c.name for c in choices([CONV])]
 
 

@@ -501,6 +501,14 @@ def _dim_commands(models: Path, out: Path) -> dict[str, list[str | Path]]:
         "convert": ["convert", models / "cnn.onnx", out, "--validate"],
         "bench": ["bench", "--model", models / "cnn.onnx", models / "cnn_qg.onnx"],
         "tune": ["tune", models / "cnn_qg.onnx"],
+        "fallback": [
+            "fallback",
+            models / "cnn.onnx",
+            models / "cnn.onnx",
+            out,
+            "--target-sqnr",
+            "1",
+        ],
     }
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import onnx
+import onnx_ir as ir
+import onnxruntime as ort
 import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
@@ -171,19 +173,25 @@ def test_keep_float_names_a_missing_name(models: tuple[Path, Path], tmp_path: Pa
 
 def test_keep_float_keeps_a_relu_folded_into_q() -> None:
     """cnn_u8's Conv writes relu1 with the Relu folded into Q's clamp (zp 0): keeping relu1 in
-    float must keep the Relu, so the output does not change (MaxPool then the same Q)."""
-    report = validate(
-        ROOT / "models" / "cnn_float.onnx",
-        ROOT / "models" / "cnn_u8.onnx",
-        iterations=1,
-        atol=1e9,
-        sensitivity=8,
-    )
+    float must keep the Relu. relu1 alone changes nothing (MaxPool then the same Q: the max
+    commutes with the monotonic Q), so --sensitivity counts relu1 and pool1 as one chain; kept
+    in float, relu1 and relu2 keep their Relu (lost, each costs ~10 dB)."""
+    float_path, qdq_path = ROOT / "models" / "cnn_float.onnx", ROOT / "models" / "cnn_u8.onnx"
+    feeds = make_inputs(float_path, seed=0)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+
+    def run(model: onnx.ModelProto) -> np.ndarray:
+        session = ort.InferenceSession(model.SerializeToString(), options)
+        return np.asarray(session.run(None, feeds)[0])
+
+    alone = quantgraph.convert(qdq_path, keep_float=["relu1"]).original()
+    np.testing.assert_array_equal(run(ir.to_proto(alone)), run(onnx.load(qdq_path)))
+    report = validate(float_path, qdq_path, iterations=1, atol=1e9, sensitivity=8)
     assert report.debug is not None and report.debug.sensitivity is not None
-    gains = {s.name: s.gain_db for s in report.debug.sensitivity}
-    assert gains["relu1"] == pytest.approx(0.0, abs=1e-9)
-    assert gains["relu2"] > -1  # relu2 keeps its Relu (lost, it costs ~10 dB)
-    assert gains["output_QuantizeLinear_Input"] > 0  # a graph output's pair is removed too
+    gains = {s.candidate.names: s.gain_db for s in report.debug.sensitivity}
+    assert gains[("relu1", "pool1")] > -1 and gains[("relu2",)] > -1
+    assert gains[("output_QuantizeLinear_Input",)] > 0  # a graph output's pair is removed too
 
 
 def test_cli_json_validates_and_the_page_renders(models: tuple[Path, Path], tmp_path: Path) -> None:
@@ -209,6 +217,10 @@ def test_cli_json_validates_and_the_page_renders(models: tuple[Path, Path], tmp_
     jsonschema.Draft202012Validator(schema("validate")).validate(payload)
     debug = payload["debug"]
     assert debug["worst"][0]["name"] == "x" and debug["worst"][0]["reason"] == "clipping"
-    assert len(debug["sensitivity"]) == 3  # K 5 by default; three tensors are quantized
+    # K 5 by default: three quantized tensors (each its own chain) and two nodes' weights
+    kinds = sorted(s["kind"] for s in debug["sensitivity"])
+    assert kinds == ["chain", "chain", "chain", "weights", "weights"]
+    best = debug["sensitivity"][0]
+    assert (best["name"], best["suggested"], best["keep_float"]) == ("x", True, "x")
     text = page.read_text()
     assert "Where error is introduced" in text and "clipping" in text

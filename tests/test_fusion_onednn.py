@@ -632,9 +632,8 @@ def test_auto_carries_out_the_rule_plan_when_it_measures_fastest(
 
     def rules_fastest(
         turns: dict[str, object], budget: float = 0.0, clock: object = None
-    ) -> tuple[dict[str, float], dict[str, float], int]:
-        ratios = {name: 0.5 if name == "rules" else 1.0 for name in turns}
-        return dict(ratios), ratios, 3
+    ) -> tuner.Rounds:
+        return {name: [0.5 if name == "rules" else 1.0] * 3 for name in turns}
 
     monkeypatch.setattr(tuner, "time_turns", rules_fastest)
     path = ROOT / "models" / "cnn_u8.onnx"

@@ -174,8 +174,9 @@ def test_accuracy_level_0_unfused_agrees_within_the_reports_tolerance() -> None:
     report = quantgraph.validate(original, rewritten, inputs=_sample(config))
     found = report.generation
     assert found is not None and report.agree and found.agree
-    assert not report.exact_expected and found.tolerance == report.tolerance  # one rule
-    atol, rtol = report.tolerance
+    assert not report.exact_expected and report.bound is not None
+    assert found.tolerance == (report.bound.atol("logits"), 0.0)  # one rule: the logits' bound
+    atol, rtol = found.tolerance
     expected = _greedy(_original_run(original, fused=False), config, found.prompt, 8)
     assert [s.token_original for s in found.steps] == _tokens(expected)
     assert found.first_divergence is None

@@ -24,7 +24,7 @@ from quantgraph.validation import generate, make_inputs, plan_inputs
 from quantgraph.validation.bounds import position_rows
 from quantgraph.validation.inputs import fed_inputs
 from tests.builders import make_model, requires_native, tensor_info
-from tests.encoders import quantized, t5_encoder
+from tests.t5_encoder import quantized, t5_encoder
 from tests.test_validation_inputs import vad_quantized
 
 F, I64, I32, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32, TensorProto.BOOL
@@ -50,7 +50,7 @@ def _pair(folder: Path, name: str, model: onnx.ModelProto) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def t5(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The T5-like encoder (tests/encoders.py) through quantize_dynamic, and its conversion."""
+    """The T5-like encoder (tests/t5_encoder.py) through quantize_dynamic, and its conversion."""
     folder = tmp_path_factory.mktemp("planner")
     return _pair(folder, "t5", _quiet_quantize(t5_encoder()))
 

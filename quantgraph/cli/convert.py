@@ -52,7 +52,17 @@ VALIDATE_OPTIONS = (*VALIDATION_FIELDS, "report_path")
     metavar="NAME,...",
     default=None,
     help="Keep these tensors (or nodes) in float: remove their Q->DQ pairs from IN before "
-    "converting (validate --sensitivity suggests which).",
+    "converting (validate --sensitivity suggests which). A node with quantized weights needs "
+    "--float-model.",
+)
+@click.option(
+    "--float-model",
+    "float_model",
+    metavar="FLOAT",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The float model IN was quantized from: the nodes --keep-float names take their "
+    "weights from it (node names match, as quantizers keep them).",
 )
 @click.option(
     "--dry-run",
@@ -77,6 +87,7 @@ def convert(
     model_out: Path | None,
     validate_result: bool,
     keep_float: str | None,
+    float_model: Path | None,
     dry_run: bool,
     verbose: bool,
     as_json: bool,
@@ -102,9 +113,12 @@ def convert(
         raise click.UsageError("OUT is required unless --dry-run is given")
     if not validate_result:
         refuse_given(VALIDATE_OPTIONS, "only with --validate")
+    if not keep_float:
+        refuse_given(("float_model",), "only with --keep-float")
+    protected = (model_in, *feeds.inputs, *([float_model] if float_model is not None else []))
     if model_out is not None and not dry_run:
-        out.check(model_out, protect=(model_in, *feeds.inputs))
-    out.check_report(protect=(model_in,), out=None if dry_run else model_out)
+        out.check(model_out, protect=protected)
+    out.check_report(protect=protected, out=None if dry_run else model_out)
     with Bar("rewriting Q/DQ nodes", quiet=as_json) as progress:
         result = run_convert(
             model_in,
@@ -112,6 +126,7 @@ def convert(
             contrib=conversion.contrib,
             progress=progress,
             keep_float=[n.strip() for n in (keep_float or "").split(",") if n.strip()],
+            float_model=float_model,
         )
     payload: dict[str, Any] = result.report.to_dict()
     validation = None

@@ -230,17 +230,30 @@ def print_validation(report: Any) -> None:
             dims = describe_shape(spec["shape"], spec.get("shape_from", []))
             if dims:
                 click.echo(f"{indent}  sizes: {dims}")
-    if not report.exact_expected:
+    like = getattr(report, "like_reference", None)
+    bound = getattr(report, "bound", None)
+    if like is not None:
+        click.echo(f"reference: {like.describe()}")
+        _wrapped(f"why: {like.why()}")
+    if bound is not None:
+        click.echo("bound: a bound the model gives, per output (--atol/--rtol override it)")
+        _wrapped(f"how: {bound.rule()}")
+    elif not report.exact_expected:
         atol, rtol = report.tolerance
         click.echo(f"tolerance: atol={atol:g} rtol={rtol:g}")
     for output in report.outputs:
         verdict = "identical" if output.agree else "DIFFERENT"
+        judge = "tolerance" if bound is None else _bound_text(bound, output.name)
         if not output.agree and not report.exact_expected:
-            verdict += " (within tolerance)" if output.within_tolerance else " (BEYOND tolerance)"
+            verdict += f" (within {judge})" if output.within_tolerance else f" (BEYOND {judge})"
         click.echo(
             f"  {output.name}: {verdict}  dtype={output.dtype} max_abs_diff="
             f"{output.max_abs_diff:g} mismatches={output.mismatches}/{output.elements} "
             f"max_ulp_diff={output.max_ulp_diff}{_in_steps(report, output.name)}"
+        )
+    if like is not None and getattr(report, "as_run", None):
+        _informational(
+            report, "the original as onnxruntime runs it", like.original_note(), report.as_run
         )
     if report.optimized:
         from ..validation.report import OPTIMIZED_NOTE  # validation loads onnxruntime
@@ -263,7 +276,7 @@ def print_validation(report: Any) -> None:
             f"{found.tensors_differing} differ"
         )
         if getattr(report, "debug", None) is not None:
-            print_debug(report.debug)
+            print_debug(report.debug, report.original, report.rewritten)
         first = found.first_divergence
         if first is not None:
             click.echo(
@@ -282,6 +295,11 @@ def print_validation(report: Any) -> None:
     elif getattr(report, "onnx_arithmetic", None):
         verdict += " (in oneDNN's arithmetic)"
     click.echo(f"verdict: {verdict}")
+
+
+def _bound_text(bound: Any, name: str) -> str:
+    spread = bound.spread.get(name, 0.0)
+    return f"bound {bound.atol(name):.3g}: spread {spread:.3g}"
 
 
 GENERATION_ROWS = 16  # steps listed from the first; those around where the models part, too
@@ -366,14 +384,16 @@ def _informational(
     comparisons: Any,
     steps: dict[str, float | None] | None = None,
 ) -> None:
-    """A comparison beside the verdict, judged by the tolerance, never deciding it."""
+    """A comparison beside the verdict, judged by the tolerance (or the verdict's bound),
+    never deciding it."""
     atol, rtol = report.tolerance
-    click.echo(
-        f"informational, not part of the verdict: {what} vs rewritten (atol={atol:g} rtol={rtol:g})"
-    )
+    bound = getattr(report, "bound", None) if what.startswith("the original as") else None
+    judged = f"atol={atol:g} rtol={rtol:g}" if bound is None else "judged by the bound"
+    click.echo(f"informational, not part of the verdict: {what} vs rewritten ({judged})")
     _wrapped(f"why: {note}")
     for output in comparisons:
-        verdict = "within tolerance" if output.within_tolerance else "BEYOND tolerance"
+        judge = "tolerance" if bound is None else "bound"
+        verdict = f"within {judge}" if output.within_tolerance else f"BEYOND {judge}"
         apart = (steps or {}).get(output.name)
         click.echo(
             f"  {output.name}: {verdict}  max_abs_diff={output.max_abs_diff:g} "
@@ -434,20 +454,42 @@ def print_plan(plan: Any, limit: int = 40) -> None:
 
 
 def print_tuning(decision: Any) -> None:
-    """Fusion "auto"'s decision (quantgraph.fusion.tuner.Decision) and what it was measured on."""
+    """Fusion "auto"'s decision (quantgraph.fusion.tuner.Decision) and what it was measured on:
+    each candidate's median and quartiles, how often it was measured and how long ago."""
     click.echo(f"auto: {decision.why}")
     if decision.shapes:
         shapes = ", ".join(f"{n}[{'x'.join(map(str, s))}]" for n, s in decision.shapes.items())
         how = {"": "", "processes": ", each plan in a process of its own"}.get(
             decision.isolation, f", {decision.isolation}"
         )
-        click.echo(f"  measured at {shapes}, {decision.rounds} rounds{how}")
+        times = decision.measurements
+        measurements = f" in {times} measurements" if times > 1 else ""
+        click.echo(f"  measured at {shapes}, {decision.rounds} rounds{measurements}{how}")
+    age = decision.age_seconds()
+    if age is not None and decision.source == "cache":
+        click.echo(f"  cached {_age(age)} ago")
     for candidate in decision.candidates:
         ms = decision.times_ms.get(candidate.name)
         ratio = decision.ratios.get(candidate.name)
+        spread = decision.spread_ms.get(candidate.name)
+        ratios = decision.ratio_spread.get(candidate.name)
         timing = "" if ms is None else f": {ms:.3f} ms a run"
+        timing += "" if spread is None else f" ({spread[0]:.3f}-{spread[1]:.3f})"
         timing += "" if ratio is None else f", {ratio:.2f}x of plan 'onnxruntime'"
+        timing += "" if ratios is None else f" ({ratios[0]:.2f}-{ratios[1]:.2f})"
         mark = "*" if candidate.name == decision.choice.name else " "
         click.echo(f"  {mark} plan '{candidate.name}' ({candidate.to_onednn} to oneDNN){timing}")
+    if decision.candidates and decision.spread_ms:
+        click.echo("  (in parentheses: the first and third quartiles of the rounds)")
     if decision.cache_file:
         click.echo(f"  cache: {decision.cache_file}")
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"

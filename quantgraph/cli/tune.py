@@ -42,7 +42,9 @@ from .render_text import print_generated, print_tuning
     metavar="SECONDS",
     help="How long to time the candidate plans, all together (at least 3 rounds are timed).",
 )
-@click.option("--again", is_flag=True, help="Measure again even where the cache holds a decision.")
+@click.option(
+    "--again", is_flag=True, help="Measure again even where the cache holds a fresh decision."
+)
 @JSON_OPTION
 @errors_are_one_line
 @parsed(feeds=InputArgs, engine=BackendArgs, session=KernelArgs)
@@ -59,8 +61,10 @@ def tune(
     this CPU at the inputs' shapes, keep the fastest in the cache, and say why.
 
     A session with fusion "auto" on the same model, backend, threads and input shapes then
-    finds the decision instead of measuring. Inputs: --inputs FILE, else generated as validate
-    generates them (--dim, --val-range, --seed, --memory-budget, --search-timeout).
+    finds the decision instead of measuring (at other shapes it measures); a decision older
+    than $QUANTGRAPH_TUNING_MAX_AGE days (30) is measured again. Inputs: --inputs FILE, else
+    generated as validate generates them (--dim, --val-range, --seed, --memory-budget,
+    --search-timeout).
     """
     import onnxruntime as ort
 

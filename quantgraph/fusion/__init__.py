@@ -11,6 +11,7 @@ Modes: ``"none"`` (each spec op alone: the spec's exact composition, the default
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 
 import onnx_ir as ir
 
@@ -60,6 +61,22 @@ def _needs_onednn(mode: str) -> None:
         raise BackendError(f"fusion {mode!r} needs oneDNN: {reason}")
 
 
+def with_decision(plan: FusionPlan, decision: Decision) -> FusionPlan:
+    """``plan`` (fusion "auto") under ``decision`` where it chose the plan ``plan`` carries
+    out already: each reason that quoted the earlier decision quotes this one."""
+    before = plan.tuning.why if plan.tuning is not None else None
+
+    def said(reason: str) -> str:
+        return reason.replace(before, decision.why) if before else reason
+
+    return FusionPlan(
+        plan.mode,
+        units=[replace(u, reason=said(u.reason)) for u in plan.units],
+        alone=[replace(a, reason=said(a.reason)) for a in plan.alone],
+        tuning=decision,
+    )
+
+
 def uses_partitions(plan: FusionPlan) -> bool:
     """True when the session's model has OneDnnPartition nodes (its library must be
     registered)."""
@@ -77,4 +94,5 @@ __all__ = [
     "Unit",
     "apply",
     "uses_partitions",
+    "with_decision",
 ]

@@ -15,10 +15,10 @@ from dataclasses import replace
 
 import onnx_ir as ir
 
-from . import onednn_engine, onednn_library, ort_engine
+from . import onednn_engine, onednn_library, original_form, ort_engine
 from .onednn_engine import Candidate
 from .onednn_translate import key
-from .plan import AUTO, NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE, FusionPlan
+from .plan import AUTO, NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE, ORIGINAL, FusionPlan
 from .tuner import Decision, Partition
 
 SMALL_ROWS = 16
@@ -83,7 +83,7 @@ def choose(candidate: Candidate) -> tuple[str, str]:
 def partitions(model: ir.Model) -> list[Partition]:
     """The partitions with compute oneDNN forms on ``model`` (planned on a private copy), each
     with the rule table's guess: what fusion "auto" chooses among."""
-    copy = ir.from_proto(ir.to_proto(model))
+    copy = model.clone()  # shares the tensors: external data stays where it is
     found: list[Partition] = []
 
     def record(candidate: Candidate) -> tuple[str, str]:
@@ -97,7 +97,12 @@ def partitions(model: ir.Model) -> list[Partition]:
 
 def plan(model: ir.Model, level: int, decision: Decision | None = None) -> FusionPlan:
     """oneDNN's units ``decision`` gives to oneDNN (without one: the rule table's), then
-    onnxruntime's plan of the remaining spec ops."""
+    onnxruntime's plan of the remaining spec ops; or, where ``decision`` chose the original's
+    own form, every spec op lowered back (:mod:`.original_form`)."""
+    if decision is not None and decision.choice.rest == ORIGINAL:
+        found = original_form.plan(model, decision.why)
+        found.tuning = decision
+        return found
     rule: Callable[[Candidate], tuple[str, str]] = choose
     if decision is not None:
         chosen_plan = decision.choice
@@ -108,12 +113,25 @@ def plan(model: ir.Model, level: int, decision: Decision | None = None) -> Fusio
     chosen, deferred = onednn_engine.plan_with_rule(model, rule)
     if decision is not None and decision.choice.rest == NONE:  # as fusion "onednn" leaves them
         return FusionPlan(AUTO, units=chosen.units, alone=chosen.alone, tuning=decision)
+    # why oneDNN formed nothing for a spec op (4-bit weights on a oneDNN without them, ...)
+    unformed = {a.node: a.reason for a in chosen.alone}
     lone = decision is not None and decision.choice.rest == ONNXRUNTIME_LONE
     rest = ort_engine.plan(model, level, lone=lone)
     units = list(chosen.units)
     for unit in rest.units:
-        units.append(replace(unit, reason=deferred.get(unit.compute, NOT_FORMED)))
+        reason = deferred.get(unit.compute) or _not_formed(unit.nodes, unformed)
+        units.append(replace(unit, reason=reason))
     return FusionPlan(AUTO, units=units, alone=list(rest.alone), tuning=decision)
+
+
+def _not_formed(nodes: tuple[str, ...], unformed: dict[str, str]) -> str:
+    """Why oneDNN formed no partition for a unit's spec ops: the first reason its planner
+    gave one of them (most say the same), else :data:`NOT_FORMED`."""
+    for node in nodes:
+        reason = unformed.get(node)
+        if reason:
+            return f"oneDNN formed no partition: {reason}"
+    return NOT_FORMED
 
 
 def _name(candidate: Candidate) -> str:

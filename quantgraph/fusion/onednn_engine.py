@@ -43,6 +43,13 @@ OPS_KEY = "quantgraph.onednn.ops"  # session config entry read by libquantgraph_
 NAMES_KEY = "quantgraph.onednn.names"
 SUBGRAPH = "inside a subgraph or function: fusion 'onednn' plans the main graph only"
 NO_PARTITION = "oneDNN put it in no partition with compute"
+# oneDNN v3.7-v3.13 fuse 4-bit weights in one pattern only (quantized_gated_mlp); there is no
+# dequantize -> MatMul weight-decompression pattern of its own.
+FOUR_BIT = (
+    "oneDNN put it in no partition with compute: oneDNN Graph fuses 4-bit weights only in its "
+    "gated-MLP pattern (three dequantize -> MatMul with SiLU, v3.7+), with f32 activations "
+    "from v3.10"
+)
 MAIN_KINDS = ("Convolution", "MatMul")
 # Describe convolution partitions channels-last where their activations allow it (see
 # onednn_layout): oneDNN's int8 convolutions reorder NCX data on every call.
@@ -149,7 +156,7 @@ def plan_with_rule(model: ir.Model, rule: Rule | None) -> tuple[FusionPlan, dict
     fused = {key(n) for c in chosen for n in c.spec_nodes}
     for _, node in spec:
         if node.graph is model.graph and key(node) not in fused:
-            found.alone.append(_alone(node, reasons.get(key(node), NO_PARTITION)))
+            found.alone.append(_alone(node, reasons.get(key(node)) or _no_partition(node)))
     replaced: dict[int, ir.Value] = {}  # id(old value) -> the value that took its place
     for index, candidate in enumerate(chosen):
         _replace(model, translation, candidate, index, replaced)
@@ -370,6 +377,15 @@ def _infer_shapes(model: ir.Model) -> None:
                     value.shape = other.shape
                 if other is not None and value.type is None and other.type is not None:
                     value.type = other.type
+
+
+def _no_partition(node: ir.Node) -> str:
+    """Why oneDNN put ``node`` in no partition, where its own answer says nothing more."""
+    source = node.inputs[0] if node.inputs else None
+    dtype = None if source is None or source.type is None else source.type.dtype
+    if dtype in (ir.DataType.INT4, ir.DataType.UINT4):
+        return FOUR_BIT
+    return NO_PARTITION
 
 
 def _alone(node: ir.Node, reason: str) -> LeftAlone:

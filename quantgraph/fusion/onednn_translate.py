@@ -327,7 +327,12 @@ class Translator:
         """4-bit weights (per_group): oneDNN v3.7+'s DynamicDequantize, constants as inputs."""
         if self.version < (3, 7, 0):
             found = ".".join(map(str, self.version))
-            return f"4-bit or per_group dequantize needs oneDNN v3.7+ (loaded v{found})"
+            return (
+                f"4-bit or per_group dequantize needs oneDNN v3.7+ (loaded v{found}: no s4/u4 "
+                "data types, no per_group; oneDNN Graph fuses 4-bit weights in its gated-MLP "
+                "pattern only, three dequantize -> MatMul with SiLU, and runs f32 activations "
+                "with 4-bit weights optimized from v3.10)"
+            )
         scales = self.tensor(scales_value)
         zps = self.tensor(zps_value) if zps_value is not None else None
         if scales is None or (zps_value is not None and zps is None):

@@ -7,9 +7,11 @@ versions. So the plan does not guess: it lowers a private copy of the model to Q
 installed onnxruntime optimize it at the session's level, and reads the optimized graph back.
 
 * A Q/DQ node that comes out of the optimizer exactly as it went in (same op, inputs, constant
-  values, attributes) is not fused: its spec op stays and runs on the session's backend. Our
+  values, attributes), and the compute nodes it belongs to with it, and that no layout
+  Transpose feeds, is not fused: its spec op stays and runs on the session's backend. Our
   kernels are bit-exact with onnxruntime's QuantizeLinear/DequantizeLinear, so this costs no
-  exactness.
+  exactness. (onnxruntime rewrites some nodes by the Q/DQ around them and leaves those as they
+  are: see :mod:`.ort_neighbours`.)
 * Every other spec op is handed over in its Q/DQ form, so the session's model is, for the
   optimizer, the original QDQ model: what it fuses, it fuses as it does for the original, and
   the outputs equal the original's at the same optimization level, bit for bit.
@@ -44,6 +46,7 @@ from ..passes.restore_qoperator import RestoreQOperatorPass
 from ..passes.short_blocks import PADDED, TrimPaddedBlocksPass
 from ..passes.spec_to_qdq import SpecToQdqPass
 from ..spec import DYNAMIC_DEQUANTIZE
+from .ort_neighbours import by_layout, neighbours
 from .plan import GIVEN_BACK, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 from .unique_dequantize import unique_dequantize
 
@@ -52,6 +55,7 @@ LONE_KERNEL = "onnxruntime's own, as it is:"  # a lone Q/DQ handed over (plan(lo
 # What a spec op lowers to when it stays a node of its own; any other node under a spec op's
 # name is an original node given back (QLinearConv, QGemm...: it takes its Q's output name).
 OWN_FORMS = (*QDQ, "DynamicQuantizeLinear", "Mul")
+ONNX_DOMAINS = {"": "", "ai.onnx": ""}
 LEVEL_NAMES = {0: "ORT_DISABLE_ALL", 1: "ORT_ENABLE_BASIC", 2: "ORT_ENABLE_EXTENDED"}
 # Initializers at least this large go to a side file when onnxruntime writes the optimized
 # model (weights are never compared by value: an unchanged node keeps its weight's name).
@@ -183,19 +187,33 @@ def plan(model: ir.Model, level: int, *, lone: bool = False) -> FusionPlan:
     # lowering by the Slice's output, which the folded DequantizeLinear takes over.
     renamed = _trimmed_names(model)
     nbits = _nbits_chains(model)
-    lowered = ir.from_proto(ir.to_proto(model))
+    lowered = model.clone()  # shares the tensors: external data stays where it is
     report = RewriteReport()
     _lower(lowered, None, report)
     cannot = {s.node: s.reason for s in report.skipped}
     optimized = _optimize(lowered, level)
     after = _outputs_index(optimized)
     constants = _constants(optimized)
+    transposed = by_layout(optimized, lowered)  # values its layout Transposes write
 
     opset = lowered.opset_imports.get("", 1)
     keep: set[str] = set()
     alone_too: set[str] = set()  # with ``lone``: kept as they are, run by onnxruntime
     given_back: dict[str, ir.Node] = {}  # spec op -> the original's node now under its name
     in_functions = {_key(n) for f in model.functions.values() for n in f}
+
+    def left_as_is(node: ir.Node, key: str) -> bool:
+        """onnxruntime keeps Q/DQ ``node`` as it is and rewrites nothing by it: its compute
+        neighbours come out unchanged and no Transpose of its layout work feeds it."""
+        if key in in_functions or not _unchanged(node, after.get(key), constants, opset):
+            return False
+        if any(v is not None and v.name in transposed for v in node.inputs[:1]):
+            return False
+        return all(
+            _unchanged(n, after.get(_key(n)), constants, opset, any_domain=True)
+            for n in neighbours(node)
+        )
+
     for graph, node in _graph_nodes_all(lowered):
         key = renamed.get(_key(node), _key(node))
         if key not in spec:
@@ -209,7 +227,7 @@ def plan(model: ir.Model, level: int, *, lone: bool = False) -> FusionPlan:
             keep.add(key)
             reason = cannot.get(node.name or "", "it has no standard Q/DQ form")
             found.alone.append(_alone(where, original, f"no standard Q/DQ form: {reason}"))
-        elif key not in in_functions and _unchanged(node, after.get(key), constants, opset):
+        elif left_as_is(node, key):
             if lone:
                 alone_too.add(key)
                 continue
@@ -359,10 +377,20 @@ def _unchanged(
     optimized: onnx.NodeProto | None,
     constants: dict[str, np.ndarray],
     opset: int,
+    *,
+    any_domain: bool = False,
 ) -> bool:
+    """``optimized`` is ``node`` as it went in. ``any_domain``: a node of any domain (a
+    compute neighbour, com.microsoft's MatMulNBits); else of the ONNX domain only (a
+    com.microsoft Q/DQ always goes back in its own form)."""
     if optimized is None or optimized.op_type != node.op_type:
         return False
-    if optimized.domain not in ("", "ai.onnx") or node.domain not in ("", "ai.onnx"):
+    if any_domain:
+        if ONNX_DOMAINS.get(optimized.domain, optimized.domain) != ONNX_DOMAINS.get(
+            node.domain, node.domain
+        ):
+            return False
+    elif optimized.domain not in ONNX_DOMAINS or node.domain not in ONNX_DOMAINS:
         return False
     inputs = [v for v in node.inputs]
     if len(optimized.input) != len(inputs):
@@ -372,13 +400,9 @@ def _unchanged(
             if name:
                 return False
             continue
-        mine = constant_array(value)
-        theirs = constants.get(name)
-        if mine is None:
-            if name != value.name:  # a computed input must be the same tensor
-                return False
-            continue
-        if theirs is None:
+        theirs = constants.get(name)  # None for a large weight: never read by value
+        mine = None if theirs is None else constant_array(value)
+        if theirs is None or mine is None:  # computed (or large): must be the same tensor
             if name != value.name:
                 return False
             continue
@@ -386,15 +410,20 @@ def _unchanged(
             return False
     wanted = {name: _attribute(a) for name, a in node.attributes.items()}
     got = {a.name: onnx.helper.get_attribute_value(a) for a in optimized.attribute}
-    defaults = _defaults(optimized.op_type, opset)
-    for name in set(got) - set(wanted):  # onnxruntime writes defaulted attributes out
-        if name in defaults and defaults[name] == got[name]:
+    # onnxruntime writes defaulted attributes out; a contrib op's defaults are not known here
+    # (MatMulNBits' accuracy_level 0, weight_prepacked 0): its extra attributes are taken so
+    defaults = _defaults(optimized.op_type, opset) if optimized.domain in ONNX_DOMAINS else None
+    for name in set(got) - set(wanted):
+        if defaults is None or (name in defaults and defaults[name] == got[name]):
             del got[name]
     return wanted == got
 
 
 def _defaults(op_type: str, opset: int) -> dict[str, object]:
-    schema = onnx.defs.get_schema(op_type, opset, "")
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:  # an op onnxruntime registers in the ONNX domain
+        return {}
     return {
         name: onnx.helper.get_attribute_value(a.default_value)
         for name, a in schema.attributes.items()
@@ -522,6 +551,11 @@ def _kernel(
             continue
         kernel = _kernel_name(node)
         if compute is not None and kernel == compute.op_type and not given_back:  # float
+            sources = (after.get(name) for name in node.input)
+            if any(s is not None and s.op_type == "DequantizeLinear" for s in sources):
+                return (
+                    f"{kernel} (float, reading onnxruntime's own DequantizeLinear, as the original)"
+                )
             return f"{kernel} (float; onnxruntime folded its Q/DQ: constants dequantized once)"
         return kernel
     return "folded away by onnxruntime's optimizer"

@@ -16,6 +16,9 @@ ONEDNN = "onednn"
 AUTO = "auto"
 # fusion "auto"'s rest: onnxruntime's plan, and the Q/DQ it keeps as they are to onnxruntime too
 ONNXRUNTIME_LONE = "onnxruntime, lone Q/DQ too"
+# fusion "auto"'s candidate (and its rest) that runs the original's own form: every spec op
+# lowered back to the original's nodes, as ``quantgraph lower`` writes them (:mod:`.original_form`)
+ORIGINAL = "original"
 # Each mode and what it runs (the command line's help texts are made from these).
 MODE_SUMMARIES: dict[str, str] = {
     NONE: "each spec op alone (the spec's exact composition)",
@@ -25,8 +28,9 @@ MODE_SUMMARIES: dict[str, str] = {
     ONEDNN: "the partitions of spec ops and compute oneDNN Graph forms, compiled by oneDNN "
     "(needs oneDNN; it requantizes with its own rounding: not bit-exact)",
     AUTO: "the fastest of the candidate plans (all to onnxruntime's fused kernels, oneDNN's "
-    "partitions, mixes of both), measured on this CPU at the session's input shapes and cached "
-    "(quantgraph tune fills the cache ahead); never slower than onnxruntime's plan",
+    "partitions, mixes of both, the original's own form), measured on this CPU at the "
+    "session's input shapes and cached (quantgraph tune fills the cache ahead); never slower "
+    "than onnxruntime's plan",
 }
 MODES: tuple[str, ...] = tuple(MODE_SUMMARIES)
 # How the reason of a unit handed to onnxruntime as the original's own node begins

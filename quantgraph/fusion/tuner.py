@@ -6,12 +6,17 @@ plan, the baseline that is never given up for a slower one), all to oneDNN, the 
 guess (:mod:`.auto_engine`), and per kind (convolutions to oneDNN, MatMuls to onnxruntime, and
 the reverse) where a model has both; whatever no partition holds is planned as fusion
 "onnxruntime" in every candidate but one, fusion "onednn"'s own plan (every partition to oneDNN,
-every other spec op alone: no layout changes between oneDNN's partitions). The session times
-them at its own input shapes, in one process, interleaved round by round (each candidate's
+every other spec op alone: no layout changes between oneDNN's partitions). One more candidate
+is always there, the original's own form (``original``: every spec op lowered back to the
+original's nodes, :mod:`.original_form`), so that auto's worst case is the original's speed.
+The session times them at its own input shapes, interleaved round by round (each candidate's
 session without pool spinning, so that one session's idle threads take no core from the
-next), within a time budget; a candidate replaces
-the ``onnxruntime`` plan only when the median of its round-by-round ratios to it is below
-:data:`MARGIN`, so noise never picks a slower plan.
+next), within a time budget; a candidate replaces the ``onnxruntime`` plan only when the median
+of its round-by-round ratios to it is below :data:`MARGIN` (the original's form: below 1), so
+noise never picks a plan slower than both.
+Each decision keeps its spread (quartiles of the per-round times and ratios); while the
+chosen plan's ratio quartiles overlap the runner-up's, the two are timed again (at most
+:data:`REMEASURE` more times) and the decision says whether it settled.
 
 The decision logic takes the measurement as a function (``measure``), and the timing loop takes
 its clock, so tests decide exactly; :mod:`.tuning_cache` keeps decisions on disk.
@@ -24,10 +29,18 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .plan import NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE
+from .plan import NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE, ORIGINAL
 
 BASELINE = ONNXRUNTIME  # the plan every other candidate must beat
 MARGIN = 0.97  # a candidate must be at least 3% faster than the baseline, round for round
+# The original's own form needs no margin: it computes what the original computes and is
+# auto's floor, so the faster of it and the baseline is kept (a near tie either way costs
+# noise only, and the re-measurements below are there for it).
+MARGINS = {ORIGINAL: 1.0}
+# At most this many more measurements of the chosen plan and the runner-up (with the baseline)
+# while their spreads overlap: a near tie is measured three times in all, then stands as
+# unsettled (either plan is within noise of the other).
+REMEASURE = 2
 DEFAULT_BUDGET = 10.0  # seconds of timing, all candidates together
 MIN_ROUNDS = 3
 MAX_ROUNDS = 25
@@ -74,9 +87,14 @@ class Decision:
     """What fusion "auto" chose and on what evidence.
 
     ``source``: "measured", "cache" (a decision measured earlier on this CPU and these shapes),
-    "no partition" (nothing to choose: oneDNN formed no partition), or "not measured" (a cache
-    miss with measuring off: the onnxruntime plan). ``ratios``: each candidate's median
-    round-by-round time over the baseline's; ``times_ms``: each candidate's median time a run.
+    "no partition" (nothing to choose: one candidate), or "not measured" (a cache miss with
+    measuring off: the onnxruntime plan). ``ratios``: each candidate's median round-by-round
+    time over the baseline's; ``times_ms``: each candidate's median time a run;
+    ``ratio_spread`` and ``spread_ms``: the first and third quartiles of those per-round
+    ratios and times (how far the rounds agree). ``settled``: whether the chosen plan's ratio
+    quartiles stay clear of the runner-up's (None: nothing measured); ``measurements``: how
+    many times the candidates were timed (1, plus a re-measurement of the chosen plan and the
+    runner-up each time their spreads overlapped, at most :data:`REMEASURE`).
     """
 
     choice: Choice
@@ -91,6 +109,18 @@ class Decision:
     # how the candidates were timed: each in a worker process of its own ("processes"), or all
     # in this one ("in-process: " and why)
     isolation: str = ""
+    spread_ms: dict[str, list[float]] = field(default_factory=dict)
+    ratio_spread: dict[str, list[float]] = field(default_factory=dict)
+    measurements: int = 0
+    runner_up: str | None = None
+    settled: bool | None = None
+    measured_at: float | None = None  # seconds since the epoch (time.time())
+
+    def age_seconds(self, now: float | None = None) -> float | None:
+        """Seconds since the measurement (None: not measured)."""
+        if self.measured_at is None:
+            return None
+        return max(0.0, (time.time() if now is None else now) - self.measured_at)
 
     @property
     def why(self) -> str:
@@ -104,6 +134,10 @@ class Decision:
         chosen = self.choice.name
         if chosen == BASELINE and self.source in ("measured", "cache") and not self.rounds:
             return f"plan '{BASELINE}' kept (the other plans make the same model: nothing to time)"
+        close = ""
+        if self.settled is False and self.runner_up is not None:
+            times = "once" if self.measurements == 1 else f"{self.measurements} times"
+            close = f"; within noise of plan '{self.runner_up}' (measured {times})"
         if chosen == BASELINE:
             best = min(
                 (n for n in self.ratios if n != BASELINE), key=self.ratios.__getitem__, default=None
@@ -113,10 +147,10 @@ class Decision:
                 if best is None
                 else f"; fastest other plan '{best}' {self.ratios[best]:.2f}x of it"
             )
-            return f"plan '{BASELINE}' kept ({self.source}{other})"
+            return f"plan '{BASELINE}' kept ({self.source}{other}{close})"
         ratio = self.ratios.get(chosen)
         at = "" if ratio is None else f" at {ratio:.2f}x of plan '{BASELINE}'"
-        return f"plan '{chosen}' {self.source} fastest{at}"
+        return f"plan '{chosen}' {self.source} fastest{at}{close}"
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -129,33 +163,48 @@ class Decision:
                     "to_onednn": [compute for compute, e in c.engines if e == ONEDNN],
                     "rest": c.rest,
                     "median_ms": self.times_ms.get(c.name),
+                    "quartiles_ms": self.spread_ms.get(c.name),
                     "ratio_to_onnxruntime": self.ratios.get(c.name),
+                    "ratio_quartiles": self.ratio_spread.get(c.name),
                 }
                 for c in self.candidates
             ],
             "rounds": self.rounds,
+            "measurements": self.measurements,
+            "runner_up": self.runner_up,
+            "settled": self.settled,
             "isolation": self.isolation or None,
             "shapes": self.shapes,
+            "measured_at": None if self.measured_at is None else _iso(self.measured_at),
+            "age_seconds": self.age_seconds(),
             "cache_file": self.cache_file,
         }
 
 
+def _iso(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
 def choices(partitions: Sequence[Partition], *, lone: bool = False) -> list[Choice]:
-    """The candidate plans for ``partitions``, baseline first, none twice (without partitions
-    and without ``lone``: the baseline alone). ``lone`` (the session computes the onnx
-    arithmetic, onnxruntime's own): the baseline with the Q/DQ onnxruntime keeps as they are
-    run by onnxruntime too, one custom-op call less each (small models)."""
+    """The candidate plans for ``partitions``, baseline first, none twice. The original's own
+    form (:data:`ORIGINAL`: every spec op lowered back to the original's nodes, run by
+    onnxruntime as the original is) is always one: auto's floor is the original's speed.
+    ``lone`` (the session computes the onnx arithmetic, onnxruntime's own): the baseline with
+    the Q/DQ onnxruntime keeps as they are run by onnxruntime too, one custom-op call less each
+    (small models)."""
 
     def plan(name: str, engine: Callable[[Partition], str]) -> Choice:
         return Choice(name, tuple((p.compute, engine(p)) for p in partitions))
 
     baseline = plan(BASELINE, lambda p: ONNXRUNTIME)
     lone_too = [Choice(ONNXRUNTIME_LONE, baseline.engines, ONNXRUNTIME_LONE)] if lone else []
+    original = Choice(ORIGINAL, baseline.engines, ORIGINAL)
     if not partitions:
-        return [baseline, *lone_too]
+        return [baseline, *lone_too, original]
     found = [
         baseline,
         *lone_too,
+        original,
         plan(ONEDNN, lambda p: ONEDNN),
         Choice(f"{ONEDNN} partitions only", plan(ONEDNN, lambda p: ONEDNN).engines, NONE),
         plan("rules", lambda p: p.rule_engine),
@@ -177,26 +226,101 @@ def _only(kind: str) -> Callable[[Partition], str]:
     return engine
 
 
-# measure(candidates) -> ({name: median ms}, {name: median ratio to the baseline}, rounds)
-Measure = Callable[[Sequence[Choice]], tuple[dict[str, float], dict[str, float], int]]
+# One measurement: each timed candidate's seconds a call, round by round (every list one entry
+# a round, the rounds interleaved); the baseline is always among them.
+Rounds = dict[str, list[float]]
+# measure(candidates) -> their Rounds (the first candidate is the baseline); {} when nothing
+# needs timing (every candidate makes the same model)
+Measure = Callable[[Sequence[Choice]], Rounds]
 
 
 def decide(candidates: Sequence[Choice], measure: Measure) -> Decision:
     """Time ``candidates`` and keep the fastest, the baseline unless another beats it by
-    :data:`MARGIN` (the first candidate is the baseline)."""
+    :data:`MARGIN` (the original's own form: at all, :data:`MARGINS`; the first candidate is
+    the baseline). While the chosen plan's spread (the
+    quartiles of its round-by-round ratios to the baseline) overlaps the runner-up's, the two
+    are timed again with the baseline, at most :data:`REMEASURE` more times, every
+    measurement's rounds pooled; the decision then says whether it settled."""
     baseline = candidates[0]
     assert baseline.name == BASELINE
     if len(candidates) == 1:
         return Decision(baseline, "no partition", list(candidates))
-    times, ratios, rounds = measure(candidates)
+    first = measure(candidates)
+    if not first:  # every plan makes the same model
+        return Decision(baseline, "measured", list(candidates), measured_at=time.time())
+    measured = [first]
+    while True:
+        decision = judge(candidates, measured)
+        if decision.settled is not False or len(measured) > REMEASURE:
+            return decision
+        contenders = [
+            c for c in candidates if c.name in (BASELINE, decision.choice.name, decision.runner_up)
+        ]
+        more = measure(contenders)
+        if not more:
+            return decision
+        measured.append(more)
+
+
+def judge(candidates: Sequence[Choice], measured: Sequence[Rounds]) -> Decision:
+    """The decision on ``measured`` (one or more measurements, pooled): each candidate's
+    median time and ratio to the baseline with their quartiles, the chosen plan, the runner-up
+    and whether their spreads stay apart."""
+    times: dict[str, list[float]] = {}
+    ratios: dict[str, list[float]] = {}
+    for rounds in measured:
+        base = rounds[BASELINE]
+        for name, values in rounds.items():
+            times.setdefault(name, []).extend(values)
+            paired = [t / b for t, b in zip(values, base, strict=True) if b > 0]
+            ratios.setdefault(name, []).extend(paired)
+    median_ratio = {n: statistics.median(v) for n, v in ratios.items() if v}
+    ratio_spread = {n: _quartiles(v) for n, v in ratios.items() if v}
+    baseline = candidates[0]
     best = baseline
     for candidate in candidates[1:]:
-        ratio = ratios.get(candidate.name)
-        if ratio is None or ratio >= MARGIN:
+        ratio = median_ratio.get(candidate.name)
+        if ratio is None or ratio >= MARGINS.get(candidate.name, MARGIN):
             continue
-        if best is baseline or ratio < ratios[best.name]:
+        if best is baseline or ratio < median_ratio[best.name]:
             best = candidate
-    return Decision(best, "measured", list(candidates), times, ratios, rounds)
+    # a candidate timed as the chosen one (it plans the same model: the same rounds in every
+    # measurement that holds it) is no rival
+    others = [
+        c.name
+        for c in candidates
+        if c is not best
+        and c.name in median_ratio
+        and any(r.get(c.name) != r.get(best.name) for r in measured if c.name in r)
+    ]
+    runner_up = min(others, key=median_ratio.__getitem__, default=None)
+    settled = runner_up is None or not _overlap(ratio_spread[best.name], ratio_spread[runner_up])
+    return Decision(
+        best,
+        "measured",
+        list(candidates),
+        {n: statistics.median(v) * 1e3 for n, v in times.items() if v},
+        median_ratio,
+        sum(len(rounds[BASELINE]) for rounds in measured),
+        spread_ms={n: [q * 1e3 for q in _quartiles(v)] for n, v in times.items() if v},
+        ratio_spread=ratio_spread,
+        measurements=len(measured),
+        runner_up=runner_up,
+        settled=settled,
+        measured_at=time.time(),
+    )
+
+
+def _quartiles(values: Sequence[float]) -> list[float]:
+    """The first and third quartiles (a single value: itself twice)."""
+    if len(values) < 2:
+        return [values[0], values[0]]
+    low, _, high = statistics.quantiles(values, n=4, method="inclusive")
+    return [low, high]
+
+
+def _overlap(one: Sequence[float], other: Sequence[float]) -> bool:
+    return one[0] <= other[1] and other[0] <= one[1]
 
 
 # A candidate's turn: ``turn(count, warm)`` makes ``warm`` untimed calls, then ``count`` timed
@@ -208,7 +332,7 @@ def time_runs(
     runs: Mapping[str, Callable[[], object]],
     budget: float = DEFAULT_BUDGET,
     clock: Callable[[], float] = time.perf_counter,
-) -> tuple[dict[str, float], dict[str, float], int]:
+) -> Rounds:
     """:func:`time_turns` of calls made in this process, timed with ``clock``."""
     return time_turns(turns_of(runs, clock), budget, clock)
 
@@ -236,11 +360,10 @@ def time_turns(
     turns: Mapping[str, Turn],
     budget: float = DEFAULT_BUDGET,
     clock: Callable[[], float] = time.perf_counter,
-) -> tuple[dict[str, float], dict[str, float], int]:
-    """Median ms a call of each of ``turns`` and the median of its round-by-round ratios to
-    the baseline's (the first), interleaved in rotated order, each turn warmed up first; at
-    least :data:`MIN_ROUNDS` rounds, more while the budget (read on ``clock``) lasts (at most
-    :data:`MAX_ROUNDS`)."""
+) -> Rounds:
+    """Seconds a call of each of ``turns``, round by round, interleaved in rotated order,
+    each turn warmed up first; at least :data:`MIN_ROUNDS` rounds, more while the budget (read
+    on ``clock``) lasts (at most :data:`MAX_ROUNDS`)."""
     names = list(turns)
     start = clock()
     calls: dict[str, int] = {}
@@ -249,32 +372,30 @@ def time_turns(
         calls[name] = max(MIN_CALLS, min(1000, round(TURN_SECONDS / each)))
     # one count for all: a turn of each candidate does the same work
     count = min(calls.values())
-    per_round: dict[str, list[float]] = {name: [] for name in names}
+    per_round: Rounds = {name: [] for name in names}
     rounds = 0
     while rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or clock() - start < budget):
         order = names[rounds % len(names) :] + names[: rounds % len(names)]
         for name in order:
             per_round[name].append(turns[name](count, TURN_WARMUP) / count)
         rounds += 1
-    base = per_round[names[0]]
-    times = {n: statistics.median(v) * 1e3 for n, v in per_round.items()}
-    ratios = {
-        n: statistics.median(t / b for t, b in zip(v, base, strict=True) if b > 0)
-        for n, v in per_round.items()
-    }
-    return times, ratios, rounds
+    return per_round
 
 
 __all__ = [
     "BASELINE",
     "DEFAULT_BUDGET",
     "MARGIN",
+    "MARGINS",
+    "REMEASURE",
     "Choice",
     "Decision",
     "Measure",
     "Partition",
+    "Rounds",
     "choices",
     "decide",
+    "judge",
     "Turn",
     "time_runs",
     "time_turns",

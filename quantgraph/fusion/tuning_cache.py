@@ -2,14 +2,17 @@
 
 One JSON file per model and machine: the key (the model's digest, the CPU's model and ISA
 flags, threads, optimization level, backend and arithmetic, library versions) and, per input
-shapes, the decision measured there. The folder is ``$QUANTGRAPH_CACHE_DIR/tuning``, else
-``$XDG_CACHE_HOME/quantgraph/tuning``, else ``~/.cache/quantgraph/tuning``: files a user may read
-and delete (``quantgraph tune --json`` names the file). A file that cannot be read is ignored
-and rewritten; a cache that cannot be written costs a measurement next time, never an error.
+shapes, the decision measured there, with its spread and when it was measured (a decision
+past its age limit is measured again: :mod:`.auto_tuning`). The folder is
+``$QUANTGRAPH_CACHE_DIR/tuning``, else ``$XDG_CACHE_HOME/quantgraph/tuning``, else
+``~/.cache/quantgraph/tuning``: files a user may read and delete (``quantgraph tune --json``
+names the file). A file that cannot be read is ignored and rewritten; a cache that cannot be
+written costs a measurement next time, never an error.
 """
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import json
 import os
@@ -23,7 +26,9 @@ from ..cpu import cpu
 from .plan import ONNXRUNTIME
 from .tuner import Choice, Decision
 
-FORMAT = 2  # 2: candidates timed in worker processes (1: in one process)
+# 3: the original's own form a candidate, spreads, re-measurements and the measuring time; 2:
+# candidates timed in worker processes (1: in one process)
+FORMAT = 3
 
 
 def folder() -> Path:
@@ -59,8 +64,8 @@ def model_key(
     }
 
 
-def shapes_key(shapes: Mapping[str, list[int]] | None) -> str:
-    return "" if shapes is None else json.dumps(dict(sorted(shapes.items())))
+def shapes_key(shapes: Mapping[str, list[int]]) -> str:
+    return json.dumps(dict(sorted(shapes.items())))
 
 
 def path_of(key: Mapping[str, Any]) -> Path:
@@ -68,23 +73,17 @@ def path_of(key: Mapping[str, Any]) -> Path:
     return folder() / f"{digest}.json"
 
 
-def load(key: Mapping[str, Any], shapes: Mapping[str, list[int]] | None) -> Decision | None:
-    """The decision stored for ``key`` at ``shapes``; with ``shapes`` None (not known yet), the
-    only decision stored for ``key`` if there is exactly one."""
+def load(key: Mapping[str, Any], shapes: Mapping[str, list[int]]) -> Decision | None:
+    """The decision stored for ``key`` at ``shapes`` (None: none; a decision measured at
+    other shapes is no answer for these)."""
     path = path_of(key)
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))
         if stored.get("key") != dict(key):
             return None
-        decisions: dict[str, Any] = stored["decisions"]
-        if shapes is None:
-            if len(decisions) != 1:
-                return None
-            (entry,) = decisions.values()
-        else:
-            entry = decisions.get(shapes_key(shapes))
-            if entry is None:
-                return None
+        entry = stored["decisions"].get(shapes_key(shapes))
+        if entry is None:
+            return None
         decision = _decision(entry)
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -124,6 +123,7 @@ def store(key: Mapping[str, Any], decision: Decision) -> Path | None:
 
 
 def _entry(decision: Decision) -> dict[str, Any]:
+    measured_at = decision.measured_at if decision.measured_at is not None else time.time()
     return {
         "chosen": decision.choice.name,
         "candidates": [
@@ -132,10 +132,15 @@ def _entry(decision: Decision) -> dict[str, Any]:
         ],
         "times_ms": decision.times_ms,
         "ratios": decision.ratios,
+        "spread_ms": decision.spread_ms,
+        "ratio_spread": decision.ratio_spread,
         "rounds": decision.rounds,
+        "measurements": decision.measurements,
+        "runner_up": decision.runner_up,
+        "settled": decision.settled,
         "isolation": decision.isolation,
         "shapes": decision.shapes,
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(measured_at)),
     }
 
 
@@ -149,6 +154,8 @@ def _decision(entry: Mapping[str, Any]) -> Decision:
         for c in entry["candidates"]
     ]
     (choice,) = [c for c in candidates if c.name == entry["chosen"]]
+    settled = entry["settled"]
+    runner_up = entry["runner_up"]
     return Decision(
         choice,
         "cache",
@@ -158,6 +165,14 @@ def _decision(entry: Mapping[str, Any]) -> Decision:
         int(entry["rounds"]),
         {str(k): [int(d) for d in v] for k, v in entry["shapes"].items()},
         isolation=str(entry.get("isolation", "")),
+        spread_ms={str(k): [float(q) for q in v] for k, v in entry["spread_ms"].items()},
+        ratio_spread={str(k): [float(q) for q in v] for k, v in entry["ratio_spread"].items()},
+        measurements=int(entry["measurements"]),
+        runner_up=None if runner_up is None else str(runner_up),
+        settled=None if settled is None else bool(settled),
+        measured_at=float(
+            calendar.timegm(time.strptime(str(entry["measured_at"]), "%Y-%m-%dT%H:%M:%SZ"))
+        ),
     )
 
 

@@ -48,7 +48,9 @@ class FloatCandidate:
     @property
     def label(self) -> str:
         if self.kind == WEIGHTS:
-            return f"weights of '{self.name}' ({self.op_type})"
+            # keep_float gives the named node its float inputs too: say so, or a gain that
+            # comes from an input reads as the weights'
+            return f"weights and inputs of '{self.name}' ({self.op_type})"
         more = len(self.names) - 1
         aliases = f" (+{more} alias{'es' if more > 1 else ''} sharing its scale)" if more else ""
         return f"tensor '{self.name}'{aliases}"

@@ -72,6 +72,14 @@ def is_weight_dequantize(value: ir.Value | None) -> bool:
     )
 
 
+def weights_named(model: ir.Model, names: Sequence[str]) -> list[str]:
+    """The ``names`` that name a node with quantized weights and no quantized tensor: their
+    float weights are only in the float model (``keep_float(..., float_model=...)``)."""
+    tensors, _ = quantized_names(model.graph)
+    weighted = {n.name for n in model.graph if n.name and any(map(is_weight_dequantize, n.inputs))}
+    return [name for name in names if name in weighted and name not in tensors]
+
+
 def keep_float(
     model: ir.Model,
     names: Sequence[str],

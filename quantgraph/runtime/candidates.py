@@ -37,8 +37,9 @@ def new_session(
 def candidate_model(
     model: ir.Model, choice: Choice, level: int, backend: Backend
 ) -> tuple[ir.Model, fusion_engines.FusionPlan]:
-    """A copy of ``model`` planned as ``choice`` says and prepared for ``backend``."""
-    copy = ir.from_proto(ir.to_proto(model))
+    """A copy of ``model`` planned as ``choice`` says and prepared for ``backend`` (it shares
+    ``model``'s tensors: planning replaces the ones it rewrites)."""
+    copy = model.clone()
     plan = fusion_engines.apply(
         copy, fusion_engines.AUTO, level=level, decision=Decision(choice, "candidate")
     )

@@ -19,11 +19,12 @@ from ..backends import Backend, require, resolve_arithmetic
 from ..fusion import tuner, tuning_cache
 from ..fusion.auto_tuning import PENDING, Timing, Tuning, check_mode, default_mode
 from ..fusion.tuner import DEFAULT_BUDGET, Choice, Decision
+from ..ir.fingerprint import Memo, fingerprint
 from ..ir.model_files import ModelLike, has_external_data, load_model, save_model
 from ..ir.onnx_schemas import register as register_schemas
 from ..ir.opsets import check_opset
 from ..passes.declared_dst import DeclaredDstPass, needs_declared_dst
-from . import tuning_workers
+from . import tuning_workers, weights_by_reference
 from .candidates import candidate_model, candidate_options, new_session
 
 
@@ -49,8 +50,11 @@ class InferenceSession:
 
     Fusion "auto" times its candidate plans on ``tune_inputs`` (their shapes are the session's),
     or, without them, on the inputs of the first :meth:`run`; within ``tuning_budget`` seconds,
-    keeping the fastest (never a plan slower than fusion "onnxruntime's"). Decisions are cached
-    on disk (:mod:`quantgraph.fusion.tuning_cache`). ``tuning``: "measure" (default, or
+    keeping the fastest (never a plan slower than fusion "onnxruntime's"; one candidate is
+    always the original's own form, every spec op lowered back). Decisions are cached on disk
+    (:mod:`quantgraph.fusion.tuning_cache`) per input shapes, for
+    ``$QUANTGRAPH_TUNING_MAX_AGE`` days (30); without ``tune_inputs`` the cache is asked at the
+    shapes the model fixes, else at the first run's. ``tuning``: "measure" (default, or
     ``$QUANTGRAPH_TUNING``: the cache, else measure), "cache" (the cache, else the onnxruntime
     plan, never measuring) or "force" (measure again). ``fusion_plan.tuning`` holds the decision
     and its times.
@@ -147,11 +151,10 @@ class InferenceSession:
 
         loaded = load_model(model)
         check_opset(loaded, model)
-        unfused = ir.to_proto(loaded).SerializeToString()
         threads = 0 if options is None else int(options.intra_op_num_threads)
         versions = {"onnxruntime": ort.__version__, "onednn": onednn.version() or "none"}
         key = tuning_cache.model_key(
-            unfused,
+            fingerprint(loaded),  # not serialized: the weights stay where they are
             threads=threads,
             level=self._level,
             backend=self.backend,
@@ -160,7 +163,7 @@ class InferenceSession:
         )
         self._threads = threads
         return Tuning(
-            ir.from_proto(onnx.load_from_string(unfused)),
+            loaded.clone(),  # a private copy sharing the tensors (external data stays put)
             key,
             check_mode(mode or default_mode()),
             budget,
@@ -176,13 +179,14 @@ class InferenceSession:
         planned: dict[str, tuple[ir.Model, fusion_engines.FusionPlan]] = {}
         same: dict[str, str] = {}
         made: dict[bytes, str] = {}
+        memo: Memo = {}  # the weights the candidates share are hashed once
         for choice in candidates:  # two plans making the same model are timed once
             model, plan = candidate_model(self._tuning.model, choice, self._level, self._backend)
-            serialized = ir.to_proto(model).SerializeToString(deterministic=True)
-            if serialized in made:
-                same[choice.name] = made[serialized]
+            digest = fingerprint(model, memo)
+            if digest in made:
+                same[choice.name] = made[digest]
                 continue
-            made[serialized] = choice.name
+            made[digest] = choice.name
             planned[choice.name] = (model, plan)
         why = tuning_workers.in_process(self._tuning.model, feeds)
         if why is None:
@@ -204,10 +208,12 @@ class InferenceSession:
     ) -> Callable[[], object]:
         """One call of a candidate's session in this process."""
         options = candidate_options(self._level, self._threads)
-        session = self._new_session(ir.to_proto(model).SerializeToString(), options, plan)
+        source = weights_by_reference.source(model, options)  # external data: no copy
+        session = self._new_session(source.model, options, plan)
         feed = dict(feeds)
 
         def run() -> object:
+            assert source.held is not None  # onnxruntime reads the weights it holds
             self._backend.before_run()
             done = session.run(None, feed)
             self._backend.after_run()
@@ -227,8 +233,12 @@ class InferenceSession:
         if self._pending:
             assert self._tuning is not None
             decision = self._tuning.decide(input_feed, self._candidate_timing)
-            source = self._prepare(self._tuning.model, self._level, decision)
-            self._session = self._new_session(source, self._options_copy(), self.fusion_plan)
+            pending = self.fusion_plan.tuning
+            if decision.choice == pending.choice:  # the plan it runs: planned once is enough
+                self.fusion_plan = fusion_engines.with_decision(self.fusion_plan, decision)
+            else:
+                source = self._prepare(self._tuning.model, self._level, decision)
+                self._session = self._new_session(source, self._options_copy(), self.fusion_plan)
             self._pending = False
             if not self._hooks:
                 self.run = self._session.run  # type: ignore[method-assign]
@@ -264,7 +274,7 @@ class InferenceSession:
         fused = self.fusion != fusion_engines.NONE
         hook = self._after_fusion
         if loaded is model and (declared or fused or self._backend.prepares or hook):
-            loaded = ir.from_proto(ir.to_proto(loaded))  # the caller's object stays as it was
+            loaded = loaded.clone()  # the caller's object stays as it was (tensors shared)
         # The seed's dst rule: a declared output type no kernel could see becomes output_dtype.
         changed = declared and DeclaredDstPass()(loaded).modified
         if fused:

@@ -37,6 +37,13 @@ INPUTS: Schema = {
 # JSON has no inf or NaN: such a float is printed as one of these strings.
 FLOAT: Schema = {"oneOf": [{"type": "number"}, {"enum": ["inf", "-inf", "nan"]}]}
 COUNTS: Schema = {"type": "object", "additionalProperties": {"type": "integer", "minimum": 1}}
+# The first and third quartiles of a timing's rounds (null: not timed).
+QUARTILES: Schema = {
+    "oneOf": [
+        {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
+        {"type": "null"},
+    ]
+}
 
 # A comparison beside the verdict (--optimized, the ONNX-arithmetic original), never part of it.
 INFORMATIONAL: dict[str, Schema] = {
@@ -178,6 +185,45 @@ DEFS: dict[str, Schema] = {
             },
         }
     ),
+    # the copy of the original a comparison with other kernels is judged against
+    # (quantgraph.validation.like_reference), and the original itself beside the verdict
+    "like_reference": _object(
+        {
+            "model": STRING,
+            "why": STRING,
+            "changed_nodes": _array(_object({"node": STRING, "op_type": STRING, "change": STRING})),
+            "original": _object(INFORMATIONAL),
+        }
+    ),
+    # per output, the bound the model gives (quantgraph.validation.rounding_spread)
+    "bound": _object(
+        {
+            "rule": STRING,
+            "factor": {"type": "number"},
+            "runs": INT,
+            "samples": INT,
+            "sites": _array(
+                _object(
+                    {
+                        "node": STRING,
+                        "tensor": STRING,
+                        "kind": {"enum": ["sum", "rounding", "requantization"]},
+                        "noise": {"type": "number"},
+                    }
+                )
+            ),
+            "outputs": {
+                "type": "object",
+                "additionalProperties": _object(
+                    {
+                        "spread": {"$ref": "#/$defs/float"},
+                        "step": {"type": ["number", "null"]},
+                        "atol": {"$ref": "#/$defs/float"},
+                    }
+                ),
+            },
+        }
+    ),
     "divergence": _object(
         {
             "node": STRING,
@@ -264,6 +310,8 @@ DEFS: dict[str, Schema] = {
             "intermediate": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/intermediate"}]},
             "input_search": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/input_search"}]},
             "memory": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/memory"}]},
+            "reference": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/like_reference"}]},
+            "bound": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/bound"}]},
             "float_reference": BOOL,
             "qoperator": _array({"type": "string"}),
             "fusion": {"enum": ["none", "onnxruntime", "onednn", "auto"]},
@@ -334,9 +382,18 @@ DEFS: dict[str, Schema] = {
                     _array(
                         _object(
                             {
+                                "kind": {"enum": ["chain", "weights"]},
                                 "name": STRING,
+                                "names": _array(STRING),
+                                "op_type": STRING,
+                                "label": STRING,
+                                "sqnr_db": {"type": ["number", "null"]},
+                                "reason": REASON,
                                 "output_sqnr_db": {"type": ["number", "null"]},
                                 "gain_db": {"type": ["number", "null"]},
+                                "suggested": BOOL,
+                                "keep_float": STRING,
+                                "float_model": BOOL,
                             }
                         )
                     ),
@@ -425,15 +482,29 @@ DEFS: dict[str, Schema] = {
                     {
                         "name": STRING,
                         "to_onednn": _array(STRING),
-                        "rest": {"enum": ["onnxruntime", "none", "onnxruntime, lone Q/DQ too"]},
+                        "rest": {
+                            "enum": [
+                                "onnxruntime",
+                                "none",
+                                "onnxruntime, lone Q/DQ too",
+                                "original",
+                            ]
+                        },
                         "median_ms": {"type": ["number", "null"]},
+                        "quartiles_ms": QUARTILES,
                         "ratio_to_onnxruntime": {"type": ["number", "null"]},
+                        "ratio_quartiles": QUARTILES,
                     }
                 )
             ),
             "rounds": INT,
+            "measurements": INT,
+            "runner_up": NULLABLE_STRING,
+            "settled": {"type": ["boolean", "null"]},
             "isolation": NULLABLE_STRING,
             "shapes": {"type": "object", "additionalProperties": SHAPE},
+            "measured_at": NULLABLE_STRING,
+            "age_seconds": {"type": ["number", "null"]},
             "cache_file": NULLABLE_STRING,
         }
     ),
@@ -447,12 +518,7 @@ DEFS: dict[str, Schema] = {
             "plan": NULLABLE_STRING,  # fusion auto's decision in the variant's first process
             "median_ms": {"type": ["number", "null"]},
             "ratio_to_original": {"type": ["number", "null"]},
-            "ratio_quartiles": {
-                "oneOf": [
-                    {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
-                    {"type": "null"},
-                ]
-            },
+            "ratio_quartiles": QUARTILES,
         }
     ),
     "node_support": _object(

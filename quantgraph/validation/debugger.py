@@ -5,9 +5,10 @@ mixes the error a layer introduces with all it inherits. This module separates t
 quantized tensor's own Q/DQ error with its parameters (:mod:`.qparams`), each node's own
 weight-quantization error (:mod:`.node_error`), both fed the float model's values; ``worst``
 ranks them together by introduced SQNR, worst first, with the reason the numbers show.
-``sensitivity`` reruns the QDQ model with each of the K worst tensors kept in float
-(:mod:`quantgraph.passes.keep_float`) and says how much the outputs' SQNR gains: the
-"keep in float" list, which ``convert --keep-float`` writes.
+``sensitivity`` reruns the QDQ model with each of the K worst places a fallback acts on kept in
+float (:mod:`.sensitivity`: a chain of aliases once, a node's weights from the float model) and
+says how much the outputs' SQNR gains: the "keep in float" list, which ``convert --keep-float``
+writes.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import numpy as np
 import onnx_ir as ir
 import onnxruntime as ort
 
-from ..passes.keep_float import keep_float
 from .node_error import NodeModel, NodeQuantization
-from .qparams import TensorCounter, TensorQuantization, quantized_tensors, sqnr
+from .qparams import TensorCounter, TensorQuantization, quantized_tensors
+from .sensitivity import Sensitivity, measure, ranked_candidates, worst_output_sqnr
 
 DEFAULT_SENSITIVITY = 5
 HEADLINE_COUNT = 3  # places the headline names
@@ -57,22 +58,6 @@ class Ranked:
         return f"{self.kind} '{self.name}' ({self.sqnr_db:.1f} dB{why})"
 
 
-@dataclass(frozen=True)
-class Sensitivity:
-    """The outputs' SQNR (the worst output's) with ``name`` kept in float, and the gain."""
-
-    name: str
-    output_sqnr_db: float
-    gain_db: float
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "output_sqnr_db": _finite(self.output_sqnr_db),
-            "gain_db": None if math.isinf(self.gain_db) else round(self.gain_db, 3),
-        }
-
-
 @dataclass
 class QuantizationDebug:
     """Per quantized tensor and node, the error introduced there (not inherited), ranked."""
@@ -81,7 +66,7 @@ class QuantizationDebug:
     nodes: list[NodeQuantization] = field(default_factory=list)
     nodes_error: str | None = None  # why node figures are missing (their model failed)
     baseline_sqnr_db: float | None = None  # the worst output's SQNR as quantized
-    sensitivity: list[Sensitivity] | None = None  # best gain first
+    sensitivity: list[Sensitivity] | None = None  # suggestions first, best gain first
 
     @property
     def worst(self) -> list[Ranked]:
@@ -132,10 +117,12 @@ def debug(
     quantized_outputs: Sequence[Sequence[np.ndarray]],
     samples: Sequence[Mapping[str, np.ndarray]],
     sensitivity: int | None = None,
+    float_model: ir.Model | None = None,
 ) -> QuantizationDebug:
     """Debug ``qdq`` against the float model's values (``float_values``: per sample, every
     tensor by name, inputs included), given the QDQ model's ``outputs`` on each sample
-    (``quantized_outputs``). ``sensitivity``: how many of the worst tensors to rerun in float."""
+    (``quantized_outputs``). ``sensitivity``: how many of the worst places to rerun in float
+    (nodes' weights among them only with ``float_model``, which has them in float)."""
     known = set(float_values[0]) if float_values else set()
     counters = [TensorCounter(p) for p in quantized_tensors(qdq.graph, known)]
     for values in float_values:
@@ -146,56 +133,15 @@ def debug(
         found.nodes = NodeModel(qdq, known).measure(float_values, _options())
     except Exception as error:  # a node the combined model cannot hold: the tensors still count
         found.nodes_error = " ".join(str(error).split())[:300]
-    found.baseline_sqnr_db = _worst_output_sqnr(
-        [[v[o] for o in outputs] for v in float_values], quantized_outputs
-    )
-    if sensitivity:
-        found.sensitivity = _sensitivity(qdq, found, outputs, float_values, samples, sensitivity)
-    return found
-
-
-def _worst_output_sqnr(
-    expected: Sequence[Sequence[np.ndarray]], actual: Sequence[Sequence[np.ndarray]]
-) -> float:
-    """The lowest SQNR over the outputs (each summed over samples)."""
-    worst = math.inf
-    for index in range(len(expected[0]) if expected else 0):
-        signal = noise = 0.0
-        for want_all, got_all in zip(expected, actual, strict=True):
-            want = np.asarray(want_all[index], dtype=np.float64).reshape(-1)
-            got = np.asarray(got_all[index], dtype=np.float64).reshape(-1)
-            if want.shape != got.shape:
-                continue
-            finite = np.isfinite(want) & np.isfinite(got)
-            signal += float(np.dot(want[finite], want[finite]))
-            noise += float(np.dot(want[finite] - got[finite], want[finite] - got[finite]))
-        worst = min(worst, sqnr(signal, noise))
-    return worst
-
-
-def _sensitivity(
-    qdq: ir.Model,
-    found: QuantizationDebug,
-    outputs: Sequence[str],
-    float_values: Sequence[Mapping[str, np.ndarray]],
-    samples: Sequence[Mapping[str, np.ndarray]],
-    count: int,
-) -> list[Sensitivity]:
-    """Each of the ``count`` worst tensors kept in float alone: the outputs' SQNR gained."""
-    proto = ir.to_proto(qdq)
     expected = [[v[o] for o in outputs] for v in float_values]
-    base = found.baseline_sqnr_db if found.baseline_sqnr_db is not None else math.inf
-    candidates = [r.name for r in found.worst if r.kind == "tensor"][:count]
-    results = []
-    for name in candidates:
-        model = keep_float(ir.serde.deserialize_model(proto), [name])
-        session = ort.InferenceSession(
-            ir.to_proto(model).SerializeToString(), _options(), ["CPUExecutionProvider"]
-        )
-        got = [session.run(list(outputs), dict(sample)) for sample in samples]
-        after = _worst_output_sqnr(expected, got)
-        results.append(Sensitivity(name, after, after - base))
-    return sorted(results, key=lambda s: -s.gain_db)
+    found.baseline_sqnr_db = worst_output_sqnr(expected, quantized_outputs)
+    if sensitivity:
+        ranked = ranked_candidates(qdq, found.tensors, found.nodes, float_model)
+        found.sensitivity = measure(
+            qdq, float_model, ranked, sensitivity, outputs, expected, samples,
+            found.baseline_sqnr_db, _options(),
+        )  # fmt: skip
+    return found
 
 
 def from_run(
@@ -206,6 +152,7 @@ def from_run(
     outputs: Sequence[str],
     actual: Sequence[Sequence[np.ndarray]],
     sensitivity: int | None,
+    float_model: ir.Model | None = None,
 ) -> QuantizationDebug:
     """:func:`debug` from what validate ran: the float model's ``wanted`` tensors on each
     sample (``expected``) and the QDQ model's results (``actual``, outputs first)."""
@@ -214,4 +161,4 @@ def from_run(
         for sample, values in zip(samples, expected, strict=True)
     ]
     quantized = [a[: len(outputs)] for a in actual]
-    return debug(qdq, float_values, outputs, quantized, samples, sensitivity)
+    return debug(qdq, float_values, outputs, quantized, samples, sensitivity, float_model)

@@ -109,12 +109,12 @@ def run_generation(
     signature, feeds = plan.signature, plan.feeds
     unfit = feeds.unfit()
     if unfit is not None:
-        return GenerationReport([], seed, judge.tolerance, skipped=unfit)
+        return GenerationReport([], seed, judge.tolerance_of(signature.logits), skipped=unfit)
     prompt_tokens, steps, capped = fit(plan.prompt_tokens, plan.steps, signature.max_positions)
     prompt = feeds.prompt(prompt_tokens, seed)
     names = [signature.logits, *(pair.present for pair in signature.cache)]
     sides = (_Side(original, labels[0], message), _Side(rewritten, labels[1], message))
-    report = GenerationReport(prompt, seed, judge.tolerance, capped=capped)
+    report = GenerationReport(prompt, seed, judge.tolerance_of(signature.logits), capped=capped)
     for step in range(steps + 1):
         judged = sides[0].tokens == sides[1].tokens  # fed the same tokens so far
         found = []

@@ -1,14 +1,17 @@
 """The page's "Where error is introduced" section (float original vs its QDQ form): the ranking
 of :mod:`.debugger` first, then every quantized tensor's parameters and what they did to the
-float values, then the keep-in-float list of --sensitivity."""
+float values, then the keep-in-float list of --sensitivity (suggestions, with the option that
+writes each, then what gained nothing)."""
 
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Sequence
 from html import escape
 
 from .debugger import QuantizationDebug
+from .sensitivity import GAIN_NOISE_DB, Sensitivity
 
 
 def _n(value: float | None) -> str:
@@ -25,7 +28,9 @@ def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     return f"<div class='wide'><table>{top}{body}</table></div>"
 
 
-def section(debug: QuantizationDebug | None) -> str:
+def section(
+    debug: QuantizationDebug | None, float_label: str = "FLOAT", quantized_label: str = "QUANTIZED"
+) -> str:
     if debug is None:
         return ""
     parts = ["<h2>Where error is introduced</h2>"]
@@ -49,17 +54,7 @@ def section(debug: QuantizationDebug | None) -> str:
         )
     )
     if debug.sensitivity is not None:
-        parts.append(
-            f"<h3>Keep in float</h3><p>Output SQNR as quantized (worst output): "
-            f"{_n(debug.baseline_sqnr_db)} dB; each tensor below kept in float alone "
-            "(<code>convert --keep-float NAME</code> writes it).</p>"
-        )
-        parts.append(
-            _table(
-                ("tensor", "output SQNR dB", "gain dB"),
-                [(escape(s.name), _n(s.output_sqnr_db), _n(s.gain_db)) for s in debug.sensitivity],
-            )
-        )
+        parts.append(_sensitivity(debug, debug.sensitivity, float_label, quantized_label))
     parts.append("<h3>Quantized tensors</h3>")
     rows = []
     for t in sorted(debug.tensors, key=lambda t: t.sqnr_db):
@@ -96,4 +91,36 @@ def section(debug: QuantizationDebug | None) -> str:
     parts.append(_table(head, rows))
     if debug.nodes_error:
         parts.append(f"<p class='muted'>node figures unavailable: {escape(debug.nodes_error)}</p>")
+    return "".join(parts)
+
+
+def _sensitivity(
+    debug: QuantizationDebug, found: Sequence[Sensitivity], float_label: str, quantized_label: str
+) -> str:
+    command = shlex.join(["quantgraph", "convert", quantized_label, "OUT", "--keep-float"])
+    weights = shlex.join(["--float-model", float_label])
+    parts = [
+        "<h3>Keep in float</h3>",
+        f"<p>Output SQNR as quantized (worst output): {_n(debug.baseline_sqnr_db)} dB. Each "
+        "place below (a chain of Q/DQ aliases sharing one scale counts once; a node's weights "
+        "come from the float model) kept in float alone and rerun on the same samples; the "
+        f"suggestions gain more than {GAIN_NOISE_DB} dB. <code>{escape(command)} NAMES</code> "
+        f"writes one (weights: with <code>{escape(weights)}</code>).</p>",
+    ]
+    rows = []
+    for s in found:
+        extra = ["--float-model", float_label] if s.needs_float_model else []
+        option = shlex.join(["--keep-float", s.keep_float, *extra])
+        rows.append(
+            (
+                escape(s.candidate.label),
+                _n(s.sqnr_db),
+                s.reason or "",
+                _n(s.output_sqnr_db),
+                _n(s.gain_db),
+                f"<code>{escape(option)}</code>" if s.suggested else "no gain",
+            )
+        )
+    head = ("place", "introduced SQNR dB", "reason", "output SQNR dB", "gain dB", "suggestion")
+    parts.append(_table(head, rows))
     return "".join(parts)

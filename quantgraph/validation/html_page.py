@@ -46,10 +46,11 @@ def render(
         f"<title>quantgraph validation: {escape(rewritten)}</title><style>{CSS}</style></head>",
         "<body>",
         _verdict(report),
-        debug_section(report.debug),  # where quantization hurts: the ranking right after
+        debug_section(report.debug, original, rewritten),  # where it hurts: right after
         _header(report, original, rewritten),
         _inputs(report),
         _outputs(report),
+        _as_run(report),
         generation_section(report.generation),
         _optimized(report),
         _onnx_arithmetic(report),
@@ -74,6 +75,7 @@ def _verdict(report: ValidationReport) -> str:
 
 def _header(report: ValidationReport, original: str, rewritten: str) -> str:
     atol, rtol = report.tolerance
+    like = report.like_reference
     rows = [
         ("original", original),
         ("compared with", rewritten),
@@ -83,7 +85,8 @@ def _header(report: ValidationReport, original: str, rewritten: str) -> str:
         ("arithmetic", report.arithmetic),
         ("oneDNN", report.engine or "not used"),
         ("fusion", report.fusion if report.fusion != "none" else "none (each spec op alone)"),
-        ("tolerance", f"atol={atol:g} rtol={rtol:g}" if not report.exact_expected else "exact"),
+        *([] if like is None else [("reference", like.describe())]),
+        ("tolerance", _tolerance(report, atol, rtol)),
         ("samples", _samples(report)),
     ]
     return "<h2>Run</h2>" + _table(
@@ -91,9 +94,19 @@ def _header(report: ValidationReport, original: str, rewritten: str) -> str:
     )
 
 
+def _tolerance(report: ValidationReport, atol: float, rtol: float) -> str:
+    if report.exact_expected:
+        return "exact"
+    if report.bound is not None:
+        return f"a bound the model gives: {report.bound.rule()}"
+    return f"atol={atol:g} rtol={rtol:g}"
+
+
 def _rule(report: ValidationReport) -> str:
     if report.exact_expected:
         return "exact: any differing element (bitwise; NaN equals NaN) is a disagreement"
+    if report.bound is not None:
+        return "bound: every element of each output within that output's bound (Outputs)"
     return "tolerance: every element within atol + rtol * |expected|"
 
 
@@ -126,7 +139,8 @@ def _outputs(report: ValidationReport) -> str:
     for output in report.outputs:
         stats = report.error_stats.get(output.name)
         good = output.agree or (not report.exact_expected and output.within_tolerance)
-        verdict = "identical" if output.agree else ("within tolerance" if good else "DIFFERENT")
+        judge = "tolerance" if report.bound is None else "bound"
+        verdict = "identical" if output.agree else (f"within {judge}" if good else "DIFFERENT")
         rows.append(
             (
                 escape(output.name),
@@ -134,6 +148,7 @@ def _outputs(report: ValidationReport) -> str:
                 f"<span class='{'ok' if good else 'bad'}'>{verdict}</span>",
                 f"{output.mismatches:,} / {output.elements:,}",
                 _num(output.max_abs_diff),
+                *(() if report.bound is None else _bound_cells(report, output.name)),
                 *((str(output.max_ulp_diff),) if ulps else ()),
                 "&ndash;" if stats is None else _sqnr(stats),
             )
@@ -141,6 +156,7 @@ def _outputs(report: ValidationReport) -> str:
         if stats is not None and (stats.noise or stats.nonfinite):  # nothing to draw if equal
             charts.append(_histograms(stats))
     head: tuple[str, ...] = ("output", "dtype", "verdict", "mismatches", "max abs diff")
+    head += () if report.bound is None else ("bound", "spread")
     head += ("max ulp diff", "SQNR dB") if ulps else ("SQNR dB",)
     return (
         "<h2>Outputs</h2>"
@@ -172,6 +188,23 @@ def _histograms(stats: ErrorStats) -> str:
             )
         )
     return "".join(charts)
+
+
+def _bound_cells(report: ValidationReport, name: str) -> tuple[str, str]:
+    assert report.bound is not None
+    return _num(report.bound.atol(name)), _num(report.bound.spread.get(name, 0.0))
+
+
+def _as_run(report: ValidationReport) -> str:
+    like = report.like_reference
+    if like is None:
+        return ""
+    return _informational(
+        "The original as onnxruntime runs it (informational)",
+        f"The verdict compares {like.describe()}: {like.why()}. This is how far "
+        f"{like.original_note()} is, judged as the verdict is.",
+        report.as_run,
+    )
 
 
 def _optimized(report: ValidationReport) -> str:

@@ -24,13 +24,13 @@ class Producer:
     op_type: str
 
 
-def with_all_outputs(model: ir.Model) -> tuple[onnx.ModelProto, list[str]]:
+def with_all_outputs(model: ir.Model | onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
     """A serialized copy of ``model`` whose graph also outputs every typed value its main-graph
-    nodes compute, and those values' names in node order."""
+    nodes compute, and those values' names in node order (a ModelProto is changed in place)."""
     from ..ir.onnx_schemas import register
 
     register()  # the rewritten model's ops need their schemas for inference
-    proto = ir.to_proto(model)
+    proto = model if isinstance(model, onnx.ModelProto) else ir.to_proto(model)
     inferred = onnx.shape_inference.infer_shapes(negative_dims_unknown(proto))
     typed = {
         info.name: info

@@ -4,8 +4,9 @@ than the spec's composition, so not expected to be exact there (found by tools.f
 * com.microsoft MatMulNBits: onnxruntime's kernel, not DequantizeLinear + MatMul. With one row
   of A it takes its GEMV path, which sums the K products in another order than MatMul (measured
   on onnxruntime 1.32, float32, accuracy_level 0 or unset: 1.2e-7 to 4.8e-6 apart, K <= 300);
-  accuracy_level >= 1 quantizes A to int8, float16 sums in float16, typed zero points and g_idx
-  compute q*s - zp*s, and the bias is added inside the kernel.
+  accuracy_level >= 1 quantizes A to int8 (the reference is then the original at accuracy_level
+  0: :mod:`.like_reference`), typed zero points and g_idx compute q*s - zp*s, and the bias is
+  added inside the kernel.
 * A weight-only float16 Cast [-> Sub] -> Mul: onnxruntime's CPU has no float16 Sub/Mul, so it
   computes them in float32 and, where the next op runs in float32 too, drops the Cast pair
   between them (InsertCastTransformer): the consumer reads the unrounded float32 weight. The
@@ -13,7 +14,8 @@ than the spec's composition, so not expected to be exact there (found by tools.f
   float16 ulp (2^-11 relative) apart, and each output by up to 2^-11 * sum |a * w| before its
   own rounding to float16.
 
-With fusion "onnxruntime" (ORT_ENABLE_ALL) both go back to onnxruntime in the original's form
+Both are judged by a bound the model gives (:mod:`.rounding_spread`), or --atol/--rtol where
+given. With fusion "onnxruntime" (ORT_ENABLE_ALL) both go back to onnxruntime in the original's form
 (quantgraph.fusion.ort_engine): the same kernel on both sides, must be identical.
 """
 
@@ -29,33 +31,25 @@ from ..passes.matmul_nbits import RECORD as NBITS_RECORD
 
 MATMUL_NBITS = "MatMulNBits"
 FLOAT16_CHAIN = "float16 Cast -> Mul"
-# The default tolerance where the caller gives none, by kind. The derived bounds (in NOTES) hold
-# per element and depend on sum |a * w|, which only the model's own data gives: these defaults
-# cover them for layers of a few hundred inputs with activations of order 1 (measured: float32
-# sums in another order <= 4.8e-6; a float16 weight's rounding <= 0.016 where the outputs reach
-# ~100, cancelling rows apart by several float16 ulps of their small result). Pass --atol/--rtol
-# for other models.
-BOUNDS = {MATMUL_NBITS: (1e-5, 1e-4), FLOAT16_CHAIN: (0.05, 1e-2)}
 COMPARISON = (
-    "original ({kinds} as onnxruntime's kernels compute them) vs rewritten (the spec's "
+    "{original} ({kinds} as onnxruntime's kernels compute them) vs rewritten (the spec's "
     "composition) on the {backend} backend, both at ORT_DISABLE_ALL: not expected to be exact, "
-    "judged by atol={atol:g}, rtol={rtol:g}"
+    "{judged}"
 )
 NOTES = {
     MATMUL_NBITS: "MatMulNBits runs onnxruntime's own kernel, not DequantizeLinear + MatMul: one "
     "row of A takes its GEMV path, which sums the K products in another order (float32: apart "
     "by at most 2(K-1) * 2^-24 * sum |a * w|, measured <= 4.8e-6); accuracy_level >= 1 "
-    "quantizes A to int8, float16 rows sum in float16, typed zero points and g_idx compute "
-    "q*s - zp*s, a bias is added inside the kernel",
+    "quantizes A to int8 (so the reference is the original at accuracy_level 0), float16 rows "
+    "round the weight otherwise, typed zero points and g_idx compute q*s - zp*s, a bias is "
+    "added inside the kernel",
     FLOAT16_CHAIN: "onnxruntime's CPU computes a float16 Sub/Mul in float32 and hands the "
     "unrounded weight to a float32 consumer (InsertCastTransformer drops the cast pair); the "
     "spec form rounds it to float16 as ONNX does: each weight element up to 2^-11 relative "
     "apart, each output up to 2^-11 * sum |a * w| plus its own float16 rounding",
 }
 NOTE_END = (
-    "; judged by --atol/--rtol, else a default that covers that bound for layers of a few "
-    "hundred inputs with activations of order 1 (not a guarantee for every model); with "
-    "fusion 'onnxruntime' at ORT_ENABLE_ALL these nodes go back to onnxruntime in the "
+    "; with fusion 'onnxruntime' at ORT_ENABLE_ALL these nodes go back to onnxruntime in the "
     "original's form and must be identical"
 )
 
@@ -81,14 +75,9 @@ def _to_float16(record: str) -> bool:
     return bool(attributes.get("to") == ir.DataType.FLOAT16.value)
 
 
-def comparison(
-    kinds: list[str], backend: str, atol: float, rtol: float
-) -> tuple[str, str, float, float]:
-    """(comparison, note, atol, rtol): the caller's tolerance, or the widest default bound of
-    ``kinds`` where none was given."""
-    if not (atol or rtol):
-        atol = max(BOUNDS[k][0] for k in kinds)
-        rtol = max(BOUNDS[k][1] for k in kinds)
-    text = COMPARISON.format(kinds=", ".join(kinds), backend=backend, atol=atol, rtol=rtol)
-    note = "; ".join(NOTES[k] for k in kinds) + NOTE_END
-    return text, note, atol, rtol
+def comparison(kinds: list[str], backend: str, original: str, judged: str) -> tuple[str, str]:
+    """(comparison, note): ``original`` names the reference, ``judged`` how it is judged."""
+    text = COMPARISON.format(
+        original=original, kinds=", ".join(kinds), backend=backend, judged=judged
+    )
+    return text, "; ".join(NOTES[k] for k in kinds) + NOTE_END

@@ -8,7 +8,10 @@ measured on such a CPU, a 3x3 QLinearConv with u8 activations 49 steps apart on 
 while s8 activations (s8 x s8 kernels) gave 0 differences in 200 samples. With fusion
 "onnxruntime" at ORT_ENABLE_ALL each QOperator node goes back to onnxruntime as the original's
 node (quantgraph.fusion.ort_engine): the same kernels on both sides, so the comparison must be
-identical (:mod:`.given_back`); this text judges only a node that could not go back.
+identical (:mod:`.given_back`); this text judges only a node that could not go back. Unfused
+the comparison is judged by a bound the model gives (:mod:`.rounding_spread`: a step flipped at
+a tie, carried on by later layers), or --atol/--rtol where given; on a CPU whose u8 x s8 kernels
+saturate, the reference stores int8 weights as uint8 (:mod:`.like_reference`).
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from ..ir.walk import GraphLike
 from ..passes.qoperator import form_of
 
 QOPERATOR = (
-    "original (QOperator integer kernels: {ops}) vs rewritten (the spec's composition around "
-    "the float op) on the {backend} backend, both at {level}: not expected to be exact, judged "
-    "by --atol/--rtol; each output's largest difference is also given in its quantization steps"
+    "{original} (QOperator integer kernels: {ops}) vs rewritten (the spec's composition around "
+    "the float op) on the {backend} backend, both at {level}: not expected to be exact, "
+    "{judged}; each output's largest difference is also given in its quantization steps"
 )
 QOPERATOR_NOTE = (
     "QLinearConv/QLinearMatMul/QGemm sum in int32 and requantize with their own rounding where "
@@ -37,6 +40,12 @@ def qoperator_ops(original: GraphLike, rewritten: GraphLike) -> list[str]:
     return sorted({n.op_type for n in original if form_of(n) is not None} - kept)
 
 
-def comparison(ops: list[str], backend: str, fusion: str) -> tuple[str, str]:
+def comparison(
+    ops: list[str], backend: str, fusion: str, original: str, judged: str
+) -> tuple[str, str]:
+    """(comparison, note): ``original`` names the reference, ``judged`` how it is judged."""
     level = "ORT_DISABLE_ALL" if fusion == "none" else f"ORT_ENABLE_ALL (fusion '{fusion}')"
-    return QOPERATOR.format(ops=", ".join(ops), backend=backend, level=level), QOPERATOR_NOTE
+    text = QOPERATOR.format(
+        original=original, ops=", ".join(ops), backend=backend, level=level, judged=judged
+    )
+    return text, QOPERATOR_NOTE

@@ -12,7 +12,9 @@ from ..reference.compare import TensorComparison
 from .debugger import QuantizationDebug
 from .error_stats import ErrorStats
 from .generation_report import GenerationReport
+from .like_reference import LikeReference
 from .partition_report import PartitionCheck, PartitionDivergence, first_divergence
+from .rounding_spread import SpreadBound
 
 # Each comparison is a short line (``comparison``) and why it is judged so (``..._NOTE``).
 EXACT = "original vs rewritten on the {backend} backend, both at ORT_DISABLE_ALL: must be identical"
@@ -72,6 +74,10 @@ QUANTIZATION_NOTE = (
     "tensors are paired by name, each float activation with its value after its Q/DQ pair (what "
     "the next layer reads, as onnxruntime's qdq_loss_debug pairs them); not expected to be exact: "
     "the page of --report shows the SQNR of every tensor"
+)
+AS_RUN = (
+    "original as onnxruntime runs it vs rewritten: informational, not part of the verdict; "
+    "judged as the verdict is (the bound, or --atol/--rtol)"
 )
 OPTIMIZED = (
     "original at ORT_ENABLE_ALL vs rewritten: informational, not part of the verdict; judged by "
@@ -224,6 +230,16 @@ class ValidationReport:
     # Converted nodes whose original onnxruntime runs with another kernel unfused
     # (quantgraph.validation.other_kernels): judged by a bound.
     other_kernels: list[str] = field(default_factory=list)
+    # Where the original runs other kernels than the spec form means (accuracy_level >= 1
+    # MatMulNBits, saturating u8 x s8 kernels): the copy it is evaluated as
+    # (quantgraph.validation.like_reference); the original as onnxruntime runs it is then
+    # compared beside the verdict (``as_run``).
+    like_reference: LikeReference | None = None
+    as_run: list[TensorComparison] = field(default_factory=list)
+    # The bound a comparison that cannot be exact is judged by when no --atol/--rtol is given:
+    # per output, from the reference's own spread under rounding noise
+    # (quantgraph.validation.rounding_spread).
+    bound: SpreadBound | None = None
     fusion: str = "none"  # the rewritten side's fusion mode (quantgraph.fusion)
     fusion_plan: Any = None  # its FusionPlan when fusion was used
     # Distributions of the differences, outputs then intermediate tensors (the HTML page).
@@ -272,6 +288,21 @@ class ValidationReport:
             and not self.qoperator
             and not self.other_kernels
         )
+
+    def _reference(self) -> dict[str, object]:
+        assert self.like_reference is not None
+        atol, rtol = self.tolerance
+        found = self.like_reference.to_dict()
+        found["original"] = {
+            "comparison": AS_RUN,
+            "comparison_note": self.like_reference.original_note(),
+            "part_of_verdict": False,
+            "atol": atol,
+            "rtol": rtol,
+            "within_tolerance": all(o.within_tolerance for o in self.as_run),
+            "outputs": [o.to_dict() for o in self.as_run],
+        }
+        return found
 
     @property
     def agree(self) -> bool:
@@ -328,6 +359,8 @@ class ValidationReport:
             if self.onnx_arithmetic
             else None,
             "intermediate": None if self.intermediate is None else self.intermediate.to_dict(),
+            "reference": None if self.like_reference is None else self._reference(),
+            "bound": None if self.bound is None else self.bound.to_dict(),
             "float_reference": self.float_reference,
             "qoperator": list(self.qoperator),
             "fusion": self.fusion,

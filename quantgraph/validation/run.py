@@ -3,14 +3,17 @@
 The original runs with ``ORT_DISABLE_ALL``: onnxruntime then executes each QuantizeLinear and
 DequantizeLinear as written (the spec's own composition). With optimizations on it would fuse
 Q/DQ into integer kernels (QLinearConv, ...), which rounds differently: ``optimized=True``,
-judged by a tolerance apart from the exact one (so are converted integer ops: integer_sums, and
-unfused nodes the original runs with another kernel: other_kernels).
+judged by a tolerance apart from the exact one. Converted integer ops (integer_sums), QOperator
+nodes (qoperator) and unfused nodes the original runs with another kernel (other_kernels) are
+judged like with like: against a copy of the original in the arithmetic the spec form means
+(like_reference), by a bound the model gives (rounding_spread), or by --atol/--rtol.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -22,9 +25,17 @@ from ..errors import ModelError
 from ..fusion.plan import AUTO, ONEDNN, PARTITION_MODES
 from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.opsets import check_opset
-from ..reference.compare import TensorComparison, compare, merge, typed
+from ..reference.compare import TensorComparison, merge, typed
 from ..runtime.session import InferenceSession
-from . import feeds, given_back, integer_sums, onednn_reference, other_kernels, qoperator
+from . import (
+    feeds,
+    given_back,
+    integer_sums,
+    onednn_reference,
+    other_kernels,
+    qoperator,
+    rounding_spread,
+)
 from .debugger import from_run
 from .error_stats import ErrorStats, has_quantization, quantization_steps
 from .generated import explain_failure, non_finite_error
@@ -34,6 +45,7 @@ from .generation import check_generation, run_generation
 from .inputs import InputSpec, describe_feeds
 from .intermediate import after_quantization, producers, with_all_outputs
 from .judge import Judge
+from .like_reference import LikeReference, like_reference
 from .non_finite import NonFinite, check_finite
 from .options import InputOptionError, memory_budget_bytes
 from .partitions import Partitions
@@ -60,7 +72,8 @@ from .roles import check_roles
 from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
-# progress(stage, done, total): stage "original", "rewritten" or "optimized"; done 0: loading.
+# progress(stage, done, total): stage "original", "reference", "rewritten", "spread" (the bound),
+# "as run" (the original beside a like-with-like reference) or "optimized"; done 0: loading.
 Progress = Callable[[str, int, int], None]
 
 # onnxruntime's type strings ("tensor(float8e4m3fn)") and the ONNX element types they name.
@@ -184,7 +197,12 @@ def validate(
     the comparison is still exact. ``progress``, when given, is told each session being made
     and each sample run (:data:`Progress`). Against a float original, ``intermediate`` also
     measures the error each quantized tensor and node introduces (:mod:`.debugger`), and
-    ``sensitivity`` K reruns the K worst tensors kept in float (implies ``intermediate``).
+    ``sensitivity`` K reruns the K worst places kept in float (implies ``intermediate``).
+    Unfused, where onnxruntime runs the original with kernels of another arithmetic
+    (MatMulNBits, float16 Cast chains, integer ops, QOperator nodes), the original is evaluated
+    as a like-with-like copy (:mod:`.like_reference`; the original as run is compared beside,
+    ``report.as_run``) and, unless ``atol``/``rtol`` are given, each output is judged by a bound
+    the model gives (:mod:`.rounding_spread`; ``report.bound``).
     When the original is a decoder (:mod:`.decoder`), both models also generate greedily
     (:mod:`.generation`): a prompt of ``prompt_tokens`` ids from ``seed`` (default 16), the
     prefill, then ``generate`` steps (default 8; 0: none), compared step by step (the
@@ -205,17 +223,21 @@ def validate(
     generation = check_generation(source.ir, generate, prompt_tokens, source.label)
     check_tolerance(source.ir, rewritten_ir, backend, arithmetic, fusion, optimized, atol, rtol)
     tell("original", 0, iterations)
-    exposed, tensor_names = with_all_outputs(source.ir) if intermediate else (None, [])
+    float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
+    like = _like(source.ir, rewritten_ir, fusion, float_reference)
+    if intermediate:
+        exposed, tensor_names = with_all_outputs(_copy(like.proto) if like else source.ir)
+    else:
+        exposed, tensor_names = None, []
     level = (
         ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         if fusion == "none"
         else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     )
-    session = source.session(level, exposed)
+    session = source.session(level, exposed or (like.proto if like else None))
     outputs = [o.name for o in session.get_outputs()][: len(source.ir.graph.outputs)]
     declared = {o.name: ELEM_TYPES.get(o.type) for o in session.get_outputs()}
     tensor_names = [n for n in tensor_names if n not in outputs]
-    float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
     if sensitivity and not float_reference:
         raise ModelError("--sensitivity needs a float original and its quantized (QDQ) form")
     reference = onednn_reference.for_validation(
@@ -251,7 +273,7 @@ def validate(
     else:
         found = generate_inputs(
             source.ir,
-            run=lambda feeds: _run(session, wanted, feeds),
+            run=partial(_run, session, wanted),  # the session itself is deleted below
             outputs=outputs,
             original=source.ir,
             label=source.label,
@@ -278,6 +300,8 @@ def validate(
         described = found.inputs
         used_seed = seed
 
+    kept = session if generation is not None else None  # a decoder generates with it below
+    del session  # else its weights are not needed by the runs below
     onnx_expected: list[list[np.ndarray]] = []
     if reference is not None:
         tell("reference", 0, len(samples))
@@ -330,8 +354,21 @@ def validate(
 
     n_out = len(outputs)
     backend_name = candidate.backend
+    bound = None
+    judged = bool(qop or integer or kernels)
+    if judged and not (atol or rtol):  # a bound the model gives (rounding_spread)
+        bound = _spread_bound(source, like, rewritten_ir, level, outputs, declared, samples,
+                              integer, kernels, bool(qop), tell)  # fmt: skip
+    judged_text = (
+        "judged per output by a bound the model gives (bound: its own spread under rounding noise)"
+        if bound is not None
+        else f"judged by atol={atol:g}, rtol={rtol:g} as given"
+    )
+    original_text = like.describe() if like is not None and judged else "original"
     if qop:
-        comparison, note = qoperator.comparison(qop, backend_name, fusion)
+        comparison, note = qoperator.comparison(
+            qop, backend_name, fusion, original_text, judged_text
+        )
     elif float_reference:
         comparison, note = QUANTIZATION_ERROR.format(backend=backend_name), QUANTIZATION_NOTE
     elif onednn_fused:
@@ -342,9 +379,11 @@ def validate(
         )
         note = FUSED_ONEDNN_NOTE
     elif integer:
-        comparison, note, atol, rtol = integer_sums.comparison(backend_name, fusion, atol, rtol)
+        comparison, note = integer_sums.comparison(backend_name, fusion, original_text, judged_text)
     elif kernels:
-        comparison, note, atol, rtol = other_kernels.comparison(kernels, backend_name, atol, rtol)
+        comparison, note = other_kernels.comparison(
+            kernels, backend_name, original_text, judged_text
+        )
     elif exact and reference is not None:
         comparison = ONEDNN_LIKE.format(
             engine=candidate.onednn_version or "oneDNN's arithmetic on the native backend",
@@ -368,7 +407,7 @@ def validate(
                 f"; fusion '{fusion}': onnxruntime's fused kernels run the units on both sides, "
                 "the spec ops it does not fuse run on the rewritten side's backend"
             )
-    judge = Judge(None if exact else (atol, rtol))  # the one rule of outputs and generation
+    judge = Judge(None if exact else (atol, rtol), bound)  # the one rule of outputs, generation
     report = ValidationReport(
         comparison=comparison,
         comparison_note=note,
@@ -380,7 +419,7 @@ def validate(
             declared,
             [e[:n_out] for e in expected],
             [a[:n_out] for a in actual],
-            tolerance=judge.tolerance,
+            judge=judge,
         ),
         inputs=described,
         seed=used_seed,
@@ -396,6 +435,8 @@ def validate(
         other_kernels=kernels,
         fusion=fusion,
         fusion_plan=candidate.fusion_plan if fusion != "none" else None,
+        like_reference=like if judged else None,
+        bound=bound,
         reference_arithmetic=reference_arithmetic,
         original=source.label,
         rewritten=rewritten_label,
@@ -418,8 +459,21 @@ def validate(
         steps = quantization_steps(source.ir.graph)
         apart = _error_stats(outputs, declared, first_outputs, actual, steps)
         report.onnx_arithmetic_steps = {name: apart[name].max_steps for name in outputs}
+    if like is not None and judged:  # the original as onnxruntime runs it, beside the verdict
+        tell("as run", 0, len(samples))
+        as_run = source.session(level)
+        as_run_out = _run_all(as_run, outputs, samples, source.label, tell, "as run")
+        del as_run
+        report.as_run = _aggregate(
+            outputs,
+            declared,
+            as_run_out,
+            [a[:n_out] for a in actual],
+            judge=Judge((atol, rtol), bound),
+        )
     if generation is not None:
-        original_run = reference.run if reference is not None else session.run
+        assert kept is not None
+        original_run = reference.run if reference is not None else kept.run
         report.generation = run_generation(
             generation,
             original_run,
@@ -447,13 +501,69 @@ def validate(
         report.intermediate = _intermediate(source, rewritten_ir, compared)
         if float_reference:
             report.debug = from_run(
-                rewritten_ir, samples, wanted, expected, outputs, actual, sensitivity
+                rewritten_ir, samples, wanted, expected, outputs, actual, sensitivity, source.ir
             )
         if parts is not None and parts.checked and exposed is not None:
             spec = source.session(ort.GraphOptimizationLevel.ORT_DISABLE_ALL, exposed)
             parts.run(spec, samples, [dict(zip(fetched, a, strict=True)) for a in actual])
             report.intermediate.partitions = parts.checks(candidate.fusion_plan, tensor_steps)
     return report
+
+
+def _like(
+    original: ir.Model, rewritten: ir.Model, fusion: str, float_reference: bool
+) -> LikeReference | None:
+    """The like-with-like reference of an unfused comparison with the original's other kernels
+    (:mod:`.like_reference`); None where the original is its own reference. Fused, the
+    original's own nodes run on both sides (and must be identical)."""
+    if fusion != "none" or float_reference:
+        return None
+    return like_reference(original, rewritten)
+
+
+def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    return copy
+
+
+def _spread_bound(
+    source: _Original,
+    like: LikeReference | None,
+    rewritten: ir.Model,
+    level: ort.GraphOptimizationLevel,
+    outputs: list[str],
+    declared: Mapping[str, int | None],
+    samples: Sequence[Mapping[str, np.ndarray]],
+    integer: bool,
+    kernels: list[str],
+    qop: bool,
+    tell: Progress,
+) -> rounding_spread.SpreadBound:
+    """Each output's bound from the reference's own spread under rounding noise
+    (:mod:`.rounding_spread`)."""
+    base = like.proto if like is not None else ir.to_proto(source.ir)
+    sites = rounding_spread.sites(base, rewritten, integer, kernels, qop)
+    tell("spread", 0, len(samples))
+    noisy = source.session(level, rounding_spread.with_noise(base, sites))
+    done = [0]
+
+    def run(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        found = _run(noisy, outputs, feeds)
+        done[0] += 1
+        if done[0] % (rounding_spread.RUNS + 1) == 0:
+            tell("spread", done[0] // (rounding_spread.RUNS + 1), len(samples))
+        return found
+
+    values = rounding_spread.spread(run, outputs, declared, samples)
+    steps = quantization_steps(source.ir.graph)
+    return rounding_spread.SpreadBound(
+        sites,
+        rounding_spread.RUNS,
+        len(samples),
+        values,
+        {name: steps[name] for name in outputs if name in steps},
+    )
 
 
 def _error_stats(
@@ -535,6 +645,7 @@ def check_tolerance(
     any model runs (convert --validate asks before it writes OUT)."""
     judged = optimized or fusion in PARTITION_MODES or integer_sums.converted(rewritten)
     judged = judged or bool(other_kernels.differing(rewritten, fusion))
+    judged = judged or bool(qoperator.qoperator_ops(original.graph, rewritten.graph))
     if judged or not (atol or rtol):
         return
     if not has_quantization(original.graph) and has_quantization(rewritten.graph):
@@ -567,12 +678,16 @@ def _aggregate(
     expected: Sequence[Sequence[np.ndarray]],
     actual: Sequence[Sequence[np.ndarray]],
     tolerance: tuple[float, float] | None = None,
+    judge: Judge | None = None,
 ) -> list[TensorComparison]:
+    """Each tensor compared over the samples, by ``judge`` (the verdict's rule) where given,
+    else with ``tolerance`` (None: exact)."""
+    judge = judge or Judge(tolerance)
     results: list[TensorComparison] = []
     for index, name in enumerate(names):
         merged: TensorComparison | None = None
         for want, got in zip(expected, actual, strict=True):
-            one = compare(name, want[index], got[index], declared.get(name), tolerance=tolerance)
+            one = judge.compare(name, want[index], got[index], declared.get(name))
             merged = one if merged is None else merge(merged, one)
         assert merged is not None
         results.append(merged)

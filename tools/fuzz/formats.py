@@ -243,10 +243,12 @@ class FormatChecker:
 
     @staticmethod
     def _known(example: FormatModel, fusion: str) -> bool:
-        """Unfused, QOperator's integer kernels requantize their own way (a step near a tie;
-        unbounded where validation is given no tolerance) and u8 x s8 kernels without VNNI
-        saturate int16 pair sums. Fused, integer ops and QOperator nodes go back as the
-        original's: the same kernel on both sides, never a known difference."""
+        """Unfused, QOperator's integer kernels requantize their own way (a step near a tie,
+        which the bound the model gives need not cover on a tiny random model) and u8 x s8
+        kernels without VNNI saturate int16 pair sums (where the like-with-like reference does
+        not store a weight as uint8: a runtime or non-constant one). Fused, integer ops and
+        QOperator nodes go back as the original's: the same kernel on both sides, never a known
+        difference."""
         if fusion != "none":
             return False
         return example.pattern == "qoperator" or (example.saturates and not cpu().vnni)

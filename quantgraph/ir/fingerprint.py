@@ -1,0 +1,79 @@
+"""A model's identity without serializing it.
+
+Serializing a model copies every weight into one protobuf (and past 2 GiB cannot be done), so
+what decides whether two models are the same (fusion "auto"'s cache key, candidate plans that
+make one model) hashes the graph instead: every graph, function, node, attribute and declared
+type, and each weight by its bytes, or, for a weight in external data, by its file, offset and
+length (its bytes stay on disk).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import onnx_ir as ir
+
+from .walk import all_graphs
+
+# id(tensor) -> its digest: one model's weights shared by its copies (ir.Model.clone) are
+# hashed once when their copies are fingerprinted with the same memo.
+Memo = dict[int, tuple[ir.TensorProtocol, bytes]]
+
+
+def fingerprint(model: ir.Model, memo: Memo | None = None) -> bytes:
+    """A digest equal for two models exactly when they compute alike by their structure,
+    attributes and weights (sha-256)."""
+    digest = hashlib.sha256()
+    known: Memo = {} if memo is None else memo
+
+    def add(*parts: object) -> None:
+        for part in parts:
+            digest.update(repr(part).encode())
+            digest.update(b"\0")
+
+    add(model.ir_version, sorted(model.opset_imports.items()))
+    for graph in all_graphs(model):
+        add("graph", graph.name, [_declared(v) for v in graph.inputs])
+        add([_declared(v) for v in graph.outputs])
+        if isinstance(graph, ir.Graph):
+            for name, value in sorted(graph.initializers.items()):  # their order is no matter
+                tensor = value.const_value
+                add(name, _declared(value), None if tensor is None else _tensor(tensor, known))
+        for node in graph:
+            add(node.domain, node.op_type, node.overload)  # a node's name computes nothing
+            add([None if v is None else v.name for v in node.inputs])
+            add([v.name for v in node.outputs])  # inferred shapes in between compute nothing
+            for name, attr in node.attributes.items():
+                add(name, attr.type, _attribute(attr, known))
+    return digest.digest()
+
+
+def _declared(value: ir.Value) -> tuple[str | None, str, str]:
+    return value.name, str(value.type), str(value.shape)
+
+
+def _attribute(attr: ir.Attr, known: Memo) -> object:
+    if attr.type in (ir.AttributeType.GRAPH, ir.AttributeType.GRAPHS):
+        return "graph"  # its content is walked as a graph of its own
+    if attr.type == ir.AttributeType.TENSOR:
+        return _tensor(attr.as_tensor(), known)
+    if attr.type == ir.AttributeType.TENSORS:
+        return [_tensor(t, known) for t in attr.as_tensors()]
+    return attr.value
+
+
+def _tensor(tensor: ir.TensorProtocol, known: Memo) -> bytes:
+    held = known.get(id(tensor))
+    if held is not None and held[0] is tensor:
+        return held[1]
+    head = repr((tensor.dtype, tuple(tensor.shape))).encode()
+    if isinstance(tensor, ir.ExternalTensor):
+        where = repr((str(tensor.path), tensor.offset, tensor.length)).encode()
+        found = hashlib.sha256(head + where).digest()
+    else:
+        found = hashlib.sha256(head + tensor.tobytes()).digest()
+    known[id(tensor)] = (tensor, found)  # the tensor is kept: its id is not reused
+    return found
+
+
+__all__ = ["Memo", "fingerprint"]
