@@ -133,7 +133,8 @@ def test_token_ids_stay_inside_the_table_and_through_an_add() -> None:
     ids, mask, k = plans["ids"], plans["mask"], plans["k"]
     assert (ids.low, ids.high) == (0, 14)  # embed: [0, 15]; embed_next reads ids + 1: [-1, 14]
     assert "'embed' (Gather), axis 0 of size 16" in ids.why and "'embed_next'" in ids.why
-    assert mask.why == "boolean" and (k.low, k.high) == (1, 8)
+    assert mask.why == "a mask: named like one; 0 or 1, at least one 1 a row" and mask.mask
+    assert (k.low, k.high) == (1, 8)
     assert "'topk' (TopK)" in k.why
 
 

@@ -313,6 +313,10 @@ def test_budgets_are_validate_options(rec: tuple[Path, Path], tmp_path: Path) ->
     assert parse_size(input_args.MEMORY_BUDGET_DEFAULT) == search.DEFAULT_MEMORY_BUDGET
     assert input_args.InputArgs().memory_budget == search.DEFAULT_MEMORY_BUDGET
     assert input_args.SEARCH_TIMEOUT_DEFAULT == search.DEFAULT_SEARCH_TIMEOUT
+    from quantgraph.bench import models as bench_models
+
+    assert bench_models.MEMORY_BUDGET == search.DEFAULT_MEMORY_BUDGET
+    assert bench_models.SEARCH_TIMEOUT == search.DEFAULT_SEARCH_TIMEOUT
 
 
 def test_a_budget_nothing_fits_is_one_line_naming_the_option(rec: tuple[Path, Path]) -> None:

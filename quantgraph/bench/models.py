@@ -41,6 +41,11 @@ from pathlib import Path
 
 import numpy as np
 
+# quantgraph.validation.search's defaults, without importing it into every timed process
+# (tests/test_validation_budget.py checks they agree).
+MEMORY_BUDGET = 2 << 30
+SEARCH_TIMEOUT = 60.0
+
 BASELINE = "original ORT_ENABLE_ALL"
 # Seconds a timed process may take to build its session or to answer one turn (at most a
 # week: select() and subprocess take no larger wait).
@@ -131,12 +136,15 @@ def bench_models(
     seed: int = 0,
     dims: Mapping[str, int] | None = None,
     val_ranges: Mapping[str, tuple[float, float]] | None = None,
+    memory_budget: int | None = MEMORY_BUDGET,
+    search_timeout: float | None = SEARCH_TIMEOUT,
 ) -> list[Timing]:
     """Time every variant (see the module doc) on one sample: ``inputs``, checked against the
-    original, or else generated as validate plans them (``seed``, ``dims``, ``val_ranges``;
-    the first plan: no search, a timing has no outputs to compare). Every row's ``inputs``
-    says what they were. ``progress(stage, text)`` hears what is being done now, in stages
-    ``start`` (the variants' processes) and ``rounds``."""
+    original, or else generated as validate generates its first (``seed``, ``dims``,
+    ``val_ranges``, ``memory_budget``, ``search_timeout``: the plan the original runs, found
+    by :func:`quantgraph.validation.generate`). Every row's ``inputs`` says what they were.
+    ``progress(stage, text)`` hears what is being done now, in stages ``start`` (the
+    variants' processes) and ``rounds``."""
     if inputs is not None and (dims or val_ranges):
         raise ValueError("dims and val_ranges shape generated inputs only, not given inputs")
     if not 0 < turn_timeout <= MAX_TURN_TIMEOUT:  # also NaN
@@ -150,7 +158,9 @@ def bench_models(
 
     _check_roles(original, rewritten)
     chosen = variants(str(original), str(rewritten), backends, fusions)
-    feeds, described = _feeds(original, inputs, seed, dims, val_ranges)
+    feeds, described = _feeds(
+        original, inputs, seed, dims, val_ranges, memory_budget, search_timeout
+    )
     results = {v.label: Timing(v.label, inputs=described) for v in chosen}
     with tempfile.TemporaryDirectory(prefix="quantgraph-bench-") as scratch:
         feed_path = Path(scratch) / "inputs.npz"
@@ -220,12 +230,13 @@ def _feeds(
     seed: int,
     dims: Mapping[str, int] | None,
     val_ranges: Mapping[str, tuple[float, float]] | None,
+    memory_budget: int | None,
+    search_timeout: float | None,
 ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, object]]]:
     """The sample every variant is timed on, and what each input is (as validate's report
     describes inputs)."""
     from ..ir.model_files import load_model
-    from ..validation import input_samples, plan_inputs
-    from ..validation.inputs import draw
+    from ..validation import generate, input_samples
 
     model = load_model(original)
     if inputs is not None:
@@ -234,8 +245,15 @@ def _feeds(
             name: {"dtype": str(a.dtype), "shape": list(a.shape), "from": "--inputs"}
             for name, a in given.items()
         }
-    specs = plan_inputs(model, dims=dims, val_ranges=val_ranges)
-    return draw(specs, seed), {spec.name: spec.to_dict() for spec in specs}
+    found = generate(
+        model,
+        seed=seed,
+        dims=dims,
+        val_ranges=val_ranges,
+        memory_budget=memory_budget,
+        search_timeout=search_timeout,
+    )
+    return found.samples[0], found.inputs
 
 
 def _start(

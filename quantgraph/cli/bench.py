@@ -8,7 +8,14 @@ import click
 from ..progress import Status
 from .args import BackendArgs, InputArgs, KernelArgs, ModelTimingArgs, parsed
 from .args.backend import BENCH_LIST_OPTIONS
-from .args.inputs import DIM_OPTION, SEED_OPTION, VAL_RANGE_OPTION, inputs_option
+from .args.inputs import (
+    DIM_OPTION,
+    MEMORY_BUDGET_OPTION,
+    SEARCH_TIMEOUT_OPTION,
+    SEED_OPTION,
+    VAL_RANGE_OPTION,
+    inputs_option,
+)
 from .args.kernels import KERNEL_OPTIONS
 from .args.model_timing import MODEL_TIMING_OPTIONS
 from .process import errors_are_one_line
@@ -23,6 +30,8 @@ from .render_json import JSON_OPTION, print_json
 @DIM_OPTION
 @VAL_RANGE_OPTION
 @SEED_OPTION
+@MEMORY_BUDGET_OPTION
+@SEARCH_TIMEOUT_OPTION
 @JSON_OPTION
 @errors_are_one_line
 @parsed(kernels=KernelArgs, timing=ModelTimingArgs, engine=BackendArgs, feeds=InputArgs)
@@ -94,6 +103,8 @@ def _bench_models(
             seed=feeds.seed,
             dims=feeds.dims,
             val_ranges=feeds.val_ranges,
+            memory_budget=feeds.memory_budget,
+            search_timeout=feeds.search_timeout,
             progress=status.step,
             processes=timing.processes,
             fresh_processes=timing.fresh_processes,

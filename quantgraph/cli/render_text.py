@@ -197,7 +197,11 @@ def print_validation(report: Any) -> None:
         _wrapped(f"why: {report.comparison_note}")
     samples = "1 sample" if report.samples == 1 else f"{report.samples} samples"
     seed = "" if report.seed is None else f" (seed {report.seed})"
-    click.echo(f"inputs: {samples}{seed}")
+    cases = getattr(report, "cases", None)
+    if cases:  # a decoder: each sample named by its step
+        click.echo(f"inputs: {samples}: {'; '.join(report.sample_names)}")
+    else:
+        click.echo(f"inputs: {samples}{seed}")
     search = getattr(report, "input_search", None)
     if search is not None:
         refused = "the original refused the first plan"
@@ -213,17 +217,22 @@ def print_validation(report: Any) -> None:
     defaulted = describe_defaulted(report.inputs)
     if defaulted:
         _wrapped(f"defaulted: {defaulted}")
-    for name, spec in report.inputs.items():
-        shape = "x".join(map(str, spec["shape"])) or "scalar"
-        source = spec.get("why") or spec.get("from", "")
-        span = ""
-        if spec.get("range"):
-            low, high = spec["range"]
-            span = f" in [{low:g}, {high:g}]"
-        click.echo(f"  {name}: {spec['dtype']}[{shape}]{span} ({source})")
-        dims = describe_shape(spec["shape"], spec.get("shape_from", []))
-        if dims:
-            click.echo(f"    sizes: {dims}")
+    for case, inputs in (cases or {"": report.inputs}).items():
+        indent = "  "
+        if case:
+            click.echo(f"  {case}:")
+            indent = "    "
+        for name, spec in inputs.items():
+            shape = "x".join(map(str, spec["shape"])) or "scalar"
+            source = spec.get("why") or spec.get("from", "")
+            span = ""
+            if spec.get("range"):
+                low, high = spec["range"]
+                span = f" in [{low:g}, {high:g}]"
+            click.echo(f"{indent}{name}: {spec['dtype']}[{shape}]{span} ({source})")
+            dims = describe_shape(spec["shape"], spec.get("shape_from", []))
+            if dims:
+                click.echo(f"{indent}  sizes: {dims}")
     like = getattr(report, "like_reference", None)
     bound = getattr(report, "bound", None)
     if like is not None:

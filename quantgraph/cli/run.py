@@ -9,7 +9,14 @@ import click
 from ..progress import Status
 from .args import BackendArgs, InputArgs, OutputArgs, parsed
 from .args.backend import BACKEND_OPTIONS, FUSION_OPTION
-from .args.inputs import DIM_OPTION, SEED_OPTION, VAL_RANGE_OPTION, inputs_option
+from .args.inputs import (
+    DIM_OPTION,
+    MEMORY_BUDGET_OPTION,
+    SEARCH_TIMEOUT_OPTION,
+    SEED_OPTION,
+    VAL_RANGE_OPTION,
+    inputs_option,
+)
 from .args.output import OUTPUT_OPTION, force_option
 from .process import errors_are_one_line, quiet_onnxruntime
 from .render_json import JSON_OPTION, print_json
@@ -25,6 +32,8 @@ from .render_text import VERBOSE_OPTION, describe, print_generated, print_output
 @SEED_OPTION
 @DIM_OPTION
 @VAL_RANGE_OPTION
+@MEMORY_BUDGET_OPTION
+@SEARCH_TIMEOUT_OPTION
 @FUSION_OPTION
 @VERBOSE_OPTION
 @JSON_OPTION
@@ -40,12 +49,12 @@ def run(
 ) -> None:
     """Run MODEL (which may use quantgraph ops) in onnxruntime and summarize its outputs.
 
+    Without --inputs, inputs are generated as validate generates them: the first plan MODEL
+    runs with finite outputs (--dim, --val-range, --seed, --memory-budget, --search-timeout).
     With --fusion, the plan is summed up one line per engine (--verbose: every unit).
     """
-    from ..ir.model_files import load_model
     from ..runtime.session import InferenceSession
-    from ..validation import load_inputs, plan_inputs
-    from ..validation.inputs import draw
+    from ..validation import generate, load_inputs
 
     quiet_onnxruntime()
     inputs_and_model = (model, *feeds.inputs)
@@ -58,25 +67,33 @@ def run(
             model, engine.backend, arithmetic=engine.arithmetic, fusion=engine.fusion
         )
     feeds_file = feeds.file
-    inputs: dict[str, dict[str, object]]
-    if feeds_file:
-        arrays = load_inputs(feeds_file, model)
-        inputs = {
-            name: {"dtype": str(a.dtype), "shape": list(a.shape), "from": "--inputs"}
-            for name, a in arrays.items()
-        }
-    else:  # said on stderr: the outputs describe these inputs, which nobody chose
-        specs = plan_inputs(load_model(model), dims=feeds.dims, val_ranges=feeds.val_ranges)
-        arrays = draw(specs, feeds.seed)
-        inputs = {spec.name: spec.to_dict() for spec in specs}
-        if not as_json:
-            print_generated(inputs, feeds.seed)
     names = [o.name for o in session.get_outputs()]
     decided = session.fusion_plan.tuning
     pending = decided is not None and decided.source == "pending"
+    inputs: dict[str, dict[str, object]]
     with status:
         status.step("run", "running (fusion auto decides its plan first)" if pending else "running")
-        results = session.run(names, arrays)
+        if feeds_file:
+            arrays = load_inputs(feeds_file, model)
+            inputs = {
+                name: {"dtype": str(a.dtype), "shape": list(a.shape), "from": "--inputs"}
+                for name, a in arrays.items()
+            }
+            results = list(session.run(names, arrays))
+        else:  # said on stderr: the outputs describe these inputs, which nobody chose
+            found = generate(
+                model,
+                run=lambda sample: list(session.run(names, dict(sample))),
+                outputs=names,
+                seed=feeds.seed,
+                dims=feeds.dims,
+                val_ranges=feeds.val_ranges,
+                memory_budget=feeds.memory_budget,
+                search_timeout=feeds.search_timeout,
+            )
+            results, inputs = found.outputs, found.inputs
+    if not feeds_file and not as_json:
+        print_generated(inputs, feeds.seed)
     if out.output is not None:
         from ..ir.output_files import write_npz
 

@@ -11,7 +11,14 @@ import click
 from ..progress import Status
 from .args import BackendArgs, InputArgs, KernelArgs, parsed
 from .args.backend import BACKEND_OPTIONS
-from .args.inputs import DIM_OPTION, SEED_OPTION, VAL_RANGE_OPTION, inputs_option
+from .args.inputs import (
+    DIM_OPTION,
+    MEMORY_BUDGET_OPTION,
+    SEARCH_TIMEOUT_OPTION,
+    SEED_OPTION,
+    VAL_RANGE_OPTION,
+    inputs_option,
+)
 from .args.kernels import THREADS_OPTION
 from .process import errors_are_one_line, quiet_onnxruntime
 from .render_json import JSON_OPTION, print_json
@@ -25,6 +32,8 @@ from .render_text import print_generated, print_tuning
 @SEED_OPTION
 @DIM_OPTION
 @VAL_RANGE_OPTION
+@MEMORY_BUDGET_OPTION
+@SEARCH_TIMEOUT_OPTION
 @THREADS_OPTION
 @click.option(
     "--budget",
@@ -55,7 +64,8 @@ def tune(
     A session with fusion "auto" on the same model, backend, threads and input shapes then
     finds the decision instead of measuring (at other shapes it measures); a decision older
     than $QUANTGRAPH_TUNING_MAX_AGE days (30) is measured again. Inputs: --inputs FILE, else
-    generated as validate generates them (--dim, --val-range, --seed).
+    generated as validate generates them (--dim, --val-range, --seed, --memory-budget,
+    --search-timeout).
     """
     import onnxruntime as ort
 
@@ -63,8 +73,7 @@ def tune(
     from ..ir.model_files import load_model
     from ..ir.walk import all_graphs, spec_op
     from ..runtime.session import InferenceSession
-    from ..validation import load_inputs, plan_inputs
-    from ..validation.inputs import draw
+    from ..validation import generate, load_inputs
 
     quiet_onnxruntime()
     loaded = load_model(model)
@@ -78,9 +87,16 @@ def tune(
         arrays = load_inputs(feeds.file, loaded)
         inputs = {n: {"dtype": str(a.dtype), "shape": list(a.shape)} for n, a in arrays.items()}
     else:
-        specs = plan_inputs(loaded, dims=feeds.dims, val_ranges=feeds.val_ranges)
-        arrays = draw(specs, feeds.seed)
-        inputs = {spec.name: spec.to_dict() for spec in specs}
+        found = generate(
+            loaded,
+            label=str(model),
+            seed=feeds.seed,
+            dims=feeds.dims,
+            val_ranges=feeds.val_ranges,
+            memory_budget=feeds.memory_budget,
+            search_timeout=feeds.search_timeout,
+        )
+        arrays, inputs = found.samples[0], found.inputs
         if not as_json:
             print_generated(inputs, feeds.seed)
     options = ort.SessionOptions()

@@ -302,7 +302,11 @@ DEFS: dict[str, Schema] = {
             "rtol": {"type": "number"},
             "seed": {"type": ["integer", "null"]},
             "samples": {"type": "integer", "minimum": 1},
+            "sample_names": _array(STRING),
             "inputs": INPUTS,
+            "cases": {
+                "oneOf": [{"type": "null"}, {"type": "object", "additionalProperties": INPUTS}]
+            },
             "outputs": _array({"$ref": "#/$defs/tensor_comparison"}),
             "optimized": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/optimized"}]},
             "reference_arithmetic": {"enum": ["onnx", "onednn"]},

@@ -1,16 +1,18 @@
 """Validation: run the original and the rewritten model on inputs that make sense for them and
 say how far they agree, output by output (and tensor by tensor)."""
 
+from .generated import Generated, generate, make_inputs
 from .generation import check_generation
 from .inputs import InputSpec, check_input_options, plan_inputs
 from .options import InputOptionError, parse_dim, parse_val_range
 from .report import EXACT, OPTIMIZED, Divergence, InputSearch, IntermediateReport, ValidationReport
-from .run import check_tolerance, input_samples, load_inputs, make_inputs, validate
+from .run import check_tolerance, input_samples, load_inputs, validate
 
 __all__ = [
     "EXACT",
     "OPTIMIZED",
     "Divergence",
+    "Generated",
     "InputOptionError",
     "InputSearch",
     "InputSpec",
@@ -19,6 +21,7 @@ __all__ = [
     "check_generation",
     "check_input_options",
     "check_tolerance",
+    "generate",
     "input_samples",
     "load_inputs",
     "make_inputs",

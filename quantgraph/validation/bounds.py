@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import onnx_ir as ir
 
 from ..ir.values import constant_array
+from ..ir.walk import spec_op
 from .inference import infer
 
 COUNT_RANGE = (1, 8)
@@ -170,21 +171,49 @@ def value_bounds(value: ir.Value, sizes: Sizes) -> list[tuple[int, int, str]]:
 
 
 def position_rows(model: ir.Model, fed: list[ir.Value]) -> tuple[int, str] | None:
-    """The fewest rows of a constant table (or its DequantizeLinear) that a Gather reads at
-    positions (a position embedding), and that Gather; None without one. Positions are indices
-    that a fed input named like ``position_ids`` holds, or that are computed from a Range or a
-    Slice of a constant without reading any fed input's values (its shape only, through Shape
-    or Size): token ids choose rows by value, positions by place in the sequence."""
+    """The fewest rows of a constant table (or its dequantized form) that a Gather (or
+    GatherBlockQuantized) reads at positions (a position embedding), and that node; None
+    without one. Positions are indices that a fed input named like ``position_ids`` holds, or
+    that are computed from a Range or a Slice of a constant without reading any fed input's
+    values (its shape only, through Shape or Size): token ids choose rows by value, positions by
+    place in the sequence. Only ops that keep a position a position (offsets, reshapes, casts:
+    :data:`POSITION_OPS`) may lie between: T5's relative attention bias gathers from a table of
+    32 buckets indexed through Abs, Log, Div, Min and Where, which map any distance to a bucket
+    (a bucket table does not bound the sequence)."""
     best: tuple[int, str] | None = None
     for node in model.graph:
-        if node.op_type != "Gather" or len(node.inputs) != 2 or node.inputs[1] is None:
+        if node.op_type not in ("Gather", "GatherBlockQuantized") or len(node.inputs) < 2:
             continue
-        if node.attributes.get_int("axis", 0) != 0 or not _positions(node.inputs[1]):
+        axis = node.attributes.get_int("gather_axis" if node.op_type[-1] == "d" else "axis", 0)
+        if node.inputs[1] is None or axis != 0 or not _positions(node.inputs[1]):
             continue
         rows = _table_rows(node.inputs[0])
         if rows is not None and rows >= 2 and (best is None or rows < best[0]):
-            best = rows, f"'{node.name}' (Gather)" if node.name else "a Gather"
+            best = rows, f"'{node.name}' ({node.op_type})" if node.name else f"a {node.op_type}"
     return best
+
+
+# Ops between a Range (or a sliced constant) and a Gather that keep positions positions: their
+# inputs that carry the positions (None: all of them; the others are sizes, axes, shapes).
+POSITION_OPS: dict[str, tuple[int, ...] | None] = {
+    "Add": None,
+    "Sub": None,
+    "Concat": None,
+    "Cast": (0,),
+    "Identity": (0,),
+    "Reshape": (0,),
+    "Unsqueeze": (0,),
+    "Squeeze": (0,),
+    "Flatten": (0,),
+    "Expand": (0,),
+    "Tile": (0,),
+    "Transpose": (0,),
+    "Slice": (0,),
+    "Gather": (0,),
+    "CumSum": (0,),
+    "Constant": (),
+    "ConstantOfShape": (),
+}
 
 
 def _positions(indices: ir.Value) -> bool:
@@ -204,24 +233,37 @@ def _positions(indices: ir.Value) -> bool:
                     return False  # chosen by a fed input's values
                 found = True
             continue
-        if producer.op_type in ("Shape", "Size"):
+        op = producer.op_type
+        if op in ("Shape", "Size"):
             continue
-        if producer.op_type == "Range" or (
-            producer.op_type == "Slice" and constant_array(producer.inputs[0]) is not None
-        ):
-            found = True
-        stack.extend(v for v in producer.inputs if v is not None)
+        if op == "Range" or (op == "Slice" and constant_array(producer.inputs[0]) is not None):
+            found = True  # positions, whatever computed their bounds
+            continue
+        if op not in POSITION_OPS:
+            return False  # a bucket or another function of the positions
+        carried = POSITION_OPS[op]
+        inputs = producer.inputs if carried is None else [producer.inputs[i] for i in carried]
+        stack.extend(v for v in inputs if v is not None)
     return found
 
 
 def _table_rows(value: ir.Value | None) -> int | None:
-    """Rows of a rank-2 constant, read through DequantizeLinear, Cast or Identity."""
+    """Rows of a rank-2 constant, read through a dequantization (ONNX's, com.microsoft's or
+    quantgraph's), Cast or Identity."""
     while value is not None:
         array = constant_array(value)
         if array is not None:
             return int(array.shape[0]) if array.ndim == 2 else None
         producer = value.producer()
-        if producer is None or producer.op_type not in ("DequantizeLinear", "Cast", "Identity"):
+        if producer is None or not (producer.op_type in _TABLE_OPS or _dequantizes(producer)):
             return None
         value = producer.inputs[0] if producer.inputs else None
     return None
+
+
+_TABLE_OPS = ("DequantizeLinear", "Cast", "Identity")
+
+
+def _dequantizes(node: ir.Node) -> bool:
+    op = spec_op(node)
+    return op is not None and not op.is_quantize

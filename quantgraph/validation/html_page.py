@@ -87,7 +87,7 @@ def _header(report: ValidationReport, original: str, rewritten: str) -> str:
         ("fusion", report.fusion if report.fusion != "none" else "none (each spec op alone)"),
         *([] if like is None else [("reference", like.describe())]),
         ("tolerance", _tolerance(report, atol, rtol) if report.judged_by_tolerance else "none"),
-        ("samples", f"{report.samples}" + ("" if report.seed is None else f", seed {report.seed}")),
+        ("samples", _samples(report)),
     ]
     return "<h2>Run</h2>" + _table(
         ("", ""), [(f"<b>{escape(k)}</b>", escape(str(v))) for k, v in rows], head=False
@@ -107,17 +107,25 @@ def _rule(report: ValidationReport) -> str:
     return report.criterion + few
 
 
+def _samples(report: ValidationReport) -> str:
+    if report.cases:  # a decoder: each sample named by its step
+        return f"{report.samples}: " + "; ".join(report.sample_names)
+    return f"{report.samples}" + ("" if report.seed is None else f", seed {report.seed}")
+
+
 def _inputs(report: ValidationReport) -> str:
     rows = []
-    for name, spec in report.inputs.items():
-        dims: Any = spec.get("shape", [])
-        shape = "x".join(map(str, dims)) or "scalar"
-        span: Any = spec.get("range")
-        shown = "" if not span else f"[{_num(span[0])}, {_num(span[1])}]"
-        why = spec.get("why") or spec.get("from", "")
-        rows.append(
-            (escape(name), escape(str(spec.get("dtype", ""))), shape, shown, escape(str(why)))
-        )
+    for case, inputs in (report.cases or {"": report.inputs}).items():
+        for name, spec in inputs.items():
+            dims: Any = spec.get("shape", [])
+            shape = "x".join(map(str, dims)) or "scalar"
+            span: Any = spec.get("range")
+            shown = "" if not span else f"[{_num(span[0])}, {_num(span[1])}]"
+            why = spec.get("why") or spec.get("from", "")
+            named = f"{case}: {name}" if case else name
+            rows.append(
+                (escape(named), escape(str(spec.get("dtype", ""))), shape, shown, escape(str(why)))
+            )
     return "<h2>Inputs</h2>" + _table(("input", "dtype", "shape", "range", "why"), rows)
 
 

@@ -25,6 +25,9 @@ def infer(model: ir.Model, planned: Mapping[str, tuple[int, ...]]) -> Inferred:
     import onnx
     import onnx.onnx_cpp2py_export.shape_inference as C
 
+    from ..ir.onnx_schemas import register
+
+    register()  # a rewritten model's ops infer as the original's nodes did: plans are one
     try:
         proto = ir.to_proto(model)
         graph = proto.graph

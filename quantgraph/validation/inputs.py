@@ -7,12 +7,15 @@ order: ``--dim INPUT:AXIS=V``, ``--dim NAME=V`` (a symbolic name: every input us
 image-like input (rank 4, float, 1, 3 or 4 channels: NCHW or NHWC) an image size in the
 metadata (``imgsz``, ``img_size``, ``image_size`` or ``input_size``: ``320``, ``[320, 320]``) or
 else 224, for a sequence-like dim (:func:`sequence_like`) 128, or fewer when a position table has
-fewer rows (:func:`.bounds.position_rows`), and otherwise 1. Values: ``--val-range`` if given;
-else the bounds the graph puts on them (:mod:`.bounds`: indices inside what they index, sequence
-lengths inside the sequence, counts in [1, 8], followed through ops that pass values on); else
-[-100, 100] for integers (clipped to the type), booleans, standard normal floats. When the
-original refuses these, :mod:`.search` varies the defaults. No input over
-:data:`MAX_INPUT_BYTES` is generated.
+fewer rows (:func:`.bounds.position_rows`; a bucket table does not count), and otherwise 1.
+Values: ``--val-range`` if given; else the bounds the graph puts on them (:mod:`.bounds`: indices
+inside what they index, sequence lengths inside the sequence, counts in [1, 8], followed through
+ops that pass values on); masks (:mod:`.masks`) 0 or 1 with a 1 in every row; else [-100, 100]
+for integers (clipped to the type), booleans, standard normal floats. A decoder with a KV cache
+is planned as two cases, a prefill and a decode step (:mod:`.decoder_inputs`), each consistent
+across its inputs. When the original refuses these (or computes NaN or inf on them),
+:mod:`.search` varies the defaults. No input over :data:`MAX_INPUT_BYTES` is generated; every
+command plans through :mod:`.generated`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ import onnx_ir as ir
 
 from ..errors import ModelError
 from .bounds import Sizes, position_rows, value_bounds
+from .decoder import decoder_signature
+from .decoder_inputs import DecoderCase, Values, decoder_cases
+from .masks import mask_reason
 from .options import InputOptionError, check_val_range, size_text, type_range
 
 SPATIAL_DEFAULT = 224
@@ -48,6 +54,8 @@ SEQUENCE_WORDS = frozenset(
 _OTHER_WORDS = frozenset(("past", "total", "cache", "max", "batch"))
 _TOKEN_INPUT = re.compile(r"(?:^|_)(?:ids|mask)$")
 RANGE_DEFAULT = "default"
+MASK_WHY = "a mask"  # how the why of every mask starts (:mod:`.masks`)
+MASK_VALUES = "; 0 or 1, at least one 1 a row"
 
 # A dim for --dim and the search: a symbolic name (name, None) or one axis of an input.
 DimKey = tuple[str, int | None]
@@ -85,6 +93,8 @@ class InputSpec:
     high: float
     why: str
     shape_from: tuple[str, ...] = ()
+    mask: bool = False  # 0s and 1s with at least one 1 a row (:mod:`.masks`)
+    start: int | None = None  # positions: start, start + 1, ... along the last axis
 
     def to_dict(self) -> dict[str, object]:
         bounded = np.isfinite(self.low) and np.isfinite(self.high)
@@ -102,10 +112,15 @@ class InputSpec:
         a large input."""
         np_type = self.dtype.numpy()
         low, high = self.low, self.high
-        if np_type.kind in "biu":
-            return self._chunks(
+        if self.start is not None:
+            last = self.shape[-1] if self.shape else 1
+            positions = np.arange(self.start, self.start + last).astype(np_type)
+            return np.ascontiguousarray(np.broadcast_to(positions, self.shape))
+        if np_type.kind in "biu" or self.mask:
+            drawn = self._chunks(
                 np_type, lambda n: rng.integers(int(low), int(high), n, endpoint=True)
             )
+            return one_per_row(drawn) if self.mask and low <= 1 <= high else drawn
         if np_type.kind == "f":
             if not (np.isfinite(low) and np.isfinite(high)):
                 return self._chunks(np_type, rng.standard_normal)
@@ -123,6 +138,15 @@ class InputSpec:
         return out.reshape(self.shape)
 
 
+def one_per_row(mask: np.ndarray) -> np.ndarray:
+    """``mask`` with a 1 at the first position of every row (last axis) that has none: a row
+    of zeros masks every position."""
+    if mask.size:
+        rows = mask.reshape(-1, mask.shape[-1]) if mask.ndim else mask.reshape(1, 1)
+        rows[~rows.astype(bool).any(axis=-1), 0] = 1
+    return mask
+
+
 def fed_inputs(model: ir.Model) -> list[ir.Value]:
     return [v for v in model.graph.inputs if not v.is_initializer() and v.name]
 
@@ -136,15 +160,28 @@ def dim_key(value: ir.Value, axis: int) -> DimKey:
     return (value.name, axis)
 
 
-def plan_inputs(
+@dataclass(frozen=True)
+class Case:
+    """One named plan of a model's inputs: :data:`GENERATED` for most models, a decoder's
+    prefill and decode step (:mod:`.decoder_inputs`)."""
+
+    name: str
+    specs: list[InputSpec]
+
+
+GENERATED = "generated"
+
+
+def plan_cases(
     model: ir.Model,
     *,
     dims: Mapping[str, int] | None = None,
     val_ranges: Mapping[str, tuple[float, float]] | None = None,
     attempt: Attempt = FIRST,
-) -> list[InputSpec]:
-    """What to generate for each fed input of ``model`` (see the module doc). ``dims`` keys are
-    symbolic names or ``INPUT:AXIS``; a key or range the model cannot take raises
+) -> list[Case]:
+    """What to generate for each fed input of ``model``, in every case it is validated in (see
+    the module doc): one, or a decoder's prefill and decode step. ``dims`` keys are symbolic
+    names or ``INPUT:AXIS``; a key or range the model cannot take raises
     :class:`InputOptionError`."""
     ranges = dict(val_ranges or {})
     fed = fed_inputs(model)
@@ -163,25 +200,82 @@ def plan_inputs(
                 "pass inputs with --inputs"
             )
     bound = _bind_dims(fed, dict(dims or {}))
+    signature = decoder_signature(model)
+    if signature is None:
+        plan = _plan(model, fed, bound, ranges, attempt, sequence_default(model), None)
+        return [Case(GENERATED, plan)]
+    at_axes = {
+        (str(v.name), axis): found
+        for v in fed
+        for axis in range(len(v.shape or ()))
+        if (found := _bound_at(v, axis, bound)) is not None
+    }
+    sequence = SEQUENCE_DEFAULT, f"{FROM_SEQUENCE} {SEQUENCE_DEFAULT}"
+    return [
+        Case(case.label, _plan(model, fed, bound, ranges, attempt, sequence, case))
+        for case in decoder_cases(signature, at_axes, sequence)
+    ]
+
+
+def plan_inputs(
+    model: ir.Model,
+    *,
+    dims: Mapping[str, int] | None = None,
+    val_ranges: Mapping[str, tuple[float, float]] | None = None,
+    attempt: Attempt = FIRST,
+) -> list[InputSpec]:
+    """The first case of :func:`plan_cases` (a decoder's prefill)."""
+    return plan_cases(model, dims=dims, val_ranges=val_ranges, attempt=attempt)[0].specs
+
+
+def _plan(
+    model: ir.Model,
+    fed: list[ir.Value],
+    bound: Mapping[DimKey, tuple[int, str]],
+    ranges: Mapping[str, tuple[float, float]],
+    attempt: Attempt,
+    sequence: tuple[int, str],
+    case: DecoderCase | None,
+) -> list[InputSpec]:
     pinned, image = _metadata(model)
-    sequence = sequence_default(model)
+    roles = case.sizes if case is not None else {}
     shapes: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {}
     for value in fed:
         assert value.name is not None
-        shapes[value.name] = _shape(value, bound, pinned, image, sequence, attempt)
+        shapes[value.name] = _shape(value, bound, pinned, image, sequence, attempt, roles)
         _check_size(value, *shapes[value.name])
     sizes = Sizes(model, {name: shape for name, (shape, _) in shapes.items()})
     plans = []
     for value in fed:
         assert value.name is not None and value.dtype is not None
         shape, shape_from = shapes[value.name]
+        role = case.values.get(value.name) if case is not None else None
+        start = None
         if value.name in ranges:
             low, high = check_val_range(value.name, value.dtype, *ranges[value.name])
             why = "--val-range"
+        elif role is not None and (role.start is not None or role.low == role.high):
+            low, high, why, start = role.low, role.high, role.why, role.start
         else:
-            low, high, why = _by_use(value, sizes, attempt)
-        plans.append(InputSpec(value.name, value.dtype, shape, low, high, why, shape_from))
+            low, high, why = _by_use(value, sizes, attempt, role)
+        mask = why.startswith(MASK_WHY) and value.name not in ranges
+        plans.append(
+            InputSpec(value.name, value.dtype, shape, low, high, why, shape_from, mask, start)
+        )
     return plans
+
+
+def _bound_at(
+    value: ir.Value, axis: int, bound: Mapping[DimKey, tuple[int, str]]
+) -> tuple[int, str] | None:
+    """The ``--dim`` size of one axis of an input, by INPUT:AXIS or by its symbolic name."""
+    assert value.shape is not None
+    dim = value.shape[axis]
+    if (value.name, axis) in bound:
+        return bound[(str(value.name), axis)]
+    if not isinstance(dim, int) and dim.value and (str(dim.value), None) in bound:
+        return bound[(str(dim.value), None)]
+    return None
 
 
 def check_input_options(
@@ -315,6 +409,7 @@ def _shape(
     image: tuple[str, tuple[int, int]] | None,
     sequence: tuple[int, str],
     attempt: Attempt,
+    roles: Mapping[tuple[str, int], tuple[int, str]],
 ) -> tuple[tuple[int, ...], tuple[str, ...]]:
     assert value.shape is not None and value.name is not None
     spatial_at = _spatial_positions(value)
@@ -326,6 +421,8 @@ def _shape(
         key = dim_key(value, axis)
         if isinstance(dim, int) and dim >= 0:
             size, source = dim, FROM_MODEL
+        elif (value.name, axis) in roles:  # a decoder's lengths, made of --dim and defaults
+            size, source = roles[(value.name, axis)]
         elif (value.name, axis) in bound:
             size, source = bound[(value.name, axis)]
         elif name is not None and (name, None) in bound:
@@ -365,16 +462,23 @@ def _check_size(value: ir.Value, shape: tuple[int, ...], sources: tuple[str, ...
     raise ModelError(text)
 
 
-def _by_use(value: ir.Value, sizes: Sizes, attempt: Attempt) -> tuple[float, float, str]:
+def _by_use(
+    value: ir.Value, sizes: Sizes, attempt: Attempt, role: Values | None = None
+) -> tuple[float, float, str]:
     assert value.dtype is not None and value.name is not None
     low: float
     high: float
     kind = value.dtype.numpy().kind
+    mask = mask_reason(value) if kind in "biuf" else None
     if kind == "b":
-        return 0, 1, "boolean"
+        return 0, 1, f"{mask}{MASK_VALUES}" if mask else "boolean"
     if kind not in "iuf":
         return -math.inf, math.inf, "standard normal"
     bounds = value_bounds(value, sizes)
+    if role is not None:  # a decoder's token ids: inside the vocabulary
+        bounds.append((int(role.low), int(role.high), role.why))
+    if mask is not None:  # first: its why starts the input's
+        bounds.insert(0, (0, 1, f"{mask}{MASK_VALUES}"))
     if not bounds:
         if kind == "f":
             return -math.inf, math.inf, "standard normal"

@@ -217,6 +217,10 @@ class ValidationReport:
     inputs: dict[str, dict[str, object]]  # name -> dtype, shape, range, why (or "file")
     seed: int | None
     samples: int = 1
+    # What each sample was: "seed 0", a decoder's "prefill (past 0, 128 new tokens), seed 0",
+    # or the file it came from; and each case's inputs when a model has several (a decoder).
+    sample_names: list[str] = field(default_factory=list)
+    cases: dict[str, dict[str, dict[str, object]]] | None = None
     optimized: list[TensorComparison] = field(default_factory=list)
     tolerance: tuple[float, float] = (0.0, 0.0)
     intermediate: IntermediateReport | None = None
@@ -414,7 +418,9 @@ class ValidationReport:
             "rtol": rtol,
             "seed": self.seed,
             "samples": self.samples,
+            "sample_names": list(self.sample_names),
             "inputs": self.inputs,
+            "cases": self.cases,
             "input_search": None if self.input_search is None else self.input_search.to_dict(),
             "memory": None if self.memory is None else self.memory.to_dict(),
             "outputs": [o.to_dict() for o in self.outputs],

@@ -12,7 +12,6 @@ judged like with like: against a copy of the original in the arithmetic the spec
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -39,12 +38,15 @@ from . import (
 )
 from .debugger import from_run
 from .error_stats import ErrorStats, has_quantization, quantization_steps
+from .generated import explain_failure, non_finite_error
+from .generated import generate as generate_inputs  # validate's `generate` is a step count
+from .generated import ort_message as _ort_message
 from .generation import check_generation, run_generation
-from .inputs import describe_feeds, draw
-from .inputs import plan_inputs as plan
+from .inputs import InputSpec, describe_feeds
 from .intermediate import after_quantization, producers, with_all_outputs
 from .judge import Judge
 from .like_reference import LikeReference, like_reference
+from .non_finite import NonFinite, check_finite
 from .options import InputOptionError, memory_budget_bytes
 from .partitions import Partitions
 from .report import (
@@ -68,7 +70,7 @@ from .report import (
     ValidationReport,
 )
 from .roles import check_roles
-from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT, find_plan
+from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 # progress(stage, done, total): stage "original", "reference", "rewritten", "spread" (the bound),
@@ -121,18 +123,6 @@ def _samples(
     return [(str(path), feeds.read(path, expected)) for path in feeds.files_of(inputs)]
 
 
-def make_inputs(
-    model: ModelLike,
-    *,
-    seed: int = 0,
-    dims: Mapping[str, int] | None = None,
-    val_ranges: Mapping[str, tuple[float, float]] | None = None,
-) -> dict[str, np.ndarray]:
-    """Inputs for every fed input of ``model`` from a seed (see :mod:`.inputs`)."""
-    specs = plan(load_model(model), dims=dims, val_ranges=val_ranges)
-    return draw(specs, seed)
-
-
 class _Original:
     """The original model: its IR (to plan inputs and name nodes) and onnxruntime sessions."""
 
@@ -163,22 +153,6 @@ class _Original:
 
 
 _CPU = ["CPUExecutionProvider"]
-
-
-# "2 : INVALID_ARGUMENT : Non-zero status code returned while running Pad node. Name:'p' Status
-# Message: why" says no more than "Pad node 'p': why".
-_RUN_FAILURE = re.compile(
-    r"^\d+ : \w+ : Non-zero status code returned while running (\w+) node\. "
-    r"Name:'([^']*)' Status Message: "
-)
-
-
-def _ort_message(error: BaseException) -> str:
-    """onnxruntime's whole message on one line (its later lines say which dims differ),
-    without its status prefix."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    text = text.replace("[ONNXRuntimeError] : ", "")
-    return _RUN_FAILURE.sub(lambda m: f"{m.group(1)} node '{m.group(2)}': ", text)
 
 
 def _run(
@@ -294,6 +268,9 @@ def validate(
             for k, v in samples[0].items()
         }
         used_seed: int | None = None
+        plans: list[list[InputSpec] | None] = [None] * len(samples)  # files: no specs
+        names = [origin for origin, _ in given]
+        cases = None
         search: InputSearch | None = None
         memory: MemoryCheck | None = None
         expected = _run_all(
@@ -306,33 +283,42 @@ def validate(
             origins=[f for f, _ in given],
         )
     else:
-        plans = iter(range(1 << 30))
+        plans_tried = iter(range(1 << 30))
         run_original = partial(_run, session, wanted)  # bound now: the session goes later
 
         def attempt(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-            tried = next(plans)
+            tried = next(plans_tried)
             if tried:  # the first plan refused (or over the budget): the search is on
                 tell("search", tried, 0)
             return run_original(feeds)
 
-        found = find_plan(
+        found = generate_inputs(
             source.ir,
-            attempt,
+            run=attempt,
+            outputs=outputs,
+            original=source.ir,
             label=source.label,
             message=_ort_message,
+            seed=seed,
             dims=dims,
             val_ranges=val_ranges,
-            seed=seed,
+            iterations=iterations,
             memory_budget=budget,
-            timeout=search_timeout,
+            search_timeout=search_timeout,
             keep_all=intermediate,
         )
-        specs, first, search, memory = found.specs, found.outputs, found.search, found.memory
-        samples = [draw(specs, seed + i) for i in range(iterations)]
+        search, memory = found.search, found.memory
+        samples, names, cases = found.samples, found.names, found.described_cases
+        plans = list(found.plans)
         tell("original", 1, len(samples))
         later = _run_all(session, wanted, samples[1:], source.label, tell, "original", done=1)
-        expected = [first, *later]
-        described = {spec.name: spec.to_dict() for spec in specs}
+        for sample, specs, results in zip(samples[1:], found.plans[1:], later, strict=True):
+            try:
+                check_finite(outputs, results[: len(outputs)])
+            except NonFinite as error:
+                raise non_finite_error(source.label, source.ir, sample, specs, error) from None
+        expected = [found.outputs, *later]
+        described = found.inputs
         used_seed = seed
 
     kept = session if generation is not None else None  # a decoder generates with it below
@@ -377,8 +363,14 @@ def validate(
     fetched = outputs + [alias.get(n, n) for n in common]
     fetched += [n for n in (parts.outputs if parts else []) if n not in fetched]
     actual = []
-    for done, sample in enumerate(samples, 1):
-        actual.append(candidate.run(fetched, sample))
+    for done, (sample, plan) in enumerate(zip(samples, plans, strict=True), 1):
+        try:
+            actual.append(candidate.run(fetched, sample))
+        except Exception as error:  # the original's NaN or inf, refused: the original's error
+            explained = explain_failure(source.label, source.ir, sample, plan, error, _ort_message)
+            if explained is None:
+                raise
+            raise explained from None
         tell("rewritten", done, len(samples))
 
     n_out = len(outputs)
@@ -456,6 +448,8 @@ def validate(
         ),
         inputs=described,
         seed=used_seed,
+        sample_names=names,
+        cases=cases,
         samples=len(samples),
         tolerance=(atol, rtol),
         input_search=search,

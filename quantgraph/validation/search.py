@@ -1,5 +1,7 @@
 """Other plans to try when the original model refuses the first one (or the first is over the
-memory budget), and trying them within a memory and a time budget.
+memory budget), and trying them within a memory and a time budget. Outputs holding NaN or inf
+are a refusal too (:mod:`.non_finite`); then only the narrower integers are tried (a shorter
+sequence would only make NaN rarer by chance).
 
 Only what defaulted is varied (never a ``--dim``, ``--val-range``, metadata or model size), in
 three families, one attempt from each in turn, at most :data:`MAX_ATTEMPTS` attempts:
@@ -42,15 +44,18 @@ from .inputs import (
     FROM_IMAGE_DEFAULT,
     FROM_SEQUENCE,
     Attempt,
+    Case,
     DimKey,
     InputSpec,
     dim_key,
     draw,
     fed_inputs,
+    plan_cases,
     plan_inputs,
     sequence_default,
 )
 from .memory import Estimate, estimate, weight_bytes
+from .non_finite import NonFinite
 from .options import size_text
 from .report import (
     FAILED,
@@ -76,17 +81,24 @@ HINT = (
 
 Run = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]  # raises when the model refuses
 Clock = Callable[[], float]
+# Why the original refused the first plan, when it computed NaN or inf (:mod:`.non_finite`):
+# called with the plan, its sample and the refusal, returns the sentence and what fixes it.
+Explain = Callable[
+    [Sequence[InputSpec], Mapping[str, np.ndarray], BaseException], tuple[str, str] | None
+]
 
 
 @dataclass(frozen=True)
 class Found:
-    """The plan the original ran: its specs, the original's outputs on its first sample, its
-    memory check, and the search that found it (None: the first plan ran)."""
+    """The plan the original ran: its specs, its first sample and the original's outputs on
+    it, its memory check, and the search that found it (None: the first plan ran)."""
 
     specs: list[InputSpec]
     outputs: list[np.ndarray]
     memory: MemoryCheck
     search: InputSearch | None
+    sample: dict[str, np.ndarray]
+    cases: list[Case]  # every case of the plan that ran; the first's specs are ``specs``
 
 
 def attempts(model: ir.Model, first: Sequence[InputSpec]) -> Iterator[Attempt]:
@@ -116,9 +128,12 @@ def find_plan(
     timeout: float | None = DEFAULT_SEARCH_TIMEOUT,
     keep_all: bool = False,
     clock: Clock = time.monotonic,
+    explain: Explain | None = None,
 ) -> Found:
     """The first plan the original runs (the module doc); ModelError when none does, saying
-    what was tried. ``run`` runs the original on feeds; ``message`` words its errors."""
+    what was tried. ``run`` runs the original on feeds; ``message`` words its errors;
+    ``explain``, when the first plan failed, says whether the original computed NaN or inf
+    on it and what fixes that."""
     start = clock()
     weights = weight_bytes(model)
     cache: dict[tuple[tuple[str, tuple[int, ...]], ...], Estimate] = {}
@@ -136,20 +151,35 @@ def find_plan(
     def late() -> bool:
         return timeout is not None and clock() - start > timeout
 
-    specs = plan_inputs(model, dims=dims, val_ranges=val_ranges, attempt=FIRST)
+    cases = plan_cases(model, dims=dims, val_ranges=val_ranges, attempt=FIRST)
+    specs = cases[0].specs  # a decoder's prefill: its other case runs after
     first = estimate_of(specs)
+    first_sample: dict[str, np.ndarray] = {}
+    values_only = False  # NaN or inf: only other values can mean something
+    refusal: BaseException | None = None
     if fits(first):
+        first_sample = draw(specs, seed)
         try:
-            return Found(specs, run(draw(specs, seed)), _check(first, memory_budget), None)
+            outputs = run(first_sample)
+            return Found(specs, outputs, _check(first, memory_budget), None, first_sample, cases)
         except Exception as error:
             first_error, status = message(error), FAILED
+            values_only, refusal = isinstance(error, NonFinite), error
     else:
         assert memory_budget is not None
         first_error = _over(first, memory_budget)
         status = OVER_BUDGET
     tried = [Tried(0, FIRST.label, first.total, status)]
     ordered = _order(
-        model, specs, dims, val_ranges, estimate_of, late, fits, shrink=status != FAILED
+        model,
+        specs,
+        dims,
+        val_ranges,
+        estimate_of,
+        late,
+        fits,
+        shrink=status != FAILED,
+        values_only=values_only,
     )
     for number, (attempt, found) in enumerate(ordered, 1):
         attempt = replace(attempt, number=number)
@@ -163,16 +193,24 @@ def find_plan(
         if not fits(found):
             tried.append(Tried(number, attempt.label, total, OVER_BUDGET))
             continue
-        varied = plan_inputs(model, dims=dims, val_ranges=val_ranges, attempt=attempt)
+        varied_cases = plan_cases(model, dims=dims, val_ranges=val_ranges, attempt=attempt)
+        varied = varied_cases[0].specs
+        sample = draw(varied, seed)
         try:
-            outputs = run(draw(varied, seed))
+            outputs = run(sample)
         except Exception:
             tried.append(Tried(number, attempt.label, total, FAILED))
             continue
         tried.append(Tried(number, attempt.label, total, RAN))
         search = InputSearch(first_error, number, attempt.label, tuple(tried))
-        return Found(varied, outputs, _check(found, memory_budget), search)
-    raise ModelError(_nothing_ran(label, specs, first_error, status, tried, memory_budget, timeout))
+        memory = _check(found, memory_budget)
+        return Found(varied, outputs, memory, search, sample, varied_cases)
+    explained = None
+    if refusal is not None and explain is not None:
+        explained = explain(specs, first_sample, refusal)
+    raise ModelError(
+        _nothing_ran(label, specs, first_error, status, tried, memory_budget, timeout, explained)
+    )
 
 
 def _order(
@@ -185,6 +223,7 @@ def _order(
     fits: Callable[[Estimate], bool],
     *,
     shrink: bool,
+    values_only: bool = False,
 ) -> list[tuple[Attempt, Estimate | str]]:
     """The attempts that change the inputs, smallest estimate first (within a power of two in
     the families' order; ``shrink``: largest first); then those whose inputs are too large, then
@@ -193,6 +232,8 @@ def _order(
     too_large: list[tuple[Attempt, Estimate | str]] = []
     unreached: list[tuple[Attempt, Estimate | str]] = []
     for attempt in attempts(model, first):
+        if values_only and attempt.integers is None:
+            continue  # a shorter sequence would only make NaN rarer by chance
         if late():
             unreached.append((attempt, NOT_REACHED))
             continue
@@ -227,11 +268,16 @@ def _nothing_ran(
     tried: Sequence[Tried],
     budget: int | None,
     timeout: float | None,
+    explained: tuple[str, str] | None = None,
 ) -> str:
     shapes = ", ".join(
         f"{s.name}: {s.dtype.numpy().name}[{','.join(map(str, s.shape))}]" for s in first
     )
-    if status == FAILED:
+    hint = HINT
+    if explained is not None:  # NaN or inf in the original itself, and what fixes it
+        text = f"{label}: {explained[0]} (generated inputs: {shapes})"
+        hint = explained[1]
+    elif status == FAILED:
         text = (
             f"{label}: the original model fails on the generated inputs ({shapes}): {first_error}"
         )
@@ -242,7 +288,6 @@ def _nothing_ran(
         shown = "; ".join(failed[:4]) + ("; ..." if len(failed) > 4 else "")
         text += f"; {len(failed)} other plans failed too ({shown})"
     over = [t for t in tried[1:] if t.status == OVER_BUDGET and t.estimate is not None]
-    hint = HINT
     if over and budget is not None:
         least = min(over, key=lambda t: t.estimate or 0)
         text += (
@@ -250,7 +295,7 @@ def _nothing_ran(
             f"{least.plan}, estimated at {size_text(least.estimate or 0)})"
         )
     if budget is not None and (over or status == OVER_BUDGET):
-        hint = f"raise --memory-budget, {HINT}"
+        hint = f"raise --memory-budget, {hint}"
     unreached = sum(t.status == NOT_REACHED for t in tried)
     if unreached and timeout is not None:
         text += f"; {unreached} not tried: the search stops after --search-timeout {timeout:g} s"

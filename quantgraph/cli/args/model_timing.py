@@ -77,6 +77,8 @@ MODELS_ONLY = (
     "dims",
     "val_ranges",
     "seed",
+    "memory_budget",
+    "search_timeout",
 )
 
 
