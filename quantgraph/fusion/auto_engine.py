@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import onnx_ir as ir
 
+from ..ir.model_files import copy_model
 from . import onednn_engine, onednn_library, ort_engine
 from .onednn_engine import Candidate
 from .onednn_translate import key
@@ -83,7 +84,7 @@ def choose(candidate: Candidate) -> tuple[str, str]:
 def partitions(model: ir.Model) -> list[Partition]:
     """The partitions with compute oneDNN forms on ``model`` (planned on a private copy), each
     with the rule table's guess: what fusion "auto" chooses among."""
-    copy = ir.from_proto(ir.to_proto(model))
+    copy = copy_model(model)
     found: list[Partition] = []
 
     def record(candidate: Candidate) -> tuple[str, str]:

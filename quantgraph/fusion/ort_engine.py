@@ -31,6 +31,7 @@ import onnx
 import onnx_ir as ir
 
 from ..errors import one_line
+from ..ir.model_files import copy_model
 from ..ir.values import constant_array
 from ..ir.walk import GraphLike, all_graphs, proto_graphs, spec_op
 from ..passes import pipelines
@@ -183,7 +184,7 @@ def plan(model: ir.Model, level: int, *, lone: bool = False) -> FusionPlan:
     # lowering by the Slice's output, which the folded DequantizeLinear takes over.
     renamed = _trimmed_names(model)
     nbits = _nbits_chains(model)
-    lowered = ir.from_proto(ir.to_proto(model))
+    lowered = copy_model(model)
     report = RewriteReport()
     _lower(lowered, None, report)
     cannot = {s.node: s.reason for s in report.skipped}
@@ -321,12 +322,10 @@ def _optimize(model: ir.Model, level: int) -> onnx.ModelProto:
     """The graph the installed onnxruntime makes of ``model`` at ``level`` (CPU provider)."""
     import onnxruntime as ort
 
-    from ..ir.model_files import save_model
+    from ..backends.ort_sessions import ort_session
 
     with tempfile.TemporaryDirectory(prefix="quantgraph-plan-") as scratch:
-        source = Path(scratch) / "lowered.onnx"
         target = Path(scratch) / "optimized.onnx"
-        save_model(model, source, external_data="lowered.data")
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel(level)
         options.optimized_model_filepath = str(target)
@@ -343,7 +342,7 @@ def _optimize(model: ir.Model, level: int) -> onnx.ModelProto:
             str(EXTERNAL_THRESHOLD),
         )
         try:
-            ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+            ort_session(model, options)
         except Exception as error:
             from ..errors import BackendError
 

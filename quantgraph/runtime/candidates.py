@@ -10,13 +10,15 @@ import onnxruntime as ort
 
 from .. import fusion as fusion_engines
 from ..backends import Arithmetic, Backend
+from ..backends.ort_sessions import ort_session
 from ..fusion.tuner import Choice, Decision
+from ..ir.model_files import copy_model
 
 
 def new_session(
     backend: Backend,
     arithmetic: Arithmetic,
-    source: str | bytes,
+    source: str | bytes | ir.Model,
     options: ort.SessionOptions,
     *,
     partitions: bool,
@@ -31,14 +33,14 @@ def new_session(
         from ..fusion.onednn_engine import register
 
         register(options)
-    return ort.InferenceSession(source, options, providers=list(providers))
+    return ort_session(source, options, providers)
 
 
 def candidate_model(
     model: ir.Model, choice: Choice, level: int, backend: Backend
 ) -> tuple[ir.Model, fusion_engines.FusionPlan]:
     """A copy of ``model`` planned as ``choice`` says and prepared for ``backend``."""
-    copy = ir.from_proto(ir.to_proto(model))
+    copy = copy_model(model)
     plan = fusion_engines.apply(
         copy, fusion_engines.AUTO, level=level, decision=Decision(choice, "candidate")
     )

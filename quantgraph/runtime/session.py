@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,8 @@ from ..backends import Backend, require, resolve_arithmetic
 from ..fusion import tuner, tuning_cache
 from ..fusion.auto_tuning import PENDING, Timing, Tuning, check_mode, default_mode
 from ..fusion.tuner import DEFAULT_BUDGET, Choice, Decision
-from ..ir.model_files import ModelLike, has_external_data, load_model, save_model
+from ..ir.loadable import graph_only
+from ..ir.model_files import ModelLike, copy_model, has_external_data, load_model
 from ..ir.onnx_schemas import register as register_schemas
 from ..ir.opsets import check_opset
 from ..passes.declared_dst import DeclaredDstPass, needs_declared_dst
@@ -87,7 +87,6 @@ class InferenceSession:
         self.arithmetic = resolve_arithmetic(self._backend, arithmetic)
         self.fusion = fusion
         self.fusion_plan = fusion_engines.FusionPlan(fusion_engines.NONE)
-        self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self._providers = list(providers)
         self._level = int(
             options.graph_optimization_level
@@ -121,7 +120,10 @@ class InferenceSession:
         self.onednn_version: str | None = self._backend.engine_version()
 
     def _new_session(
-        self, source: str | bytes, options: ort.SessionOptions, plan: fusion_engines.FusionPlan
+        self,
+        source: str | bytes | ir.Model,
+        options: ort.SessionOptions,
+        plan: fusion_engines.FusionPlan,
     ) -> ort.InferenceSession:
         """An onnxruntime session on ``source`` with the backend (and oneDNN partitions'
         kernel, where ``plan`` has partitions) registered in ``options``."""
@@ -147,7 +149,9 @@ class InferenceSession:
 
         loaded = load_model(model)
         check_opset(loaded, model)
-        unfused = ir.to_proto(loaded).SerializeToString()
+        # The graph and the weights' references: a model of gigabytes is keyed by its form
+        # (what a plan's speed depends on) without serializing its weights.
+        unfused = graph_only(loaded).SerializeToString(deterministic=True)
         threads = 0 if options is None else int(options.intra_op_num_threads)
         versions = {"onnxruntime": ort.__version__, "onednn": onednn.version() or "none"}
         key = tuning_cache.model_key(
@@ -160,7 +164,7 @@ class InferenceSession:
         )
         self._threads = threads
         return Tuning(
-            ir.from_proto(onnx.load_from_string(unfused)),
+            copy_model(loaded),
             key,
             check_mode(mode or default_mode()),
             budget,
@@ -178,7 +182,7 @@ class InferenceSession:
         made: dict[bytes, str] = {}
         for choice in candidates:  # two plans making the same model are timed once
             model, plan = candidate_model(self._tuning.model, choice, self._level, self._backend)
-            serialized = ir.to_proto(model).SerializeToString(deterministic=True)
+            serialized = graph_only(model).SerializeToString(deterministic=True)
             if serialized in made:
                 same[choice.name] = made[serialized]
                 continue
@@ -204,7 +208,7 @@ class InferenceSession:
     ) -> Callable[[], object]:
         """One call of a candidate's session in this process."""
         options = candidate_options(self._level, self._threads)
-        session = self._new_session(ir.to_proto(model).SerializeToString(), options, plan)
+        session = self._new_session(model, options, plan)
         feed = dict(feeds)
 
         def run() -> object:
@@ -254,9 +258,10 @@ class InferenceSession:
 
     def _prepare(
         self, model: ModelLike, level: int, decision: Decision | None = None
-    ) -> str | bytes:
+    ) -> str | bytes | ir.Model:
         """What onnxruntime loads: the file itself or the caller's serialized model when they
-        run as they are, else a prepared private copy."""
+        run as they are, else the model in memory (a prepared private copy, whose weights
+        onnxruntime reads from their files: :mod:`quantgraph.backends.ort_sessions`)."""
         is_path = isinstance(model, (str, os.PathLike))
         loaded = load_model(model)  # the same clear errors everywhere for a bad file
         check_opset(loaded, model)
@@ -264,7 +269,7 @@ class InferenceSession:
         fused = self.fusion != fusion_engines.NONE
         hook = self._after_fusion
         if loaded is model and (declared or fused or self._backend.prepares or hook):
-            loaded = ir.from_proto(ir.to_proto(loaded))  # the caller's object stays as it was
+            loaded = copy_model(loaded)  # the caller's object stays as it was
         # The seed's dst rule: a declared output type no kernel could see becomes output_dtype.
         changed = declared and DeclaredDstPass()(loaded).modified
         if fused:
@@ -284,14 +289,7 @@ class InferenceSession:
             if isinstance(model, onnx.ModelProto) and not has_external_data(loaded):
                 serialized: bytes = model.SerializeToString()
                 return serialized
-        if has_external_data(loaded):
-            # Weights stay on disk: onnxruntime reads them next to a prepared copy.
-            self._scratch = tempfile.TemporaryDirectory(prefix="quantgraph-")
-            path = Path(self._scratch.name) / "model.onnx"
-            save_model(loaded, path, external_data="model.data")
-            return str(path)
-        prepared: bytes = ir.to_proto(loaded).SerializeToString()
-        return prepared
+        return loaded
 
     def run(
         self,

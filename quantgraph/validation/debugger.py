@@ -20,6 +20,8 @@ import numpy as np
 import onnx_ir as ir
 import onnxruntime as ort
 
+from ..backends.ort_sessions import ort_session
+from ..ir.model_files import copy_model
 from ..passes.keep_float import keep_float
 from .node_error import NodeModel, NodeQuantization
 from .qparams import TensorCounter, TensorQuantization, quantized_tensors, sqnr
@@ -182,16 +184,12 @@ def _sensitivity(
     count: int,
 ) -> list[Sensitivity]:
     """Each of the ``count`` worst tensors kept in float alone: the outputs' SQNR gained."""
-    proto = ir.to_proto(qdq)
     expected = [[v[o] for o in outputs] for v in float_values]
     base = found.baseline_sqnr_db if found.baseline_sqnr_db is not None else math.inf
     candidates = [r.name for r in found.worst if r.kind == "tensor"][:count]
     results = []
     for name in candidates:
-        model = keep_float(ir.serde.deserialize_model(proto), [name])
-        session = ort.InferenceSession(
-            ir.to_proto(model).SerializeToString(), _options(), ["CPUExecutionProvider"]
-        )
+        session = ort_session(keep_float(copy_model(qdq), [name]), _options())
         got = [session.run(list(outputs), dict(sample)) for sample in samples]
         after = _worst_output_sqnr(expected, got)
         results.append(Sensitivity(name, after, after - base))

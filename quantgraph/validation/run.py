@@ -19,6 +19,7 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
+from ..backends.ort_sessions import ort_session
 from ..errors import ModelError
 from ..fusion.plan import AUTO, ONEDNN, PARTITION_MODES
 from ..ir.model_files import ModelLike, load_model, source_files
@@ -128,23 +129,19 @@ class _Original:
             self.label = str(self.path)
 
     def session(
-        self, level: ort.GraphOptimizationLevel, proto: onnx.ModelProto | None = None
+        self, level: ort.GraphOptimizationLevel, exposed: ir.Model | None = None
     ) -> ort.InferenceSession:
         options = quiet_options(level)
         try:
-            if proto is not None:
-                return ort.InferenceSession(proto.SerializeToString(), options, _CPU)
+            if exposed is not None:
+                return ort_session(exposed, options)
             if self.path is not None:  # onnxruntime reads the file (and its weights) itself
-                return ort.InferenceSession(str(self.path), options, _CPU)
-            serialized = ir.to_proto(self.ir).SerializeToString()
-            return ort.InferenceSession(serialized, options, _CPU)
+                return ort_session(self.path, options)
+            return ort_session(self.ir, options)
         except Exception as error:
             raise ModelError(
                 f"{self.label}: onnxruntime cannot load the original: {_ort_message(error)}"
             ) from None
-
-
-_CPU = ["CPUExecutionProvider"]
 
 
 # "2 : INVALID_ARGUMENT : Non-zero status code returned while running Pad node. Name:'p' Status
