@@ -4,10 +4,12 @@ alternating), the same names for the same tensors, so validate compares them ten
 
     x [batch, H] -> MatMul(W0) -> h0 -> MatMul(W1) -> h1 -> ... -> h{L-1} (the output)
 
-Quantized, an even layer is QuantizeLinear/DequantizeLinear of its input (u8) and a per-channel
-int8 weight through DequantizeLinear; an odd one a MatMulNBits (4 bits, blocks of 32, zero
-point 8). Weights are drawn with variance 1/H, so every layer's output stays of unit scale and
-no quantization saturates. The weights are written one layer at a time (a model of gigabytes
+Quantized, an even layer is a per-channel int8 weight through DequantizeLinear (the first layer
+also quantizes its input: QuantizeLinear/DequantizeLinear, u8), an odd one a MatMulNBits (4 bits,
+blocks of 32, zero point 8), as weight-only LLMs are: the rewritten model then agrees with the
+original up to MatMulNBits' order of summation, never a quantization step apart. Weights are
+drawn with variance 1/H, so every layer's output stays of unit scale and no quantization
+saturates. The weights are written one layer at a time (a model of gigabytes
 is made in the memory of one layer), each page-aligned in :data:`DATA`.
 """
 
@@ -110,9 +112,14 @@ def _qdq_layer(i: int, previous: str, out: str, w: np.ndarray) -> Layer:
     scale = (np.abs(w).max(axis=0) / 127).astype(np.float32)
     q = np.clip(np.rint(w / scale), -127, 127).astype(np.int8)
     act = ["act_scale", "act_zero"]
-    nodes = [
-        helper.make_node("QuantizeLinear", [previous, *act], [f"a{i}_q"], name=f"q{i}"),
-        helper.make_node("DequantizeLinear", [f"a{i}_q", *act], [f"a{i}"], name=f"dq{i}"),
+    nodes = []
+    if i == 0:
+        nodes += [
+            helper.make_node("QuantizeLinear", [previous, *act], [f"a{i}_q"], name=f"q{i}"),
+            helper.make_node("DequantizeLinear", [f"a{i}_q", *act], [f"a{i}"], name=f"dq{i}"),
+        ]
+        previous = f"a{i}"
+    nodes += [
         helper.make_node(
             "DequantizeLinear",
             [f"w{i}_q", f"w{i}_scale", f"w{i}_zero"],
@@ -120,7 +127,7 @@ def _qdq_layer(i: int, previous: str, out: str, w: np.ndarray) -> Layer:
             axis=1,
             name=f"dqw{i}",
         ),
-        helper.make_node("MatMul", [f"a{i}", f"w{i}"], [out], name=f"mm{i}"),
+        helper.make_node("MatMul", [previous, f"w{i}"], [out], name=f"mm{i}"),
     ]
     zero = np.zeros(w.shape[1], np.int8)
     return nodes, [(f"w{i}_q", q), (f"w{i}_scale", scale), (f"w{i}_zero", zero)]

@@ -43,11 +43,12 @@ _ALIGN = 4096  # page-aligned tensors: onnxruntime can map them from the file
 class Loadable:
     """``serialized``: the model as onnxruntime takes it from memory; ``folder``: the value of
     :data:`FOLDER_ENTRY` (None: the model reads no external data); ``spilled``: bytes of
-    in-memory weights written to the scratch file."""
+    in-memory weights written to the ``scratch`` file."""
 
     serialized: bytes
     folder: str | None = None
     spilled: int = 0
+    scratch: Path | None = None  # the file of spilled weights while the context lasts
 
 
 @contextlib.contextmanager
@@ -100,7 +101,8 @@ def _of_model(model: ir.Model, scratch: Path) -> Loadable:
             reference = _reference(tensor, location, one.offset, one.length)
             swaps.append((one.replace, tensor, reference))
     serialized = _serialized(model, swaps).SerializeToString()
-    return Loadable(serialized, None if folder is None else str(folder), spilled)
+    folder_name = None if folder is None else str(folder)
+    return Loadable(serialized, folder_name, spilled, scratch if spilled else None)
 
 
 def graph_only(model: ir.Model) -> onnx.ModelProto:

@@ -1,22 +1,21 @@
-"""External data read through one map of each data file, shared by every tensor that points
-into it.
+"""External data read tensor by tensor: each read takes the tensor's own byte range of the
+file, never the whole file.
 
 onnx-ir's :class:`~onnx_ir.ExternalTensor` maps the whole data file once per tensor it reads:
 the 111 weights of a 926 MB file reserve ~100 GB of address space, and any ``ulimit -v`` fails
 at once with ENOMEM though little memory is resident. A :class:`MappedTensor` is the same
 tensor (an ``ExternalTensor`` to every reader and writer: serialized as a reference, copied to
-a new file by ``tofile``) whose arrays are views of the file's one read-only map. The map lives
-as long as an array of it does and is unmapped when the last one goes, so a model whose
-weights are transformed one at a time holds the address space of one file, not of one per
-tensor, and none once nothing reads it.
+a new file by ``tofile``) whose :meth:`~MappedTensor.numpy` maps its own range of the file
+(read-only; a tensor under :data:`READ_BELOW` bytes is read into memory instead, so a model of
+many small external tensors holds no map of each). A range is mapped while an array of it
+lives: the address space a model's reads take is that of the weights being read at once,
+never more than the file, and none once nothing reads it.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-import threading
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -26,20 +25,18 @@ import onnx_ir as ir
 from ..errors import ModelError
 from .walk import all_graphs
 
-# realpath -> (the file's identity when mapped, its map); the entry goes with the map.
-_MAPS: weakref.WeakValueDictionary[tuple[str, tuple[int, ...]], mmap.mmap] = (
-    weakref.WeakValueDictionary()
-)
-_LOCK = threading.Lock()
+READ_BELOW = 1 << 20  # smaller tensors are read into memory rather than mapped
 _SUB_BYTE = {2, 4, 6}
 Replace = Callable[[ir.TensorProtocol], None]  # puts another tensor in one's place
 
 
 class MappedTensor(ir.ExternalTensor):
-    """An external tensor whose data is a view of its file's one shared map (module doc).
+    """An external tensor whose reads map (or read) its own byte range of the file only
+    (module doc).
 
-    Nothing is cached: each :meth:`numpy` is a new view (a sub-byte type a new unpacked
-    array), so the tensor holds no address space between reads.
+    Nothing is cached: each :meth:`numpy` is a new array (a view of a new map of the range,
+    or for a sub-byte type a new unpacked array), so the tensor holds no address space
+    between reads.
     """
 
     __slots__ = ()
@@ -50,12 +47,12 @@ class MappedTensor(ir.ExternalTensor):
         if self.size == 0:
             return np.empty(shape, dtype=self.dtype.numpy())
         if self.dtype.bitwidth in _SUB_BYTE:
-            packed = self._view(np.dtype(np.uint8), self.nbytes)
+            packed = self._read(np.dtype(np.uint8), self.nbytes)
             unpacked: np.ndarray = ir.PackedTensor(packed, self.dtype, shape=shape).numpy()
             return unpacked
         # ONNX stores little-endian whatever the machine
         dtype = np.dtype(self.dtype.numpy()).newbyteorder("<")
-        return self._view(dtype, self.size).reshape(shape)
+        return self._read(dtype, self.size).reshape(shape)
 
     def __array__(self, dtype: object = None, copy: bool | None = None) -> np.ndarray:
         array = self.numpy()
@@ -63,39 +60,31 @@ class MappedTensor(ir.ExternalTensor):
 
     def tobytes(self) -> bytes:
         self._check_validity()
-        return bytes(self._view(np.dtype(np.uint8), self._byte_length()))
+        length: int | None = self.length
+        return bytes(self._read(np.dtype(np.uint8), self.nbytes if length is None else length))
 
     def release(self) -> None:
-        """Nothing to release: the map goes with the last array of it."""
+        """Nothing to release: a map goes with the last array of it."""
 
-    def _byte_length(self) -> int:
-        length: int | None = self.length
-        return self.nbytes if length is None else length
-
-    def _view(self, dtype: np.dtype, count: int) -> np.ndarray:
+    def _read(self, dtype: np.dtype, count: int) -> np.ndarray:
+        """``count`` items of ``dtype`` at the tensor's offset: mapped, or read when small."""
         offset = self.offset or 0
-        mapped = shared_map(self.path)
-        if offset + count * dtype.itemsize > len(mapped):
-            raise ModelError(
-                f"{self.path}: tensor '{self.name}' reads bytes {offset}..."
-                f"{offset + count * dtype.itemsize} past the end of the file ({len(mapped)} bytes)"
+        size = count * dtype.itemsize
+        with open(self.path, "rb") as stream:
+            available = os.fstat(stream.fileno()).st_size
+            if offset + size > available:
+                raise ModelError(
+                    f"{self.path}: tensor '{self.name}' reads bytes {offset}..{offset + size}, "
+                    f"past the end of the file ({available} bytes)"
+                )
+            if size < READ_BELOW:
+                stream.seek(offset)
+                return np.frombuffer(stream.read(size), dtype=dtype)
+            start = offset - offset % mmap.ALLOCATIONGRANULARITY
+            mapped = mmap.mmap(
+                stream.fileno(), offset + size - start, offset=start, access=mmap.ACCESS_READ
             )
-        return np.frombuffer(mapped, dtype=dtype, count=count, offset=offset)
-
-
-def shared_map(path: str | os.PathLike[str]) -> mmap.mmap:
-    """The one read-only map of the file at ``path`` (made on first use; a file replaced since
-    gets a map of its own)."""
-    real = os.path.realpath(path)
-    status = os.stat(real)
-    key = (real, (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns))
-    with _LOCK:
-        found = _MAPS.get(key)
-        if found is None:
-            with open(real, "rb") as stream:
-                found = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
-            _MAPS[key] = found
-        return found
+        return np.frombuffer(mapped, dtype=dtype, count=count, offset=offset - start)
 
 
 def map_external(model: ir.Model, folders: Mapping[str, Path] | Path) -> None:

@@ -77,13 +77,16 @@ def _read_from(model: ir.Model, folders: dict[str, Path]) -> None:
 
 
 def copy_model(model: ir.Model, *, as_read: bool = False) -> ir.Model:
-    """A copy of ``model`` to change in place (the caller's stays as it was), whose external
+    """A copy of ``model`` to change in place (the caller's stays as it was) whose external
     tensors read the same files from any current directory (a round trip through a proto
-    alone would leave them relative to it). ``as_read``: the copy is what :func:`load_model`
-    makes of ``model``'s serialization (nodes sorted, :func:`original_model` knows it)."""
+    alone would leave them relative to it). It shares ``model``'s tensors (a pass replaces a
+    tensor it rewrites, never changes one). ``as_read``: the copy is what :func:`load_model`
+    makes of ``model``'s serialization instead (nodes sorted, :func:`original_model` knows
+    it; in-memory weights copied)."""
+    if not as_read:
+        return model.clone()
     folders = external_folders(model)
-    proto = ir.to_proto(model)
-    copied = load_model(proto) if as_read else ir.from_proto(proto)
+    copied = load_model(ir.to_proto(model))
     if folders:
         _read_from(copied, folders)
     return copied

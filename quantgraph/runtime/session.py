@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -106,7 +107,13 @@ class InferenceSession:
             # ([E:onnxruntime:...] on a failing kernel or a node oneDNN refuses) would repeat
             # them on stderr.
             self._options.log_severity_level = 4
+        collect = _collectable(source)
+        if collect:
+            gc.collect()  # the copies fusion planned on go before the session is made
         self._session = self._new_session(source, self._options, self.fusion_plan)
+        del source  # onnxruntime holds the model now
+        if collect:
+            gc.collect()
         decided = self.fusion_plan.tuning
         self._pending = decided is not None and decided.source == PENDING
         if self._pending and type(self).run is InferenceSession.run:
@@ -233,6 +240,10 @@ class InferenceSession:
             decision = self._tuning.decide(input_feed, self._candidate_timing)
             source = self._prepare(self._tuning.model, self._level, decision)
             self._session = self._new_session(source, self._options_copy(), self.fusion_plan)
+            collect = _collectable(source)
+            del source
+            if collect:
+                gc.collect()
             self._pending = False
             if not self._hooks:
                 self.run = self._session.run  # type: ignore[method-assign]
@@ -310,6 +321,15 @@ class InferenceSession:
             raise AttributeError(name)
         # get_inputs, get_outputs, get_modelmeta, ... come from onnxruntime's session.
         return getattr(self._session, name)
+
+
+def _collectable(source: str | bytes | ir.Model) -> bool:
+    """Whether to collect once onnxruntime holds its session on ``source``: a prepared copy
+    of a model whose weights live in external data, and the copies fusion planned on, hold
+    in-memory weights as large as the model's (a fused plan's restored MatMulNBits, ...), and
+    their graphs are reference cycles, which the command line (running without the
+    collector) would keep to the end."""
+    return isinstance(source, ir.Model) and has_external_data(source)
 
 
 def _has_entry(options: ort.SessionOptions, entry: str) -> bool:

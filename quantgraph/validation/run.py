@@ -9,6 +9,7 @@ unfused nodes the original runs with another kernel: other_kernels).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -262,7 +263,7 @@ def validate(
     else:
         found = find_plan(
             source.ir,
-            lambda feeds: _run(session, wanted, feeds),
+            functools.partial(_run, session, wanted),
             label=source.label,
             message=_ort_message,
             dims=dims,
@@ -279,6 +280,9 @@ def validate(
         expected = [first, *later]
         described = {spec.name: spec.to_dict() for spec in specs}
         used_seed = seed
+    # Its outputs are in hand: the original's session (its copy of the weights) goes before
+    # the rewritten model's is made, or both would hold the weights at once.
+    del session
 
     onnx_expected: list[list[np.ndarray]] = []
     if reference is not None:
