@@ -19,6 +19,7 @@ from .ir.domain_fields import write_domain_fields
 from .ir.model_files import (
     AUTO,
     ModelLike,
+    copy_model,
     has_external_data,
     load_model,
     original_model,
@@ -205,7 +206,7 @@ def _kept_float(model: ModelLike, names: Sequence[str], float_model: ModelLike |
 
 def _private_copy(model: ModelLike) -> ir.Model:
     # Passes rewrite in place: an ir.Model argument is the caller's object.
-    return load_model(ir.to_proto(model) if isinstance(model, ir.Model) else model)
+    return copy_model(model, as_read=True) if isinstance(model, ir.Model) else load_model(model)
 
 
 def _sources(loaded: ir.Model, model: ModelLike) -> tuple[Path, ...]:

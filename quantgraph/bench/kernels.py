@@ -33,6 +33,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto
 
+from ..backends.ort_sessions import ort_session
 from ..cpu import cpu as this_cpu
 from ..spec import DEQUANTIZE, DOMAIN, PER_TENSOR, QUANTIZE
 from ..testing import one_op_model
@@ -178,8 +179,7 @@ def _runner(
     if impl in ON_BACKEND:
         return _backend_runner(impl, op, shape, axis, buffers)
     if impl == "onnxruntime":
-        model = _qdq_model(op, shape, axis).SerializeToString()
-        session = ort.InferenceSession(model, timed_options(), providers=["CPUExecutionProvider"])
+        session = ort_session(_qdq_model(op, shape, axis), timed_options())
         return _bound_runner(session, buffers, shape)
     if impl == "numpy":
         return _numpy_runner(op, shape, axis, buffers)
@@ -214,8 +214,7 @@ def _backend_runner(
 
         return call
     options = session_options(name, timed_options(), arithmetic=arithmetic)
-    model = _spec_model(op, shape, axis).SerializeToString()
-    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    session = ort_session(_spec_model(op, shape, axis), options)
     return _bound_runner(session, buffers, shape)
 
 

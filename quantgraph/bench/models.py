@@ -482,7 +482,9 @@ def _worker(argv: list[str]) -> int:
         call: Callable[..., object]
         wrapped = None
         if variant.backend is None:
-            session = ort.InferenceSession(variant.model, options, ["CPUExecutionProvider"])
+            from ..backends.ort_sessions import ort_session
+
+            session = ort_session(variant.model, options)
             call = session.run
         else:
             from ..runtime.session import InferenceSession

@@ -14,6 +14,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
+from ..backends.ort_sessions import ort_session
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE
 from ..testing import Input, Output, one_op_model
 from .timing import (
@@ -117,9 +118,7 @@ def _weight_runners(
 
             session_options(on_backend[0], options, arithmetic=on_backend[1])
         model = spec if on_backend is not None else qdq
-        session = ort.InferenceSession(
-            model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-        )
+        session = ort_session(model, options)
         binding = session.io_binding()
         binding.bind_ortvalue_input("x", x)
         binding.bind_ortvalue_output("y", y)

@@ -15,6 +15,7 @@ from .lower import lower
 from .process import (
     DebugAnywhere,
     Interrupted,
+    cap_malloc_arenas,
     exit_interrupted,
     install_interrupt_handler,
     warnings_in_one_line,
@@ -61,6 +62,7 @@ for _command in (convert, lower, validate, run, inspect, bench, tune, fallback):
 def console_main() -> None:
     """The console script: ``main`` in a process that ends with it."""
     install_interrupt_handler()
+    cap_malloc_arenas()
     gc.disable()
     try:
         main()

@@ -3,6 +3,7 @@ the result."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,8 @@ def convert(
             float_model=float_model,
         )
     # 100k converted nodes take a second to list: only --json prints them
-    payload: dict[str, Any] = result.report.to_dict() if as_json else {}
+    rewrite_report = result.report
+    payload: dict[str, Any] = rewrite_report.to_dict() if as_json else {}
     validation = None
     if validate_result and not dry_run:  # the models' word on the options, before writing
         from ..validation import (
@@ -168,10 +170,16 @@ def convert(
         rewritten: ModelLike = result.proto
         if has_external_data(result.model):
             rewritten = result.model if dry_run or model_out is None else model_out
+        original = result.original()
+        if rewritten is model_out:
+            # Validated from OUT's files: the converted weights held in memory go first (a
+            # model's graph is a cycle of nodes and values, freed by a collection).
+            del result
+            gc.collect()
         with Status("validating", quiet=as_json) as status:
             try:
                 validation = run_validate(
-                    result.original(),
+                    original,
                     rewritten,
                     **validate_arguments(feeds, engine, tolerance, checks),
                     progress=status.validation,
@@ -190,12 +198,12 @@ def convert(
                 model_in,
                 model_out or model_in,
                 force=out.force,
-                conversion=result.report,
+                conversion=rewrite_report,
             )
     if as_json:
         print_json(payload)
     else:
-        print_conversion(result.report, dry_run, model_out, verbose=verbose)
+        print_conversion(rewrite_report, dry_run, model_out, verbose=verbose)
         if validation is not None:
             print_validation(validation)
         if out.report_path is not None and validation is not None:

@@ -1,8 +1,9 @@
 """Reading and writing models: clear errors for bad files, safe writes (:mod:`.writing`).
 
-Models with external data are read lazily (weights stay on disk, memory-mapped when used) and
-written with external data again unless asked otherwise, so multi-GiB models convert in little
-memory.
+Models with external data are read lazily (weights stay on disk, read through one shared map
+of each data file when used: :mod:`.mapped_data`) from the model's folder whatever the current
+directory, and written with external data again unless asked otherwise, so multi-GiB models
+convert in little memory.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import onnx_ir as ir
 from ..errors import ModelError
 from .checker import OpKey, check_file
 from .derived_tensors import on_disk
+from .mapped_data import external_folders, map_external
 from .node_order import sort_nodes
 from .output_files import check_data_name, write_files
 from .walk import subgraphs
@@ -26,6 +28,7 @@ AUTO = "auto"
 INLINE = "none"
 _SOURCES = "quantgraph.sources"  # ir.Model.meta key: the files a model was read from
 _SOURCE_PROTO = "quantgraph.source_proto"  # ... and the proto it was made from (read once)
+_FOLDERS = "quantgraph.external_folders"  # ... and where each external-data location is read
 
 
 def load_model(model: ModelLike) -> ir.Model:
@@ -61,11 +64,34 @@ def load_model(model: ModelLike) -> ir.Model:
     try:
         loaded = _from_proto(proto)
         if locations:
-            ir.external_data.set_base_dir(loaded.graph, path.parent)
+            _read_from(loaded, {location: path.parent.absolute() for location in locations})
     except Exception as error:
         raise ModelError(f"{path}: cannot read the model ({_first_line(error)})") from None
     loaded.meta[_SOURCES] = (path, *(path.parent / location for location in locations))
     return _in_order(loaded, str(path))
+
+
+def _read_from(model: ir.Model, folders: dict[str, Path]) -> None:
+    """``model``'s external tensors read from ``folders`` (location -> folder), remembered
+    for :func:`original_model`."""
+    map_external(model, folders)
+    model.meta[_FOLDERS] = folders
+
+
+def copy_model(model: ir.Model, *, as_read: bool = False) -> ir.Model:
+    """A copy of ``model`` to change in place (the caller's stays as it was) whose external
+    tensors read the same files from any current directory (a round trip through a proto
+    alone would leave them relative to it). It shares ``model``'s tensors (a pass replaces a
+    tensor it rewrites, never changes one). ``as_read``: the copy is what :func:`load_model`
+    makes of ``model``'s serialization instead (nodes sorted, :func:`original_model` knows
+    it; in-memory weights copied)."""
+    if not as_read:
+        return model.clone()
+    folders = external_folders(model)
+    copied = load_model(ir.to_proto(model))
+    if folders:
+        _read_from(copied, folders)
+    return copied
 
 
 def _from_proto(proto: onnx.ModelProto) -> ir.Model:
@@ -93,8 +119,9 @@ def original_model(model: ir.Model) -> ir.Model | None:
     files = source_files(model)
     if files:
         fresh.meta[_SOURCES] = files
-        if len(files) > 1:
-            ir.external_data.set_base_dir(fresh.graph, files[0].parent)
+    folders: dict[str, Path] | None = model.meta.get(_FOLDERS)
+    if folders:
+        _read_from(fresh, folders)
     sort_nodes(fresh)
     return fresh
 

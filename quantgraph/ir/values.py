@@ -6,6 +6,7 @@ import numpy as np
 import onnx_ir as ir
 
 Shape = tuple[int | None, ...]
+CACHE_BELOW = 1 << 20  # constant arrays of fewer bytes are cached on their value
 
 
 def optional_input(node: ir.Node, index: int) -> ir.Value | None:
@@ -16,7 +17,9 @@ def optional_input(node: ir.Node, index: int) -> ir.Value | None:
 def constant_array(value: ir.Value | None) -> np.ndarray | None:
     """The value's array when it is an initializer or comes from a Constant node, else None.
 
-    Cached on the value (``meta``): a scale shared by thousands of nodes is read once.
+    Cached on the value (``meta``): a scale shared by thousands of nodes is read once. A
+    weight is not: cached, it would hold its bytes (an external one its map of the file) for
+    the model's life; read again, it is a view or a new map of its range.
     """
     if value is None or value.is_graph_input():
         return None  # an initializer that is also an input can be fed: not a constant
@@ -25,7 +28,8 @@ def constant_array(value: ir.Value | None) -> np.ndarray | None:
         return cached
     tensor = ir.convenience.get_const_tensor(value)
     array = None if tensor is None else tensor.numpy()
-    value.meta["quantgraph.constant"] = array
+    if array is None or array.nbytes < CACHE_BELOW:
+        value.meta["quantgraph.constant"] = array
     return array
 
 

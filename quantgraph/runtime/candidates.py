@@ -10,13 +10,14 @@ import onnxruntime as ort
 
 from .. import fusion as fusion_engines
 from ..backends import Arithmetic, Backend
+from ..backends.ort_sessions import ort_session
 from ..fusion.tuner import Choice, Decision
 
 
 def new_session(
     backend: Backend,
     arithmetic: Arithmetic,
-    source: str | bytes,
+    source: str | bytes | ir.Model,
     options: ort.SessionOptions,
     *,
     partitions: bool,
@@ -31,7 +32,7 @@ def new_session(
         from ..fusion.onednn_engine import register
 
         register(options)
-    return ort.InferenceSession(source, options, providers=list(providers))
+    return ort_session(source, options, providers)
 
 
 def candidate_model(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from ..fusion import tuner, tuning_cache
 from ..fusion.auto_tuning import PENDING, Timing, Tuning, check_mode, default_mode
 from ..fusion.tuner import DEFAULT_BUDGET, Choice, Decision
 from ..ir.fingerprint import Memo, fingerprint
-from ..ir.model_files import ModelLike, has_external_data, load_model, save_model
+from ..ir.model_files import ModelLike, has_external_data, load_model
 from ..ir.onnx_schemas import register as register_schemas
 from ..ir.opsets import check_opset
 from ..passes.declared_dst import DeclaredDstPass, needs_declared_dst
@@ -91,7 +91,6 @@ class InferenceSession:
         self.arithmetic = resolve_arithmetic(self._backend, arithmetic)
         self.fusion = fusion
         self.fusion_plan = fusion_engines.FusionPlan(fusion_engines.NONE)
-        self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self._providers = list(providers)
         self._level = int(
             options.graph_optimization_level
@@ -111,7 +110,13 @@ class InferenceSession:
             # ([E:onnxruntime:...] on a failing kernel or a node oneDNN refuses) would repeat
             # them on stderr.
             self._options.log_severity_level = 4
+        collect = _collectable(source)
+        if collect:
+            gc.collect()  # the copies fusion planned on go before the session is made
         self._session = self._new_session(source, self._options, self.fusion_plan)
+        del source  # onnxruntime holds the model now
+        if collect:
+            gc.collect()
         decided = self.fusion_plan.tuning
         self._pending = decided is not None and decided.source == PENDING
         if self._pending and type(self).run is InferenceSession.run:
@@ -125,7 +130,10 @@ class InferenceSession:
         self.onednn_version: str | None = self._backend.engine_version()
 
     def _new_session(
-        self, source: str | bytes, options: ort.SessionOptions, plan: fusion_engines.FusionPlan
+        self,
+        source: str | bytes | ir.Model,
+        options: ort.SessionOptions,
+        plan: fusion_engines.FusionPlan,
     ) -> ort.InferenceSession:
         """An onnxruntime session on ``source`` with the backend (and oneDNN partitions'
         kernel, where ``plan`` has partitions) registered in ``options``."""
@@ -239,6 +247,10 @@ class InferenceSession:
             else:
                 source = self._prepare(self._tuning.model, self._level, decision)
                 self._session = self._new_session(source, self._options_copy(), self.fusion_plan)
+                collect = _collectable(source)
+                del source
+                if collect:
+                    gc.collect()
             self._pending = False
             if not self._hooks:
                 self.run = self._session.run  # type: ignore[method-assign]
@@ -264,9 +276,10 @@ class InferenceSession:
 
     def _prepare(
         self, model: ModelLike, level: int, decision: Decision | None = None
-    ) -> str | bytes:
+    ) -> str | bytes | ir.Model:
         """What onnxruntime loads: the file itself or the caller's serialized model when they
-        run as they are, else a prepared private copy."""
+        run as they are, else the model in memory (a prepared private copy, whose weights
+        onnxruntime reads from their files: :mod:`quantgraph.backends.ort_sessions`)."""
         is_path = isinstance(model, (str, os.PathLike))
         loaded = load_model(model)  # the same clear errors everywhere for a bad file
         check_opset(loaded, model)
@@ -294,14 +307,7 @@ class InferenceSession:
             if isinstance(model, onnx.ModelProto) and not has_external_data(loaded):
                 serialized: bytes = model.SerializeToString()
                 return serialized
-        if has_external_data(loaded):
-            # Weights stay on disk: onnxruntime reads them next to a prepared copy.
-            self._scratch = tempfile.TemporaryDirectory(prefix="quantgraph-")
-            path = Path(self._scratch.name) / "model.onnx"
-            save_model(loaded, path, external_data="model.data")
-            return str(path)
-        prepared: bytes = ir.to_proto(loaded).SerializeToString()
-        return prepared
+        return loaded
 
     def run(
         self,
@@ -322,6 +328,15 @@ class InferenceSession:
             raise AttributeError(name)
         # get_inputs, get_outputs, get_modelmeta, ... come from onnxruntime's session.
         return getattr(self._session, name)
+
+
+def _collectable(source: str | bytes | ir.Model) -> bool:
+    """Whether to collect once onnxruntime holds its session on ``source``: a prepared copy
+    of a model whose weights live in external data, and the copies fusion planned on, hold
+    in-memory weights as large as the model's (a fused plan's restored MatMulNBits, ...), and
+    their graphs are reference cycles, which the command line (running without the
+    collector) would keep to the end."""
+    return isinstance(source, ir.Model) and has_external_data(source)
 
 
 def _has_entry(options: ort.SessionOptions, entry: str) -> bool:

@@ -96,6 +96,8 @@ def _single(
         constant = value.const_value
         if constant is None:
             constant = constants.get(value.name or "")
+        if isinstance(constant, ir.ExternalTensor):  # the node's model carries its data
+            constant = ir.Tensor(constant.numpy(), dtype=constant.dtype)
         if constant is not None:
             initializers.append(ir.serde.serialize_tensor(constant))
             initializers[-1].name = local

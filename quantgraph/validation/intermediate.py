@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import onnx
 import onnx_ir as ir
 
+from ..ir.loadable import graph_only
+from ..ir.model_files import copy_model
 from ..ir.shape_inference import negative_dims_unknown
 from ..ir.walk import GraphLike, spec_op
 
@@ -24,29 +26,50 @@ class Producer:
     op_type: str
 
 
-def with_all_outputs(model: ir.Model | onnx.ModelProto) -> tuple[onnx.ModelProto, list[str]]:
-    """A serialized copy of ``model`` whose graph also outputs every typed value its main-graph
-    nodes compute, and those values' names in node order (a ModelProto is changed in place)."""
+def with_all_outputs(
+    model: ir.Model | onnx.ModelProto, base: ir.Model | None = None
+) -> tuple[ir.Model, list[str]]:
+    """A copy of ``model`` whose graph also outputs every typed value its main-graph nodes
+    compute, and those values' names in node order (its weights are ``model``'s: read from
+    the same files, never copied into a proto for inference). A proto's external weights are
+    read from the folder ``base``'s are (a copy of ``base`` changed in memory)."""
     from ..ir.onnx_schemas import register
 
     register()  # the rewritten model's ops need their schemas for inference
-    proto = model if isinstance(model, onnx.ModelProto) else ir.to_proto(model)
-    inferred = onnx.shape_inference.infer_shapes(negative_dims_unknown(proto))
+    if isinstance(model, onnx.ModelProto):
+        model = _from_proto(model, base)
+    inferred = onnx.shape_inference.infer_shapes(negative_dims_unknown(graph_only(model)))
     typed = {
-        info.name: info
+        info.name: info.type
         for info in (*inferred.graph.value_info, *inferred.graph.output)
         if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type
     }
-    present = {o.name for o in proto.graph.output}
+    exposed = copy_model(model)
+    present = {o.name for o in exposed.graph.outputs}
     names = []
-    for node in proto.graph.node:
-        for name in node.output:
+    for node in exposed.graph:
+        for value in node.outputs:
+            name = value.name
             if name and name in typed:
                 names.append(name)
                 if name not in present:
-                    proto.graph.output.append(typed[name])
+                    value.type = ir.serde.deserialize_type_proto_for_type(typed[name])
+                    value.shape = ir.serde.deserialize_type_proto_for_shape(typed[name])
+                    exposed.graph.outputs.append(value)
                     present.add(name)
-    return proto, names
+    return exposed, names
+
+
+def _from_proto(proto: onnx.ModelProto, base: ir.Model | None) -> ir.Model:
+    model = ir.from_proto(proto)
+    folders = {
+        tensor.base_dir
+        for value in (base.graph.initializers.values() if base is not None else ())
+        if isinstance(tensor := value.const_value, ir.ExternalTensor)
+    }
+    if len(folders) == 1:
+        ir.external_data.set_base_dir(model.graph, next(iter(folders)))
+    return model
 
 
 def producers(graph: GraphLike) -> dict[str, Producer]:

@@ -23,6 +23,7 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
+from ..backends.ort_sessions import ort_session
 from ..ir.names import Names
 from .qparams import COARSE, LEVELS_UNDER, sqnr
 from .quantized_units import units
@@ -205,6 +206,7 @@ class NodeModel:
             outputs.append(onnx.helper.make_empty_tensor_value_info(reference))
         self.graph_parts = (list(constant_nodes.values()) + copied, initializers, outputs)
         self.proto = proto
+        self.qdq = qdq  # where its external weights are read from
 
     def session(
         self, elem_types: Mapping[str, int], options: ort.SessionOptions
@@ -224,7 +226,7 @@ class NodeModel:
             graph, opset_imports=list(self.proto.opset_import), ir_version=self.proto.ir_version
         )
         model.functions.extend(self.proto.functions)
-        return ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
+        return ort_session(model, options, origin=self.qdq)
 
     def measure(
         self, samples: Sequence[Mapping[str, np.ndarray]], options: ort.SessionOptions

@@ -130,6 +130,7 @@ def find_cause(
     ``budget`` bytes (:mod:`.memory`'s estimate)."""
     import onnxruntime as ort
 
+    from ..backends.ort_sessions import ort_session
     from .intermediate import with_all_outputs
     from .memory import estimate
 
@@ -137,11 +138,11 @@ def find_cause(
     if budget is not None and estimate(model, planned, keep_all=True).total > budget:
         return None
     try:
-        proto, _ = with_all_outputs(model)
+        exposed, _ = with_all_outputs(model)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.log_severity_level = 4
-        session = ort.InferenceSession(proto.SerializeToString(), options, ["CPUExecutionProvider"])
+        session = ort_session(exposed, options)
         names = [o.name for o in session.get_outputs()]
         values = dict(zip(names, session.run(names, dict(feeds)), strict=True))
     except Exception:  # the analysis is a hint: without it the error names no node

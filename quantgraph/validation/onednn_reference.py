@@ -57,9 +57,9 @@ class OnednnReference:
             raise ModelError(
                 f"{label}: cannot be evaluated in oneDNN's arithmetic: {error}"
             ) from None
-        proto = with_all_outputs(converted.model)[0] if intermediate else converted.proto
+        model = with_all_outputs(converted.model)[0] if intermediate else converted.model
         self._session = InferenceSession(
-            proto, REFERENCE_BACKEND, arithmetic=ONEDNN, options=options, fusion=fusion
+            model, REFERENCE_BACKEND, arithmetic=ONEDNN, options=options, fusion=fusion
         )
         self.names = frozenset(o.name for o in self._session.get_outputs())
 

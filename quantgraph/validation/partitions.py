@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
+from ..backends.ort_sessions import ort_session
 from ..fusion.onednn_engine import NAMES_KEY, PARTITION_DOMAIN, PARTITION_OP, register
 from ..fusion.onednn_layout import TAG, TO_NCHW, TO_NHWC
 from ..fusion.plan import ONEDNN, FusionPlan
@@ -40,7 +40,7 @@ class _Alone:
     compute: str
     fed: list[str]
     outputs: list[str]
-    model: onnx.ModelProto
+    model: ir.Model  # its weights are the original's tensors (read from the same files)
     session: ort.InferenceSession | None = None
     introduced: dict[str, TensorComparison] = field(default_factory=dict)
     inherited: dict[str, TensorComparison] = field(default_factory=dict)
@@ -195,13 +195,12 @@ def _alone(model: ir.Model, node: ir.Node, names: dict[str, Any]) -> _Alone:
         opset_imports={"": model.opset_imports.get("", 17), PARTITION_DOMAIN: 1},
         name=node.name or "partition",
     )
-    proto = ir.to_proto(ir.Model(graph, ir_version=model.ir_version))
     return _Alone(
         node.name or "",
         str(names["compute"]),
         list(fed),
         [o.name or "" for o in outputs],
-        proto,
+        ir.Model(graph, ir_version=model.ir_version),
     )
 
 
@@ -225,20 +224,16 @@ def _transpose(
     return out
 
 
-def _session(model: onnx.ModelProto, reference: Mapping[str, np.ndarray]) -> ort.InferenceSession:
+def _session(model: ir.Model, reference: Mapping[str, np.ndarray]) -> ort.InferenceSession:
     """A session of a partition alone, its inputs declared in the shapes of ``reference`` (the
     kernel compiles at load for declared shapes, and again for any other it meets)."""
-    for info in model.graph.input:
-        shape = info.type.tensor_type.shape
-        shape.Clear()
-        for size in np.shape(reference[info.name]):
-            shape.dim.add().dim_value = int(size)
+    for value in model.graph.inputs:
+        value.shape = ir.Shape(np.shape(reference[value.name or ""]))
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.log_severity_level = 4
     register(options)
-    serialized = model.SerializeToString()
-    return ort.InferenceSession(serialized, options, providers=["CPUExecutionProvider"])
+    return ort_session(model, options)
 
 
 def _merge(found: dict[str, TensorComparison], one: TensorComparison) -> None:

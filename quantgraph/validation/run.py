@@ -21,6 +21,7 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
+from ..backends.ort_sessions import ort_session
 from ..errors import ModelError
 from ..fusion.plan import AUTO, ONEDNN, PARTITION_MODES
 from ..ir.model_files import ModelLike, load_model, source_files
@@ -136,23 +137,19 @@ class _Original:
             self.label = str(self.path)
 
     def session(
-        self, level: ort.GraphOptimizationLevel, proto: onnx.ModelProto | None = None
+        self, level: ort.GraphOptimizationLevel, exposed: ir.Model | None = None
     ) -> ort.InferenceSession:
         options = quiet_options(level)
         try:
-            if proto is not None:
-                return ort.InferenceSession(proto.SerializeToString(), options, _CPU)
+            if exposed is not None:
+                return ort_session(exposed, options)
             if self.path is not None:  # onnxruntime reads the file (and its weights) itself
-                return ort.InferenceSession(str(self.path), options, _CPU)
-            serialized = ir.to_proto(self.ir).SerializeToString()
-            return ort.InferenceSession(serialized, options, _CPU)
+                return ort_session(self.path, options)
+            return ort_session(self.ir, options)
         except Exception as error:
             raise ModelError(
                 f"{self.label}: onnxruntime cannot load the original: {_ort_message(error)}"
             ) from None
-
-
-_CPU = ["CPUExecutionProvider"]
 
 
 def _run(
@@ -235,7 +232,9 @@ def validate(
     float_reference = not has_quantization(source.ir.graph) and has_quantization(rewritten_ir.graph)
     like = _like(source.ir, rewritten_ir, fusion, float_reference)
     if intermediate:
-        exposed, tensor_names = with_all_outputs(_copy(like.proto) if like else source.ir)
+        exposed, tensor_names = with_all_outputs(
+            _copy(like.proto) if like else source.ir, base=source.ir
+        )
     else:
         exposed, tensor_names = None, []
     level = (
@@ -320,9 +319,11 @@ def validate(
         expected = [found.outputs, *later]
         described = found.inputs
         used_seed = seed
-
-    kept = session if generation is not None else None  # a decoder generates with it below
-    del session  # else its weights are not needed by the runs below
+    # Its outputs are in hand: the original's session (its copy of the weights) goes before
+    # the rewritten model's is made, or both would hold the weights at once; a decoder
+    # generates with it below.
+    kept = session if generation is not None else None
+    del session
     onnx_expected: list[list[np.ndarray]] = []
     if reference is not None:
         tell("reference", 0, len(samples))
