@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx_ir as ir
-import onnxruntime as ort
 
+from ..backends.ort_sessions import ort_session
 from ..converter import convert
 from ..errors import ModelError
 from ..ir.model_files import AUTO, ModelLike, load_model, save_model, source_files, write_file
@@ -216,9 +216,7 @@ def _runner(problem: FallbackProblem, workers: int | None, ray_address: str | No
 
 
 def _float_outputs(model: ir.Model, batch: Sequence[Mapping[str, np.ndarray]]) -> Outputs:
-    session = ort.InferenceSession(
-        ir.to_proto(model).SerializeToString(), quiet_options(), ["CPUExecutionProvider"]
-    )
+    session = ort_session(model, quiet_options())
     names = [o.name for o in session.get_outputs()]
     return [dict(zip(names, session.run(names, dict(s)), strict=True)) for s in batch]
 
@@ -260,9 +258,7 @@ def _float_values(
     for name in names:
         if name not in existing and name not in inputs:
             proto.graph.output.add().name = name
-    session = ort.InferenceSession(
-        proto.SerializeToString(), quiet_options(), ["CPUExecutionProvider"]
-    )
+    session = ort_session(proto, quiet_options(), origin=model)
     outputs = [o.name for o in session.get_outputs()]
     return [
         {**dict(s), **dict(zip(outputs, session.run(outputs, dict(s)), strict=True))} for s in batch

@@ -20,6 +20,7 @@ import onnx
 import onnx_ir as ir
 import onnxruntime as ort
 
+from ..backends.ort_sessions import ort_session
 from ..passes.float_candidates import FloatCandidate
 from ..passes.keep_float import keep_float
 from ..validation.qparams import sqnr
@@ -58,8 +59,7 @@ class FallbackProblem:
         return keep_float(model, names, "the quantized model", float_model=self._float_ir)
 
     def outputs_of(self, model: ir.Model | bytes) -> Outputs:
-        serialized = model if isinstance(model, bytes) else ir.to_proto(model).SerializeToString()
-        session = ort.InferenceSession(serialized, quiet_options(), ["CPUExecutionProvider"])
+        session = ort_session(model, quiet_options())
         names = [o.name for o in session.get_outputs()]
         return [
             dict(zip(names, session.run(names, dict(sample)), strict=True))

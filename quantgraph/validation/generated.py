@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from ..backends.ort_sessions import ort_session
 from ..errors import ModelError
 from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.walk import spec_nodes
@@ -294,8 +295,7 @@ class _OriginalForm:
 
             options = ort.SessionOptions()
             options.log_severity_level = 4
-            proto = ir.to_proto(lowered).SerializeToString()
-            self._session = ort.InferenceSession(proto, options, ["CPUExecutionProvider"])
+            self._session = ort_session(lowered, options)
         names = [o.name for o in self._session.get_outputs()]
         try:
             results = self._session.run(names, dict(feeds))

@@ -21,7 +21,9 @@ import numpy as np
 import onnx_ir as ir
 import onnxruntime as ort
 
+from ..backends.ort_sessions import ort_session
 from ..errors import ModelError
+from ..ir.model_files import copy_model
 from ..passes.float_candidates import WEIGHTS, FloatCandidate, float_candidates
 from ..passes.keep_float import keep_float, quantized_names
 from .node_error import NodeQuantization
@@ -135,7 +137,6 @@ def measure(
     (``expected``: the float model's ``outputs`` on them), best gain first. A candidate
     keep_float refuses (the float model's weight does not fit) is passed over. Suggestions
     first, then the no-gain ones, each best gain first."""
-    proto = ir.to_proto(qdq)
     results: list[Sensitivity] = []
     for one in ranked:
         if len(results) == count:
@@ -144,16 +145,14 @@ def measure(
             progress("sensitivity", len(results) + 1, min(count, len(ranked)))
         try:
             model = keep_float(
-                ir.serde.deserialize_model(proto),
+                copy_model(qdq),  # shares the tensors, external data included
                 list(one.candidate.names),
                 "the quantized model",
                 float_model=float_model if one.candidate.kind == WEIGHTS else None,
             )
         except ModelError:
             continue
-        session = ort.InferenceSession(
-            ir.to_proto(model).SerializeToString(), options, ["CPUExecutionProvider"]
-        )
+        session = ort_session(model, options)
         got = [session.run(list(outputs), dict(sample)) for sample in samples]
         after = worst_output_sqnr(expected, got)
         gain = after - baseline if not (math.isinf(after) and math.isinf(baseline)) else math.nan
