@@ -137,12 +137,16 @@ class _Original:
             self.label = str(self.path)
 
     def session(
-        self, level: ort.GraphOptimizationLevel, exposed: ir.Model | None = None
+        self,
+        level: ort.GraphOptimizationLevel,
+        exposed: ir.Model | onnx.ModelProto | None = None,
     ) -> ort.InferenceSession:
+        """A session on the original, or on ``exposed`` (a copy of it: the like-with-like
+        reference, all tensors exposed), whose external weights are the original's."""
         options = quiet_options(level)
         try:
             if exposed is not None:
-                return ort_session(exposed, options)
+                return ort_session(exposed, options, origin=self.ir)
             if self.path is not None:  # onnxruntime reads the file (and its weights) itself
                 return ort_session(self.path, options)
             return ort_session(self.ir, options)
