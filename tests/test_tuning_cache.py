@@ -289,7 +289,7 @@ def test_tune_json_shows_the_spread_and_the_age(
     original = {c["name"]: c for c in tuning["candidates"]}[ORIGINAL]
     assert original["quartiles_ms"] == pytest.approx([0.09, 0.09])
     assert original["ratio_quartiles"] == pytest.approx([0.9, 0.9])
-    text = runner.invoke(main, ["run", str(model), "--fusion", "auto"])
+    text = runner.invoke(main, ["run", str(model), "--fusion", "auto", "--verbose"])
     assert text.exit_code == 0, text.output
     assert re.search(r"^  cached \d+ s ago$", text.stdout, re.M), text.stdout
     assert "0.090 ms a run (0.090-0.090), 0.90x of plan 'onnxruntime' (0.90-0.90)" in text.stdout
