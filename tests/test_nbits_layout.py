@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from onnx import numpy_helper
 
 import quantgraph
+from quantgraph.errors import ModelError
 from quantgraph.passes import nbits_layout as layout
 from tests import published
 
@@ -192,3 +193,13 @@ def test_lowering_from_external_data_gives_the_weights_back(tmp_path: Path, case
     want = {t.name: numpy_helper.to_array(t).tobytes() for t in model.graph.initializer}
     got = {t.name: numpy_helper.to_array(t).tobytes() for t in written.graph.initializer}
     assert got == want
+
+
+def test_an_input_gone_before_saving_is_one_clear_error(tmp_path: Path) -> None:
+    """Derived weights read IN's data file when written: a file removed since is named, and
+    nothing is written."""
+    result = quantgraph.convert(_save_external(published.matmul_nbits(56, 24, 16, 4), tmp_path))
+    (tmp_path / "model.data").unlink()
+    with pytest.raises(ModelError, match=r"model\.data: cannot read the weights 'B'.*must stay"):
+        result.save(tmp_path / "out.onnx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from ..errors import ModelError
+
 Compute = Callable[..., np.ndarray]  # the sources' arrays -> the result's array (see derived)
 
 
@@ -97,7 +99,17 @@ def _evaluate(
     dtype: ir.DataType,
     shape: ir.Shape,
 ) -> ir.TensorProtocol:
-    result = _tensor(compute(*(stored_array(source) for source in sources)), dtype, shape)
+    try:
+        arrays = [stored_array(source) for source in sources]
+    except OSError as error:  # the input's data file is gone since it was read
+        where = next((s for s in sources if isinstance(s, ir.ExternalTensor)), None)
+        file = f"{where.path}: " if where is not None else ""
+        raise ModelError(
+            f"{file}cannot read the weights '{sources[0].name}' to write what they became "
+            f"({error.strerror or error}); the input's files must stay until the result is saved"
+        ) from None
+    result = _tensor(compute(*arrays), dtype, shape)
+    del arrays
     for source in sources:
         _release(source)
     return result
