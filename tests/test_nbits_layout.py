@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from onnx import numpy_helper
 
 import quantgraph
+from quantgraph.errors import ModelError
 from quantgraph.passes import nbits_layout as layout
 from tests import published
 
@@ -56,6 +57,18 @@ def test_standard_weight_is_the_plain_unpack_transpose_pack(
     assert got.dtype == np.uint8
     assert got.tobytes() == _reference(packed, n, padded, bits, signed)
     assert np.array_equal(packed, before)  # B is read only (it may be a read-only map)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_weights(), st.booleans(), st.sampled_from([1, 64, layout.CHUNK_BYTES]))
+def test_matmul_nbits_bytes_gives_b_back(
+    weights: tuple[np.ndarray, int, int, int], signed: bool, chunk: int
+) -> None:
+    """Lowering's inverse: B's bytes back from the standard tensor's, padding included."""
+    packed, n, padded, bits = weights
+    standard = layout.standard_weight(packed, n, padded, bits, signed)
+    back = layout.matmul_nbits_bytes(standard, n, padded, bits, signed, chunk=chunk)
+    assert back.tobytes() == packed.tobytes()
 
 
 def test_standard_weight_reads_a_read_only_unaligned_map() -> None:
@@ -161,3 +174,32 @@ def test_external_weights_are_derived_and_written_as_in_memory(tmp_path: Path, c
     want = {t.name: numpy_helper.to_array(t).tobytes() for t in in_memory.graph.initializer}
     got = {t.name: numpy_helper.to_array(t).tobytes() for t in written.graph.initializer}
     assert got == want
+
+
+@pytest.mark.parametrize("case", [c for c in EXTERNAL if c.startswith("matmul_nbits")])
+def test_lowering_from_external_data_gives_the_weights_back(tmp_path: Path, case: str) -> None:
+    """Converted weights on disk lower to B and scales derived when written: the original's
+    bytes."""
+    model = EXTERNAL[case][0]()
+    converted = quantgraph.convert(_save_external(model, tmp_path)).save(tmp_path / "c" / "c.onnx")
+    back = quantgraph.lower(converted)
+    derived = {
+        n
+        for n, v in back.model.graph.initializers.items()
+        if isinstance(v.const_value, ir.LazyTensor)
+    }
+    assert "B" in derived <= {"B", "scales"}  # scales under 1 KiB are written in the graph
+    written = onnx.load(back.save(tmp_path / "b" / "b.onnx"))
+    want = {t.name: numpy_helper.to_array(t).tobytes() for t in model.graph.initializer}
+    got = {t.name: numpy_helper.to_array(t).tobytes() for t in written.graph.initializer}
+    assert got == want
+
+
+def test_an_input_gone_before_saving_is_one_clear_error(tmp_path: Path) -> None:
+    """Derived weights read IN's data file when written: a file removed since is named, and
+    nothing is written."""
+    result = quantgraph.convert(_save_external(published.matmul_nbits(56, 24, 16, 4), tmp_path))
+    (tmp_path / "model.data").unlink()
+    with pytest.raises(ModelError, match=r"model\.data: cannot read the weights 'B'.*must stay"):
+        result.save(tmp_path / "out.onnx")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
+from ..errors import ModelError
+
 Compute = Callable[..., np.ndarray]  # the sources' arrays -> the result's array (see derived)
 
 
@@ -67,15 +69,28 @@ def derived(
     dtype: ir.DataType,
     shape: Sequence[int],
 ) -> ir.TensorProtocol:
-    """``compute`` of the sources' arrays as a tensor of ``dtype`` and ``shape``: a
-    :class:`DerivedTensor` when a source is on disk, else computed now.
+    """``compute`` of the sources' arrays (:func:`stored_array`) as a tensor of ``dtype`` and
+    ``shape``: a :class:`DerivedTensor` when a source is on disk, else computed now.
 
     ``compute`` returns, for 4-bit types, the packed bytes (uint8, ONNX's packing); for other
     types an array whose bytes are the tensor's (its dtype's size matching). It must not
     return a view of a source: the source's mapping is released after it returns."""
     if any(on_disk(source) for source in sources):
         return DerivedTensor(compute, sources, dtype, shape)
-    return _tensor(compute(*(source.numpy() for source in sources)), dtype, ir.Shape(list(shape)))
+    arrays = (stored_array(source) for source in sources)
+    return _tensor(compute(*arrays), dtype, ir.Shape(list(shape)))
+
+
+def stored_array(tensor: ir.TensorProtocol) -> np.ndarray:
+    """The tensor's values as stored: a 4-bit tensor's packed bytes (uint8, ONNX's packing:
+    flat order, low nibble first; not one byte a value, twice their size), else its array."""
+    if tensor.dtype.bitwidth != 4:
+        return tensor.numpy()
+    if isinstance(tensor, ir.LazyTensor):
+        return stored_array(tensor.raw())  # the tensor it evaluates to
+    if isinstance(tensor, ir.PackedTensor):
+        return tensor.numpy_packed()
+    return np.frombuffer(tensor.tobytes(), np.uint8)
 
 
 def _evaluate(
@@ -84,7 +99,17 @@ def _evaluate(
     dtype: ir.DataType,
     shape: ir.Shape,
 ) -> ir.TensorProtocol:
-    result = _tensor(compute(*(source.numpy() for source in sources)), dtype, shape)
+    try:
+        arrays = [stored_array(source) for source in sources]
+    except OSError as error:  # the input's data file is gone since it was read
+        where = next((s for s in sources if isinstance(s, ir.ExternalTensor)), None)
+        file = f"{where.path}: " if where is not None else ""
+        raise ModelError(
+            f"{file}cannot read the weights '{sources[0].name}' to write what they became "
+            f"({error.strerror or error}); the input's files must stay until the result is saved"
+        ) from None
+    result = _tensor(compute(*arrays), dtype, shape)
+    del arrays
     for source in sources:
         _release(source)
     return result

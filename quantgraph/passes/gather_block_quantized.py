@@ -123,7 +123,13 @@ class GatherBlockQuantizedPass(NodeRewritePass):
         table_shape = list(values_shape)
         table_shape[a] = blocks * block
         table_of = functools.partial(
-            _table, packed=packed, bits=bits, axis=a, shape=tuple(table_shape), signed=signed
+            _table,
+            packed=packed,
+            bits=bits,
+            axis=a,
+            shape=tuple(table_shape),
+            data_shape=data_shape,
+            signed=signed,
         )
         q_type = layout.onnx_type(8, signed)  # one value a byte: Gather takes no 4-bit types
 
@@ -213,18 +219,31 @@ def _axis(axis: int, rank: int) -> int:
 
 
 def _table(
-    data: np.ndarray, *, packed: bool, bits: int, axis: int, shape: tuple[int, ...], signed: bool
+    data: np.ndarray,
+    *,
+    packed: bool,
+    bits: int,
+    axis: int,
+    shape: tuple[int, ...],
+    data_shape: tuple[int, ...],
+    signed: bool,
 ) -> np.ndarray:
     """The table as one 8-bit value per element (uint8 bytes; int8's when ``signed``), zeros
     past the data along ``axis`` (whole blocks). Packed uint8 data is unpacked along its last
-    axis (``axis``), 2^(bits-1) subtracted when ``signed``; int4/uint4 data is widened."""
+    axis (``axis``), 2^(bits-1) subtracted when ``signed``; int4/uint4 data (its stored bytes,
+    ``data_shape`` values in ONNX's flat packing) is widened, int4 sign-extended."""
     if packed:
         return layout.unpacked_rows(data, bits, shape[axis], signed)
-    table = np.zeros(shape, np.int8 if signed else np.uint8)
+    count = int(np.prod(data_shape))
+    values = layout.unpack(data, 4, count).reshape(data_shape)
+    if signed:  # int4: the nibble's two's complement as int8 (uint8 arithmetic wraps)
+        values ^= 0x08
+        values -= 0x08
+    table = np.zeros(shape, np.uint8)
     index = tuple(
-        slice(0, data.shape[axis]) if d == axis else slice(None) for d in range(len(shape))
+        slice(0, data_shape[axis]) if d == axis else slice(None) for d in range(len(shape))
     )
-    np.copyto(table[index], data, casting="unsafe")
+    table[index] = values
     return table
 
 

@@ -73,12 +73,36 @@ def standard_weight(
     be a read-only map of a file."""
     if bits not in BITS or padded * bits % 8:
         raise ValueError(f"{bits}-bit values, {padded} a row: not whole bytes of 4 or 8 bits")
-    rows = np.asarray(packed, np.uint8).reshape(n, padded * bits // 8)
+    stored = np.asarray(packed)
+    if stored.dtype.itemsize == 1:  # int8 or uint8 bytes: the same bytes, not a converted copy
+        stored = stored.view(np.uint8)
+    rows = np.asarray(stored, np.uint8).reshape(n, padded * bits // 8)
     if bits == 8:
         return _transposed(rows, 0x80 if signed else 0, chunk).reshape(-1)
     if rows.shape[1] % 8 == 0 and n % 2 == 0:
         return _nibbles_transposed_words(rows, signed, chunk).reshape(-1)
     return _nibbles_transposed(rows, signed, chunk).reshape(-1)
+
+
+def matmul_nbits_bytes(
+    standard: np.ndarray,
+    n: int,
+    padded: int,
+    bits: int,
+    signed: bool,
+    *,
+    chunk: int = CHUNK_BYTES,
+) -> np.ndarray:
+    """The inverse of :func:`standard_weight`: the standard [padded, n] tensor's stored bytes
+    (packed for 4 bits) -> MatMulNBits' B bytes, uint8 [n * padded * bits / 8], 2^(bits-1)
+    added back when ``signed``. The same nibble transpose the other way, where the standard
+    tensor's rows are whole bytes (n * bits % 8 == 0); else unpacked and packed again."""
+    if n * bits % 8 == 0:
+        return standard_weight(standard, padded, n, bits, signed, chunk=chunk)
+    values = unpack(np.asarray(standard, np.uint8).reshape(-1), bits, padded * n)
+    if signed:
+        values ^= np.uint8(default_zero_point(bits))
+    return pack(values.reshape(padded, n).T, bits, padded * bits // 8).reshape(-1)
 
 
 def _rows_a_step(chunk: int, width: int) -> int:

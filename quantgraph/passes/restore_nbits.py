@@ -9,14 +9,16 @@ weight, a different op) is not the record's any more: it is left to the Q/DQ low
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
 import numpy as np
 import onnx_ir as ir
 
+from ..ir.derived_tensors import derived
 from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.values import constant_array, optional_input
+from ..ir.values import constant_array, constant_tensor, optional_input, tensor_dims
 from ..ir.walk import GraphLike, is_standard, only_user
 from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE
 from . import nbits_layout as layout
@@ -41,28 +43,45 @@ class RestoreMatMulNBitsPass(NodeRewritePass):
         record: dict[str, Any] = json.loads(last.metadata_props[RECORD])
         attrs: dict[str, int] = record["attributes"]
         bits, block, k = attrs.get("bits", 4), attrs["block_size"], attrs["K"]
-        src, scales = constant_array(node.inputs[0]), constant_array(optional_input(node, 1))
+        # Shapes and types only: the weights are read when the result is written (derived).
+        src_value, scale_value = node.inputs[0], optional_input(node, 1)
+        src, scales = constant_tensor(src_value), constant_tensor(scale_value)
         zps = constant_array(optional_input(node, 2))
         kind = record["zero_points"][0]
         if src is None or scales is None or (kind != "absent") != (zps is not None):
             return None
-        values = src.astype(np.int16)
-        if kind == "absent":
-            values = values + layout.default_zero_point(bits)
+        signed = kind == "absent"  # conversion subtracted MatMulNBits' implicit zero point
         b_name, b_shape = record["B"]
         n = attrs["N"]
-        packed = layout.pack(values.T.astype(np.uint8), bits, int(np.prod(b_shape)) // n)
+        width = int(np.prod(b_shape)) // n  # bytes of a row of B
+        padded = width * 8 // bits
+        if src.dtype != layout.onnx_type(bits, signed) or tensor_dims(src) != (padded, n):
+            return None  # not the tensor conversion wrote
         s_name, s_shape = record["scales"]
         nodes = record.get("constant_nodes", [])
 
         def home(index: int, name: str) -> ir.Value | None:  # beside the converted constant
             return None if name in nodes else optional_input(node, index)
 
+        b_of = functools.partial(
+            layout.matmul_nbits_bytes, n=n, padded=padded, bits=bits, signed=signed
+        )
+        s_of = functools.partial(_untransposed, tuple(s_shape))
         inputs: list[ir.Value | None] = [
             (between[-1] if last.op_type == "Add" else last).inputs[0],  # A
-            factory.constant(b_name, packed.reshape(b_shape), node, like=home(0, b_name)),
-            factory.constant(
-                s_name, np.ascontiguousarray(scales.T).reshape(s_shape), node, like=home(1, s_name)
+            factory.tensor_constant(
+                b_name,
+                derived(b_of, [src], ir.DataType.UINT8, b_shape),
+                node,
+                like=home(0, b_name),
+                key=("matmul_nbits B back", id(src_value), n, padded, bits, signed),
+            ),
+            factory.tensor_constant(
+                s_name,
+                derived(s_of, [scales], scales.dtype, s_shape),
+                node,
+                like=home(1, s_name),
+                key=("matmul_nbits scales back", id(scale_value), tuple(s_shape)),
             ),
         ]
         if zps is not None:
@@ -101,6 +120,11 @@ class RestoreMatMulNBitsPass(NodeRewritePass):
             + kind_text.get(kind, "float zero points")
             + (", bias" if last.op_type == "Add" else "")
         )
+
+
+def _untransposed(shape: tuple[int, ...], scales: np.ndarray) -> np.ndarray:
+    """Converted scales [k_blocks, N] -> MatMulNBits' ``shape`` ([N, k_blocks] or flat)."""
+    return np.ascontiguousarray(scales.T).reshape(shape)
 
 
 def recorded_chain(dequantize: ir.Node) -> list[ir.Node] | None:
