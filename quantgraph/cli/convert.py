@@ -167,9 +167,11 @@ def convert(
         quiet_onnxruntime()
         # What is in memory, unless its weights live on disk (then OUT beside them; under
         # --dry-run the model, whose weights are read from IN's files).
-        rewritten: ModelLike = result.proto
-        if has_external_data(result.model):
+        rewritten: ModelLike
+        if has_external_data(result.model):  # never serialized whole: its weights stay out
             rewritten = result.model if dry_run or model_out is None else model_out
+        else:
+            rewritten = result.proto
         original = result.original()
         if rewritten is model_out:
             # Validated from OUT's files: the converted weights held in memory go first (a

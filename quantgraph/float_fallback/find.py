@@ -25,6 +25,7 @@ import onnx_ir as ir
 from ..backends.ort_sessions import ort_session
 from ..converter import convert
 from ..errors import ModelError
+from ..ir.mapped_data import external_folders
 from ..ir.model_files import AUTO, ModelLike, load_model, save_model, source_files, write_file
 from ..ir.values import constant_array, optional_input
 from ..passes.float_candidates import WEIGHTS, FloatCandidate, float_candidates
@@ -160,6 +161,8 @@ def fallback(
         expected,
         {r.candidate.name: r.candidate for r in ranking},
         metric,
+        external_folders(floating),
+        external_folders(quantized),
     )
     runner = _runner(problem, workers, ray_address)
     counted = [0]

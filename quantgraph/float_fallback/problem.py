@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -21,6 +22,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 from ..backends.ort_sessions import ort_session
+from ..ir.mapped_data import map_external
 from ..passes.float_candidates import FloatCandidate
 from ..passes.keep_float import keep_float
 from ..validation.qparams import sqnr
@@ -41,6 +43,9 @@ class FallbackProblem:
     expected: Outputs
     candidates: dict[str, FloatCandidate]
     metric: Metric | None = None
+    # where each model's external-data locations are read (their bytes hold references only)
+    float_folders: dict[str, Path] = field(default_factory=dict)
+    quantized_folders: dict[str, Path] = field(default_factory=dict)
     _float_ir: ir.Model | None = field(default=None, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, object]:
@@ -50,12 +55,12 @@ class FallbackProblem:
 
     def model_for(self, kept: frozenset[str]) -> ir.Model:
         """The quantized model with the ``kept`` candidates in float."""
-        model = ir.serde.deserialize_model(_proto(self.quantized_model))
+        model = _model(self.quantized_model, self.quantized_folders)
         names = [name for key in sorted(kept) for name in self.candidates[key].names]
         if not names:
             return model
         if self._float_ir is None:
-            self._float_ir = ir.serde.deserialize_model(_proto(self.float_model))
+            self._float_ir = _model(self.float_model, self.float_folders)
         return keep_float(model, names, "the quantized model", float_model=self._float_ir)
 
     def outputs_of(self, model: ir.Model | bytes) -> Outputs:
@@ -97,8 +102,12 @@ def quiet_options() -> ort.SessionOptions:
     return options
 
 
-def _proto(data: bytes) -> onnx.ModelProto:
-    return onnx.load_from_string(data)
+def _model(data: bytes, folders: dict[str, Path]) -> ir.Model:
+    """A model of the problem, its external tensors read from ``folders``."""
+    model = ir.serde.deserialize_model(onnx.load_from_string(data))
+    if folders:
+        map_external(model, folders)
+    return model
 
 
 def evaluate_in_process(problem: FallbackProblem, sets: Sequence[frozenset[str]]) -> list[float]:

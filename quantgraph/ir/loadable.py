@@ -7,6 +7,10 @@ instead. A model's external tensors are found where the model says (each tensor'
 or ``origin``'s for a proto made from a model); when they are not all in one folder under
 their own names, the references are rewritten relative to the folder they share.
 
+Small external tensors (under :data:`SPILL_TENSOR`: shapes, norms, scales) are carried in the
+proto: onnxruntime's shape inference reads a Reshape's shape from the proto and refuses an
+external one when the model comes from memory ("Cannot parse data from external tensors").
+
 No proto holds more than the graph: weights that live in external data stay references, and
 in-memory weights beyond :data:`SPILL_TOTAL` (a converted model's transformed weights) are
 written to a scratch file and referenced like the others, so a model over 2 GB never passes
@@ -22,6 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -80,8 +85,11 @@ class _Placed:
 def _of_model(model: ir.Model, scratch: Path) -> Loadable:
     placed: list[_Placed] = []
     in_memory: list[tuple[ir.TensorProtocol, Replace]] = []
+    inlined: list[Swap] = []
     for tensor, replace in constant_tensors(model):
-        if isinstance(tensor, ir.ExternalTensor):
+        if isinstance(tensor, ir.ExternalTensor) and _small(tensor):
+            inlined.append((replace, tensor, _read(tensor)))
+        elif isinstance(tensor, ir.ExternalTensor):
             file = Path(os.path.abspath(tensor.path))
             placed.append(_Placed(tensor, replace, file, tensor.offset, tensor.length))
         else:
@@ -100,7 +108,7 @@ def _of_model(model: ir.Model, scratch: Path) -> Loadable:
         if not isinstance(tensor, ir.ExternalTensor) or os.fspath(tensor.location) != location:
             reference = _reference(tensor, location, one.offset, one.length)
             swaps.append((one.replace, tensor, reference))
-    serialized = _serialized(model, swaps).SerializeToString()
+    serialized = _serialized(model, inlined + swaps).SerializeToString()
     folder_name = None if folder is None else str(folder)
     return Loadable(serialized, folder_name, spilled, scratch if spilled else None)
 
@@ -118,7 +126,17 @@ def graph_only(model: ir.Model) -> onnx.ModelProto:
     return _serialized(model, swaps)
 
 
-Swap = tuple[Replace, ir.TensorProtocol, ir.ExternalTensor]  # (how, the tensor, its reference)
+Swap = tuple[Replace, ir.TensorProtocol, ir.TensorProtocol]  # (how, the tensor, what is written)
+
+
+def _small(tensor: ir.ExternalTensor) -> bool:
+    return tensor.nbytes < SPILL_TENSOR and tensor.dtype.bitwidth >= 8  # 4-bit: weights
+
+
+def _read(tensor: ir.ExternalTensor) -> ir.TensorProtocol:
+    """A small external tensor's values, in memory."""
+    values = np.frombuffer(tensor.tobytes(), tensor.dtype.numpy()).reshape(tensor.shape.numpy())
+    return ir.Tensor(values, dtype=tensor.dtype, name=tensor.name)
 
 
 def _serialized(model: ir.Model, swaps: list[Swap]) -> onnx.ModelProto:
@@ -186,13 +204,42 @@ def _of_proto(proto: onnx.ModelProto, folders: Mapping[str, Path]) -> Loadable:
         for location, file in files.items()
         if file.relative_to(folder).as_posix() != location
     }
-    if moved:  # the caller's proto stays as it is
+    if moved or any(_small_proto(t) for t in tensors):  # the caller's proto stays as it is
         proto = onnx.ModelProto.FromString(proto.SerializeToString())
         for tensor in _proto_tensors(proto):
+            if tensor.data_location != onnx.TensorProto.EXTERNAL:
+                continue
+            if _small_proto(tensor):
+                _inline(tensor, files[_location(tensor)])
+                continue
             for entry in tensor.external_data:
                 if entry.key == "location" and entry.value in moved:
                     entry.value = moved[entry.value]
     return Loadable(proto.SerializeToString(), str(folder))
+
+
+def _small_proto(tensor: onnx.TensorProto) -> bool:
+    return ir.DataType(tensor.data_type).bitwidth >= 8 and _nbytes(tensor) < SPILL_TENSOR
+
+
+def _nbytes(tensor: onnx.TensorProto) -> int:
+    count = 1
+    for dim in tensor.dims:
+        count *= dim
+    return count * ir.DataType(tensor.data_type).bitwidth // 8
+
+
+def _inline(tensor: onnx.TensorProto, file: Path) -> None:
+    """``tensor``'s bytes read from ``file`` into its raw_data (the reference dropped)."""
+    entries = {e.key: e.value for e in tensor.external_data}
+    offset = int(entries.get("offset", 0))
+    length = int(entries.get("length", _nbytes(tensor)))
+    with open(file, "rb") as stream:
+        stream.seek(offset)
+        data = stream.read(length)
+    del tensor.external_data[:]
+    tensor.data_location = onnx.TensorProto.DEFAULT
+    tensor.raw_data = data
 
 
 def _location(tensor: onnx.TensorProto) -> str:

@@ -13,6 +13,7 @@ import onnx
 import onnx_ir as ir
 
 from ..ir.loadable import graph_only
+from ..ir.mapped_data import external_folders, map_external
 from ..ir.model_files import copy_model
 from ..ir.shape_inference import negative_dims_unknown
 from ..ir.walk import GraphLike, spec_op
@@ -62,13 +63,9 @@ def with_all_outputs(
 
 def _from_proto(proto: onnx.ModelProto, base: ir.Model | None) -> ir.Model:
     model = ir.from_proto(proto)
-    folders = {
-        tensor.base_dir
-        for value in (base.graph.initializers.values() if base is not None else ())
-        if isinstance(tensor := value.const_value, ir.ExternalTensor)
-    }
-    if len(folders) == 1:
-        ir.external_data.set_base_dir(model.graph, next(iter(folders)))
+    folders = {} if base is None else external_folders(base)
+    if folders:
+        map_external(model, folders)
     return model
 
 

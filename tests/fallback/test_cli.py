@@ -78,3 +78,32 @@ def test_ray_finds_what_local_workers_find(models: tuple[Path, Path], tmp_path: 
     assert [(p.kept, p.quality) for p in on_ray.points] == [
         (p.kept, p.quality) for p in local.points
     ]
+
+
+def test_models_with_external_data_from_another_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both models' weights in data files beside them, the command run elsewhere, worker
+    processes: the same kept set as in memory, the weights a float fallback takes read from the
+    float model's data file."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    floating = aliased_mlp()
+    quantized = qdq(floating, samples(scale=0.2))
+    for model, name in ((floating, "float"), (quantized, "qdq")):
+        onnx.save(model, folder / f"{name}.onnx", save_as_external_data=True,
+                  location=f"{name}.data", size_threshold=0)  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    out = tmp_path / "mixed.onnx"
+    code, text = _run("fallback", folder / "float.onnx", folder / "qdq.onnx", out,
+                      "--target-sqnr", "7", "--json", "--no-price", "--workers", "2")  # fmt: skip
+    assert code == 0, text
+    payload = json.loads(text)
+    assert payload["reached"] and [c["name"] for c in payload["kept"]] == ["x"]
+    from quantgraph import fallback
+
+    paths = [folder / "float.onnx", folder / "qdq.onnx"]
+    direct = fallback(*paths, target=7.0, data=samples(8, seed=3), price=False, workers=2)
+    assert direct.search.kept == {"x"}
