@@ -100,7 +100,7 @@ def _of_model(model: ir.Model, scratch: Path) -> Loadable:
         placed += _spill(large, scratch)
         spilled = sum(tensor.nbytes for tensor, _ in large)
     folder = _common_folder(p.file for p in placed)
-    swaps = []
+    swaps = inlined
     for one in placed:
         assert folder is not None
         location = one.file.relative_to(folder).as_posix()
@@ -108,7 +108,7 @@ def _of_model(model: ir.Model, scratch: Path) -> Loadable:
         if not isinstance(tensor, ir.ExternalTensor) or os.fspath(tensor.location) != location:
             reference = _reference(tensor, location, one.offset, one.length)
             swaps.append((one.replace, tensor, reference))
-    serialized = _serialized(model, inlined + swaps).SerializeToString()
+    serialized = _serialized(model, swaps).SerializeToString()
     folder_name = None if folder is None else str(folder)
     return Loadable(serialized, folder_name, spilled, scratch if spilled else None)
 
@@ -118,7 +118,7 @@ def graph_only(model: ir.Model) -> onnx.ModelProto:
     :data:`SPILL_TENSOR` (each an external reference to :data:`IN_MEMORY` of its length): for
     keys and for what reads types and shapes only (shape inference). External tensors stay
     references as they are."""
-    swaps = [
+    swaps: list[Swap] = [
         (replace, tensor, _reference(tensor, IN_MEMORY, 0, tensor.nbytes))
         for tensor, replace in constant_tensors(model)
         if not isinstance(tensor, ir.ExternalTensor) and tensor.nbytes >= SPILL_TENSOR
