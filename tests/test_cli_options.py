@@ -103,6 +103,23 @@ def test_bench_values_parse_into_what_run_gets(monkeypatch: pytest.MonkeyPatch) 
     assert empty.exit_code == 0 and seen.get("weights") == ()  # get: not narrowed above
 
 
+def test_a_repeated_list_option_takes_every_occurrence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """click keeps the last of a repeated option; a list option takes them all, in order."""
+    from quantgraph.bench import kernels as bench
+    from quantgraph.cli.args.backend import BackendArgs
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(bench, "run", lambda **kwargs: seen.update(kwargs) or [])
+    result = invoke("bench", "--sizes", "64", "--sizes", "1024,2048", "--columns", "",
+                    "--weights", "", "--weights", "32x64", "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert seen["sizes"] == (64, 1024, 2048) and seen["weights"] == ((32, 64),)
+    lists = BackendArgs(backends="native,python", fusions="none,auto").bench_lists()
+    assert lists == (["native", "python"], ["none", "auto"])
+    bad = invoke("bench", "--sizes", "64", "--sizes", "0")
+    assert "0" in usage_error(bad, "--sizes")
+
+
 # -- QUANTGRAPH_NATIVE_LIBRARY (item 10) ---------------------------------------------------------
 
 

@@ -58,6 +58,7 @@ BENCH_LIST_OPTIONS = stacked(
     group_option(
         OWNER,
         "--backends",
+        comma_list=True,
         default="native",
         show_default=True,
         help=f"With --model: comma-separated backends for REWRITTEN ({', '.join(BACKENDS)}).",
@@ -65,6 +66,7 @@ BENCH_LIST_OPTIONS = stacked(
     group_option(
         OWNER,
         "--fusions",
+        comma_list=True,
         default="none,onnxruntime",
         show_default=True,
         help="With --model: comma-separated fusion modes for REWRITTEN "

@@ -17,11 +17,25 @@ G = TypeVar("G", bound="ArgGroup")
 
 class GroupOption(click.Option):
     """A click option declared by an argument group: ``owner`` names the group (tests check that
-    an option several commands take is one group's, defined once)."""
+    an option several commands take is one group's, defined once).
 
-    def __init__(self, *args: Any, owner: str, **kwargs: Any) -> None:
+    ``comma_list``: the value is a comma-separated list, and the option may be repeated: every
+    occurrence's items are taken, in order (click would keep the last one only)."""
+
+    def __init__(self, *args: Any, owner: str, comma_list: bool = False, **kwargs: Any) -> None:
+        if comma_list:
+            kwargs["multiple"] = True
         super().__init__(*args, **kwargs)
         self.owner = owner
+        self.comma_list = comma_list
+
+    def type_cast_value(self, ctx: click.Context, value: Any) -> Any:
+        if not self.comma_list:
+            return super().type_cast_value(ctx, value)
+        # a default is one string; given values are one string per occurrence
+        parts = [value] if isinstance(value, str) else [str(v) for v in value or ()]
+        text = ",".join(part for part in parts if part.strip())
+        return self.type.convert(text, self, ctx)
 
 
 def group_option(owner: str, *decls: str, **attrs: Any) -> Callable[[F], F]:

@@ -94,6 +94,7 @@ KERNEL_OPTIONS = stacked(
     group_option(
         OWNER,
         "--sizes",
+        comma_list=True,
         type=IntList(minimum=1),
         default="1000,65536,1048576,16777216",
         show_default=True,
@@ -110,6 +111,7 @@ KERNEL_OPTIONS = stacked(
     group_option(
         OWNER,
         "--columns",
+        comma_list=True,
         type=IntList(minimum=1),
         default="16,64,384",
         show_default=True,
@@ -120,6 +122,7 @@ KERNEL_OPTIONS = stacked(
     group_option(
         OWNER,
         "--weights",
+        comma_list=True,
         type=ShapeList(multiple=32),
         metavar="KxN[,KxN...]",
         default="4096x4096",
