@@ -138,6 +138,53 @@ def _cell(values: list[float], unit: str, digits: int = 2) -> str:
     return f"{middle:.{digits}f}{unit} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
+def paired_runs(
+    model: Path,
+    rounds: int,
+    warmup: int = 1,
+    convert_args: Sequence[str] = (),
+    scratch: Path | None = None,
+    log: bool = True,
+) -> dict[str, list[Run]]:
+    """``rounds`` counted rounds (after ``warmup``) of the plain copy and ``quantgraph convert``
+    of ``model``, each a whole process, the order alternating: {"copy": [...], "convert": [...]}."""
+    weights = weights_bytes(model)
+    root = Path(tempfile.mkdtemp(prefix="convert-vs-copy-", dir=scratch))
+    out_copy, out_convert = root / "copy", root / "convert"
+    copy = [
+        sys.executable,
+        "-c",
+        COPY,
+        str(model),
+        str(out_copy / "model.onnx"),
+        "model.onnx.data" if weights else "",
+    ]
+    convert = [
+        sys.executable, "-m", "quantgraph", "convert", str(model), str(out_convert / "model.onnx"),
+        *convert_args,
+    ]  # fmt: skip
+    runs: dict[str, list[Run]] = {"copy": [], "convert": []}
+    try:
+        for index in range(warmup + rounds):
+            order = [("copy", copy, out_copy), ("convert", convert, out_convert)]
+            if index % 2:
+                order.reverse()
+            done = {name: run(command, out) for name, command, out in order}
+            if index >= warmup:
+                for name, result in done.items():
+                    runs[name].append(result)
+                if log:
+                    print(
+                        f"round {index - warmup + 1}: copy {done['copy'].seconds:.2f} s "
+                        f"{done['copy'].peak_gib:.3f} GiB, convert {done['convert'].seconds:.2f} s "
+                        f"{done['convert'].peak_gib:.3f} GiB",
+                        flush=True,
+                    )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return runs
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", type=Path, help="the model to convert (external data beside it)")
@@ -155,47 +202,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     model = args.model.resolve()
     weights = weights_bytes(model)
-    root = Path(tempfile.mkdtemp(prefix="convert-vs-copy-", dir=args.scratch))
-    out_copy, out_convert = root / "copy", root / "convert"
-    copy = [
-        sys.executable,
-        "-c",
-        COPY,
-        str(model),
-        str(out_copy / "model.onnx"),
-        "model.onnx.data" if weights else "",
-    ]
-    convert = [
-        sys.executable,
-        "-m",
-        "quantgraph",
-        "convert",
-        str(model),
-        str(out_convert / "model.onnx"),
-        *args.convert_args.split(),
-    ]
     nodes = len(onnx.load(str(model), load_external_data=False).graph.node)
     print(f"{model}: {nodes} nodes in the main graph, {weights / 2**30:.3f} GiB of external data")
     print(f"python {sys.version.split()[0]}, onnx {onnx.__version__}, {os.cpu_count()} CPUs")
     print(f"load average before: {os.getloadavg()[0]:.2f} (time on a quiet machine)")
-    runs: dict[str, list[Run]] = {"copy": [], "convert": []}
-    try:
-        for index in range(args.warmup + args.rounds):
-            order = [("copy", copy, out_copy), ("convert", convert, out_convert)]
-            if index % 2:
-                order.reverse()
-            done = {name: run(command, out) for name, command, out in order}
-            if index >= args.warmup:
-                for name, result in done.items():
-                    runs[name].append(result)
-                print(
-                    f"round {index - args.warmup + 1}: copy {done['copy'].seconds:.2f} s "
-                    f"{done['copy'].peak_gib:.3f} GiB, convert {done['convert'].seconds:.2f} s "
-                    f"{done['convert'].peak_gib:.3f} GiB",
-                    flush=True,
-                )
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    runs = paired_runs(model, args.rounds, args.warmup, args.convert_args.split(), args.scratch)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     print()
     print(f"{args.rounds} rounds, medians (min-max)")

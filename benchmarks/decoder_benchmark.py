@@ -6,8 +6,8 @@ Prints one Markdown table headed by the CPU.
     python benchmarks/decoder_benchmark.py /tmp/llm/tinyllama.onnx --rounds 5
 
 Every figure is a whole process (time and peak resident memory read by the parent from
-``wait4``), each kind taking turns round by round with its baseline: the plain copy is
-``onnx.load`` + ``onnx.checker.check_model(path)`` + ``onnx.save`` with external data. Speed is
+``wait4``); convert takes turns round by round with the plain copy of convert_vs_copy.py
+(``onnx.load`` + ``onnx.checker.check_model(path, full_check=True)`` + ``onnx.save``). Speed is
 ``quantgraph bench --model`` (each variant in its own processes, medians): a prefill of
 ``--prompt`` tokens with an empty cache and a decode step of one token after ``--prompt``.
 """
@@ -16,58 +16,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import onnx_ir as ir
 import onnxruntime as ort
+from convert_vs_copy import paired_runs, run  # this folder's: the plain copy and its timing
 
 from quantgraph.cpu import cpu
 from quantgraph.validation.decoder import DecoderSignature, decoder_signature
 
-# onnx.checker refuses the builder's SimplifiedLayerNormalization (ONNX domain, onnxruntime's op):
-# the copy sets it aside as convert does (quantgraph.ir.checker), and checks the rest in full.
-COPY = """
-import sys, onnx
-from pathlib import Path
-from quantgraph.ir.checker import check_file
-source, target = sys.argv[1], sys.argv[2]
-model = onnx.load(source)
-check_file(Path(source), frozenset({("", "SimplifiedLayerNormalization")}))
-onnx.save(model, target, save_as_external_data=True, location=Path(target).name + ".data")
-"""
-
 
 def timed(command: Sequence[str]) -> tuple[float, float]:
     """Seconds and peak resident GiB of ``command`` as a whole process."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - start
-    stderr = process.stderr.read().decode() if process.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(command)} failed: {stderr.strip()[-300:]}")
-    return seconds, usage.ru_maxrss / 2**20  # KiB -> GiB
-
-
-def paired(
-    a: Sequence[str], b: Sequence[str], rounds: int
-) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Medians of (seconds, GiB) for ``a`` and ``b``, taking turns."""
-    runs_a, runs_b = [], []
-    for index in range(rounds):
-        first, second = (a, b) if index % 2 == 0 else (b, a)
-        one, two = timed(first), timed(second)
-        runs_a.append(one if first is a else two)
-        runs_b.append(two if first is a else one)
-    return _median(runs_a), _median(runs_b)
+    with tempfile.TemporaryDirectory() as folder:
+        done = run(command, Path(folder) / "out")
+    return done.seconds, done.peak_gib
 
 
 def _median(runs: list[tuple[float, float]]) -> tuple[float, float]:
@@ -124,10 +93,11 @@ def main() -> None:
         scratch = Path(folder)
         rows = []
         if not args.skip_convert:
-            quantgraph = [sys.executable, "-m", "quantgraph"]
-            convert = [*quantgraph, "convert", str(model), str(converted), "--force"]
-            copy = [sys.executable, "-c", COPY, str(model), str(scratch / "copy.onnx")]
-            (c_s, c_g), (p_s, p_g) = paired(convert, copy, args.rounds)
+            runs = paired_runs(model, args.rounds, log=False)
+            c_s, c_g = _median([(r.seconds, r.peak_gib) for r in runs["convert"]])
+            p_s, p_g = _median([(r.seconds, r.peak_gib) for r in runs["copy"]])
+            timed([sys.executable, "-m", "quantgraph", "convert", str(model), str(converted),
+                   "--force"])  # fmt: skip
             rows.append(
                 f"| convert | {c_s:.1f} s, {c_g:.2f} GiB | plain copy {p_s:.1f} s, {p_g:.2f} GiB "
                 f"| {c_s / p_s:.2f}x time, {c_g / p_g:.2f}x peak |"
