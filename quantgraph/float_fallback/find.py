@@ -31,7 +31,7 @@ from ..ir.values import constant_array, optional_input
 from ..passes.float_candidates import WEIGHTS, FloatCandidate, float_candidates
 from ..passes.keep_float import is_weight_dequantize
 from ..runtime.session import InferenceSession
-from ..validation import make_inputs
+from ..validation import generate
 from ..validation.qparams import TensorCounter, quantized_tensors, sqnr
 from .page import render
 from .problem import FallbackProblem, Metric, Outputs, quiet_options
@@ -143,9 +143,8 @@ def fallback(
     tell = progress or (lambda stage, done, total: None)
     floating, quantized = load_model(float_model), load_model(quantized_model)
     _check_pair(floating, quantized)
-    batch = (
-        list(data) if data is not None else [make_inputs(floating, seed=i) for i in range(samples)]
-    )
+    # one plan, ``samples`` draws (a plan per seed would search the model's inputs again)
+    batch = list(data) if data is not None else generate(floating, iterations=samples).samples
     if not batch:
         raise ModelError("fallback: no samples (data is empty)")
     if target is None:
