@@ -303,3 +303,18 @@ def test_onnx_of_the_models_used() -> None:
     assert transformer[0].dim_param == "batch" and transformer[1].dim_value == 8
     cnn = onnx.load(CNN).graph.input[0].type.tensor_type.shape.dim
     assert [d.dim_value for d in cnn] == [1, 3, 16, 16]
+
+
+def test_a_decoders_cache_inputs_are_one_item_per_name_pattern() -> None:
+    """Forty-four past_key_values inputs printed as two items, ordinary inputs one each."""
+    from quantgraph.cli.render_text import shapes_text
+
+    shapes: dict[str, tuple[int, ...]] = {"input_ids": (1, 1), "attention_mask": (1, 129)}
+    for layer in range(22):
+        for part in ("key", "value"):
+            shapes[f"past_key_values.{layer}.{part}"] = (1, 4, 128, 64)
+    assert shapes_text(shapes) == (
+        "input_ids[1x1], attention_mask[1x129], past_key_values.*.key[1x4x128x64] (22 inputs), "
+        "past_key_values.*.value[1x4x128x64] (22 inputs)"
+    )
+    assert shapes_text({"x1": (2,), "x2": (2,), "y": (3,)}) == "x1[2], x2[2], y[3]"

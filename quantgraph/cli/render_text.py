@@ -6,8 +6,10 @@ Part of the command line (a module per command); ``--json`` prints the reports' 
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -501,12 +503,30 @@ def _print_plan_summary(plan: Any) -> None:
     click.echo("  (--verbose lists every unit and why each spec op runs alone)")
 
 
+def shapes_text(shapes: Mapping[str, Sequence[int]]) -> str:
+    """``input_ids[1x1], past_key_values.*.key[1x4x128x64] (22 inputs)``: inputs whose names
+    differ in their numbers only and that share a shape are one item (a decoder's KV cache)."""
+    groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    for name, shape in shapes.items():
+        groups.setdefault((re.sub(r"\d+", "*", name), tuple(shape)), []).append(name)
+    items = []
+    for (pattern, shape), names in groups.items():
+        dims = "x".join(map(str, shape))
+        many = len(names) > 2
+        items += (
+            [f"{pattern}[{dims}] ({len(names)} inputs)"]
+            if many
+            else [f"{name}[{dims}]" for name in names]
+        )
+    return ", ".join(items)
+
+
 def print_tuning(decision: Any) -> None:
     """Fusion "auto"'s decision (quantgraph.fusion.tuner.Decision) and what it was measured on:
     each candidate's median and quartiles, how often it was measured and how long ago."""
     click.echo(f"auto: {decision.why}")
     if decision.shapes:
-        shapes = ", ".join(f"{n}[{'x'.join(map(str, s))}]" for n, s in decision.shapes.items())
+        shapes = shapes_text(decision.shapes)
         how = {"": "", "processes": ", each plan in a process of its own"}.get(
             decision.isolation, f", {decision.isolation}"
         )
