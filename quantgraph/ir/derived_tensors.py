@@ -33,7 +33,7 @@ class DerivedTensor(ir.LazyTensor):
     """``compute(*sources' arrays)``, evaluated each time its bytes are read (never cached:
     a written weight leaves no copy behind), the sources' mappings released after each."""
 
-    __slots__ = ("sources",)
+    __slots__ = ("compute", "sources")
 
     def __init__(
         self,
@@ -43,6 +43,7 @@ class DerivedTensor(ir.LazyTensor):
         shape: Sequence[int],
         name: str | None = None,
     ) -> None:
+        self.compute = compute
         self.sources = tuple(sources)
         frozen = ir.Shape(list(shape))
         made = functools.partial(_evaluate, compute, self.sources, dtype, frozen)

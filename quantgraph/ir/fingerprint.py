@@ -4,15 +4,19 @@ Serializing a model copies every weight into one protobuf (and past 2 GiB cannot
 what decides whether two models are the same (fusion "auto"'s cache key, candidate plans that
 make one model) hashes the graph instead: every graph, function, node, attribute and declared
 type, and each weight by its bytes, or, for a weight in external data, by its file, offset and
-length (its bytes stay on disk).
+length (its bytes stay on disk), and for a weight derived from others when written (a
+converted or restored weight) by its computation and its sources (it is not computed).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
+import numpy as np
 import onnx_ir as ir
 
+from .derived_tensors import DerivedTensor
 from .walk import all_graphs
 
 # id(tensor) -> its digest: one model's weights shared by its copies (ir.Model.clone) are
@@ -67,13 +71,46 @@ def _tensor(tensor: ir.TensorProtocol, known: Memo) -> bytes:
     if held is not None and held[0] is tensor:
         return held[1]
     head = repr((tensor.dtype, tuple(tensor.shape))).encode()
+    how = _computation(tensor.compute) if isinstance(tensor, DerivedTensor) else None
     if isinstance(tensor, ir.ExternalTensor):
         where = repr((str(tensor.path), tensor.offset, tensor.length)).encode()
         found = hashlib.sha256(head + where).digest()
+    elif isinstance(tensor, DerivedTensor) and how is not None:
+        sources = b"".join(_tensor(source, known) for source in tensor.sources)
+        found = hashlib.sha256(head + b"derived" + how + sources).digest()
     else:
         found = hashlib.sha256(head + tensor.tobytes()).digest()
     known[id(tensor)] = (tensor, found)  # the tensor is kept: its id is not reused
     return found
+
+
+def _computation(compute: object) -> bytes | None:
+    """A derived weight's computation as bytes equal for equal computations (a function by its
+    qualified name, a partial by its function and arguments), or None where one is not known
+    (the weight is then hashed by its bytes)."""
+    if isinstance(compute, functools.partial):
+        parts = [_computation(compute.func), *(_argument(v) for v in compute.args)]
+        for key, value in sorted(compute.keywords.items()):
+            found = _argument(value)
+            parts.append(None if found is None else key.encode() + b"=" + found)
+        return None if None in parts else b"|".join(p for p in parts if p is not None)
+    module, name = getattr(compute, "__module__", None), getattr(compute, "__qualname__", None)
+    if module is None or name is None or "<" in name:  # a lambda or a closure: its state unknown
+        return None
+    return f"{module}.{name}".encode()
+
+
+def _argument(value: object) -> bytes | None:
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return repr(value).encode()
+    if isinstance(value, (tuple, list)):
+        parts = [_argument(v) for v in value]
+        return None if None in parts else b"(" + b",".join(p for p in parts if p) + b")"
+    if isinstance(value, np.ndarray):
+        return hashlib.sha256(repr((value.dtype, value.shape)).encode() + value.tobytes()).digest()
+    if isinstance(value, np.generic):
+        return repr(value.item()).encode()
+    return None
 
 
 __all__ = ["Memo", "fingerprint"]
