@@ -33,6 +33,7 @@ import onnx
 import onnx_ir as ir
 
 from ..errors import one_line
+from ..ir.fingerprint import fingerprint
 from ..ir.values import constant_array
 from ..ir.walk import GraphLike, all_graphs, proto_graphs, spec_op
 from ..passes import pipelines
@@ -191,7 +192,7 @@ def plan(model: ir.Model, level: int, *, lone: bool = False) -> FusionPlan:
     report = RewriteReport()
     _lower(lowered, None, report)
     cannot = {s.node: s.reason for s in report.skipped}
-    optimized = _optimize(lowered, level)
+    optimized = _optimized(lowered, level)
     after = _outputs_index(optimized)
     constants = _constants(optimized)
     transposed = by_layout(optimized, lowered)  # values its layout Transposes write
@@ -332,6 +333,23 @@ def _trimmed_names(model: ir.Model) -> dict[str, str]:
                 source = node.inputs[0]
                 if source is not None and node.outputs[0].name and source.name:
                     found[node.outputs[0].name] = source.name
+    return found
+
+
+# The last model optimized and onnxruntime's graph of it: fusion auto's candidate plans (and
+# the session after them) lower the same model alike, and each would make a session for it
+# (seconds at LLM size: the weights restored and spilled each time).
+_LAST_OPTIMIZED: dict[tuple[bytes, int], onnx.ModelProto] = {}
+
+
+def _optimized(model: ir.Model, level: int) -> onnx.ModelProto:
+    """:func:`_optimize`, once for models equal by their fingerprint (read only: shared)."""
+    key = (fingerprint(model), level)
+    found = _LAST_OPTIMIZED.get(key)
+    if found is None:
+        found = _optimize(model, level)
+        _LAST_OPTIMIZED.clear()
+        _LAST_OPTIMIZED[key] = found
     return found
 
 

@@ -3,15 +3,16 @@
 Serializing a model copies every weight into one protobuf (and past 2 GiB cannot be done), so
 what decides whether two models are the same (fusion "auto"'s cache key, candidate plans that
 make one model) hashes the graph instead: every graph, function, node, attribute and declared
-type, and each weight by its bytes, or, for a weight in external data, by its file, offset and
-length (its bytes stay on disk), and for a weight derived from others when written (a
-converted or restored weight) by its computation and its sources (it is not computed).
+type, and each weight by its bytes; a weight in external data by its file (and the file's
+modification time and size), offset and length (its bytes stay on disk); a weight derived from
+others when written (converted or restored) by its computation and its sources (not computed).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import os
 
 import numpy as np
 import onnx_ir as ir
@@ -73,7 +74,7 @@ def _tensor(tensor: ir.TensorProtocol, known: Memo) -> bytes:
     head = repr((tensor.dtype, tuple(tensor.shape))).encode()
     how = _computation(tensor.compute) if isinstance(tensor, DerivedTensor) else None
     if isinstance(tensor, ir.ExternalTensor):
-        where = repr((str(tensor.path), tensor.offset, tensor.length)).encode()
+        where = repr((str(tensor.path), tensor.offset, tensor.length, _version(tensor))).encode()
         found = hashlib.sha256(head + where).digest()
     elif isinstance(tensor, DerivedTensor) and how is not None:
         sources = b"".join(_tensor(source, known) for source in tensor.sources)
@@ -82,6 +83,15 @@ def _tensor(tensor: ir.TensorProtocol, known: Memo) -> bytes:
         found = hashlib.sha256(head + tensor.tobytes()).digest()
     known[id(tensor)] = (tensor, found)  # the tensor is kept: its id is not reused
     return found
+
+
+def _version(tensor: ir.ExternalTensor) -> tuple[int, int] | None:
+    """The data file's modification time and size: a file written again is another weight."""
+    try:
+        found = os.stat(tensor.path)
+    except OSError:
+        return None
+    return found.st_mtime_ns, found.st_size
 
 
 def _computation(compute: object) -> bytes | None:
