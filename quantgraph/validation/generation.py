@@ -93,8 +93,8 @@ def fit(prompt_tokens: int, steps: int, max_positions: int | None) -> tuple[int,
 
 def run_generation(
     plan: Generation,
-    original: Runner,
-    rewritten: Runner,
+    original: Runner | Generated,
+    rewritten: Runner | Generated,
     judge: Judge,
     *,
     seed: int = 0,
@@ -104,42 +104,85 @@ def run_generation(
     tell: Tell | None = None,
 ) -> GenerationReport:
     """The prefill and ``plan.steps`` greedy steps on both models from a prompt of
-    ``plan.prompt_tokens`` ids drawn from ``seed``; ``logits_type``: the logits' declared ONNX
-    type; ``labels`` name the two models in errors."""
-    signature, feeds = plan.signature, plan.feeds
-    unfit = feeds.unfit()
+    ``plan.prompt_tokens`` ids drawn from ``seed``, compared step by step; ``logits_type``: the
+    logits' declared ONNX type; ``labels`` name the two models in errors. A side given as its
+    :func:`generate_side` already ran (a caller that holds one model's session at a time)."""
+    signature = plan.signature
+    unfit = plan.feeds.unfit()
     if unfit is not None:
         return GenerationReport([], seed, judge.tolerance_of(signature.logits), skipped=unfit)
-    prompt_tokens, steps, capped = fit(plan.prompt_tokens, plan.steps, signature.max_positions)
-    prompt = feeds.prompt(prompt_tokens, seed)
-    names = [signature.logits, *(pair.present for pair in signature.cache)]
-    sides = (_Side(original, labels[0], message), _Side(rewritten, labels[1], message))
-    report = GenerationReport(prompt, seed, judge.tolerance_of(signature.logits), capped=capped)
-    for step in range(steps + 1):
-        judged = sides[0].tokens == sides[1].tokens  # fed the same tokens so far
-        found = []
-        for side, which in zip(sides, ("original", "rewritten"), strict=True):
-            if tell is not None:
-                tell(which, step + 1, steps + 1)
-            if step == 0:
-                fed = feeds.prefill(prompt)
-            else:
-                fed = feeds.step(side.tokens[-1], prompt_tokens + step - 1, side.presents)
-            found.append(side.run(names, fed, step))
-        want, got = found
+    sides = []
+    for given, label, which in zip(
+        (original, rewritten), labels, ("original", "rewritten"), strict=True
+    ):
+        if isinstance(given, Generated):
+            sides.append(given)
+            continue
+        ran = generate_side(plan, given, seed=seed, label=label, message=message, tell=tell,
+                            which=which)  # fmt: skip
+        assert ran is not None  # fit: checked above
+        sides.append(ran)
+    first, second = sides
+    report = GenerationReport(
+        first.prompt, seed, judge.tolerance_of(signature.logits), capped=first.capped
+    )
+    for step, (want, got) in enumerate(zip(first.logits, second.logits, strict=True)):
         comparison = judge.compare(signature.logits, want, got, logits_type)
         report.steps.append(
             GenerationStep(
                 step,
-                sides[0].tokens[-1],
-                sides[1].tokens[-1],
+                first.tokens[step],
+                second.tokens[step],
                 comparison,
-                judged,
+                first.tokens[:step] == second.tokens[:step],  # fed the same tokens so far
                 judge.passes(comparison),
                 _margin(want),
             )
         )
     return report
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One model's generation: the prompt, each step's logits and the token it chose."""
+
+    prompt: list[int]
+    logits: list[np.ndarray]
+    tokens: list[int]
+    capped: str
+
+
+def generate_side(
+    plan: Generation,
+    run: Runner,
+    *,
+    seed: int = 0,
+    label: str = "the original",
+    message: Callable[[BaseException], str] = str,
+    tell: Tell | None = None,
+    which: str = "original",
+) -> Generated | None:
+    """One model's prefill and ``plan.steps`` greedy steps (each feeding its own token and
+    cache back: what a side computes never depends on the other, so the two may run one after
+    the other, one session alive at a time); None where no generation can be fed
+    (``plan.feeds.unfit()``). ``which`` names the side to ``tell``."""
+    signature, feeds = plan.signature, plan.feeds
+    if feeds.unfit() is not None:
+        return None
+    prompt_tokens, steps, capped = fit(plan.prompt_tokens, plan.steps, signature.max_positions)
+    prompt = feeds.prompt(prompt_tokens, seed)
+    names = [signature.logits, *(pair.present for pair in signature.cache)]
+    side = _Side(run, label, message)
+    logits = []
+    for step in range(steps + 1):
+        if tell is not None:
+            tell(which, step + 1, steps + 1)
+        if step == 0:
+            fed = feeds.prefill(prompt)
+        else:
+            fed = feeds.step(side.tokens[-1], prompt_tokens + step - 1, side.presents)
+        logits.append(side.run(names, fed, step))
+    return Generated(prompt, logits, side.tokens, capped)
 
 
 class _Side:

@@ -334,16 +334,20 @@ def spread(
     declared: Mapping[str, int | None],
     samples: Sequence[Mapping[str, np.ndarray]],
     runs: int = RUNS,
+    *,
+    still: Sequence[Sequence[np.ndarray]] | None = None,
 ) -> dict[str, float]:
     """Each output's largest distance between the noisy model's runs with the noise on and its
     run with it off, over ``samples``. ``run(feeds)`` runs the noisy model (its outputs in the
-    order of ``outputs``); non-finite differences are left out (the verdict counts them)."""
+    order of ``outputs``); ``still``: its outputs with the noise off on each sample where the
+    caller has them (the reference's own: the same bits); non-finite differences are left out
+    (the verdict counts them)."""
     found = dict.fromkeys(outputs, 0.0)
-    for sample in samples:
-        still = run({**sample, SWITCH: np.array(False)})
+    for index, sample in enumerate(samples):
+        off = still[index] if still is not None else run({**sample, SWITCH: np.array(False)})
         for _ in range(runs):
             moved = run({**sample, SWITCH: np.array(True)})
-            for name, a, b in zip(outputs, still, moved, strict=True):
+            for name, a, b in zip(outputs, off, moved, strict=True):
                 found[name] = max(found[name], _distance(a, b, declared.get(name)))
     return found
 

@@ -23,7 +23,7 @@ import onnxruntime as ort
 
 from ..backends.ort_sessions import ort_session
 from ..errors import ModelError
-from ..fusion.plan import AUTO, ONEDNN, PARTITION_MODES
+from ..fusion.plan import AUTO, ONEDNN, ONNXRUNTIME, PARTITION_MODES
 from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.opsets import check_opset
 from ..reference.compare import TensorComparison, merge, typed
@@ -42,7 +42,7 @@ from .error_stats import ErrorStats, has_quantization, quantization_steps
 from .generated import explain_failure, non_finite_error
 from .generated import generate as generate_inputs  # validate's `generate` is a step count
 from .generated import ort_message as _ort_message
-from .generation import check_generation, run_generation
+from .generation import check_generation, generate_side, run_generation
 from .inputs import InputSpec, describe_feeds
 from .intermediate import after_quantization, producers, with_all_outputs
 from .judge import Judge
@@ -162,6 +162,21 @@ def _run(
     return list(session.run(names, dict(feeds)))
 
 
+class _Reference:
+    """The reference's session; that of its noisy copy (:mod:`.rounding_spread`) runs with the
+    noise off, bit for bit the reference."""
+
+    def __init__(self, session: ort.InferenceSession, noisy: bool) -> None:
+        self.session = session
+        self._fixed = {rounding_spread.SWITCH: np.array(False)} if noisy else {}
+
+    def get_outputs(self) -> list[ort.NodeArg]:
+        return list(self.session.get_outputs())
+
+    def run(self, names: Sequence[str], feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        return list(self.session.run(list(names), {**feeds, **self._fixed}))
+
+
 def validate(
     original: ModelLike,
     rewritten: ModelLike,
@@ -246,7 +261,27 @@ def validate(
         if fusion == "none"
         else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     )
-    session = source.session(level, exposed or (like.proto if like else None))
+    reference = onednn_reference.for_validation(
+        source.ir, source.label, float_reference, backend, arithmetic, fusion,
+        quiet_options(level), intermediate,
+    )  # fmt: skip
+    onednn_fused = fusion in PARTITION_MODES
+    integer = integer_sums.converted(rewritten_ir) and not float_reference and not onednn_fused
+    qop = qoperator.qoperator_ops(source.ir.graph, rewritten_ir.graph)  # integer kernels
+    kernels = [] if float_reference or qop else other_kernels.differing(rewritten_ir, fusion)
+    # Where no fusion plan can give the original's nodes back (given_back: fusion
+    # "onnxruntime"), whether a bound is needed is known now: the reference is then its noisy
+    # copy with the noise off (bit for bit the reference: rounding_spread.with_noise), one
+    # session (one copy of the weights) for the reference's outputs, the bound's runs and the
+    # generation, gone before the rewritten model's session is made.
+    noisy_sites = None
+    reference_model = exposed or (like.proto if like else None)
+    bound_now = (qop or integer or kernels) and not (atol or rtol) and fusion != ONNXRUNTIME
+    if bound_now and exposed is None and reference is None:
+        base = like.proto if like is not None else ir.to_proto(source.ir)
+        noisy_sites = rounding_spread.sites(base, rewritten_ir, integer, kernels, bool(qop))
+        reference_model = rounding_spread.with_noise(base, noisy_sites)
+    session = _Reference(source.session(level, reference_model), noisy_sites is not None)
     outputs = [o.name for o in session.get_outputs()][: len(source.ir.graph.outputs)]
     declared = {o.name: ELEM_TYPES.get(o.type) for o in session.get_outputs()}
     tensor_names = [n for n in tensor_names if n not in outputs]
@@ -255,10 +290,6 @@ def validate(
             f"--sensitivity needs a float ORIGINAL and its quantized form as REWRITTEN: "
             f"ORIGINAL ({source.label}) is quantized"
         )
-    reference = onednn_reference.for_validation(
-        source.ir, source.label, float_reference, backend, arithmetic, fusion,
-        quiet_options(level), intermediate,
-    )  # fmt: skip
     if reference is not None:  # compare the tensors both compute under one name
         tensor_names = [n for n in tensor_names if n in reference.names]
     wanted = outputs + tensor_names
@@ -323,11 +354,13 @@ def validate(
         expected = [found.outputs, *later]
         described = found.inputs
         used_seed = seed
-    # Its outputs are in hand: the original's session (its copy of the weights) goes before
-    # the rewritten model's is made, or both would hold the weights at once; a decoder
-    # generates with it below.
-    kept = session if generation is not None else None
-    del session
+        del run_original, attempt  # they hold the session: it goes below
+    n_out = len(outputs)
+    bound = None
+    if noisy_sites is not None:  # the bound's noisy runs, on the reference's own session
+        bound = _spread_bound(source, noisy_sites, partial(_run, session.session, outputs),
+                              outputs, declared, samples, [e[:n_out] for e in expected],
+                              tell)  # fmt: skip
     onnx_expected: list[list[np.ndarray]] = []
     if reference is not None:
         tell("reference", 0, len(samples))
@@ -335,8 +368,26 @@ def validate(
         for done, sample in enumerate(samples, 1):
             expected.append(reference.run(wanted, sample))
             tell("reference", done, len(samples))
+    generated = None
+    if generation is not None:  # the original's side, while its session is here
+        generated = generate_side(
+            generation,
+            reference.run if reference is not None else session.run,
+            seed=seed,
+            label=source.label,
+            message=_ort_message,
+            tell=lambda side, done, total: tell(f"generation {side}", done, total),
+        )
+    # Its outputs are in hand: the original's session (its copy of the weights) goes before
+    # any other is made, or both would hold the weights at once.
+    del session
+    as_run_out = None
+    if like is not None and (qop or integer or kernels):  # fusion "none": nothing given back
+        tell("as run", 0, len(samples))  # the original as onnxruntime runs it, one session
+        as_run = source.session(level)
+        as_run_out = _run_all(as_run, outputs, samples, source.label, tell, "as run")
+        del as_run
     tell("rewritten", 0, len(samples))
-    onednn_fused = fusion in PARTITION_MODES
     # oneDNN's partitions: exposed only once planned (exposed before, no unit would form), and
     # each checked alone against the spec composition (not against a float original).
     parts = Partitions(fusion == ONEDNN) if intermediate and onednn_fused else None
@@ -355,12 +406,10 @@ def validate(
     )
     reference_arithmetic = "onnx" if reference is None else onednn_reference.ONEDNN
     same_arithmetic = candidate.arithmetic == reference_arithmetic
-    integer = integer_sums.converted(rewritten_ir) and not float_reference and not onednn_fused
-    qop = qoperator.qoperator_ops(source.ir.graph, rewritten_ir.graph)  # integer kernels
     if given_back.all_given_back(rewritten_ir, fusion, candidate.fusion_plan):
         integer, qop = False, []  # the original's own nodes run on both sides
+        kernels = [] if float_reference else other_kernels.differing(rewritten_ir, fusion)
     exact = same_arithmetic and not float_reference and not onednn_fused
-    kernels = [] if float_reference or qop else other_kernels.differing(rewritten_ir, fusion)
     exact = exact and not integer and not qop and not kernels
     candidate_names = {o.name for o in candidate.get_outputs()}
     alias = after_quantization(rewritten_ir.graph) if float_reference else {}
@@ -378,13 +427,16 @@ def validate(
             raise explained from None
         tell("rewritten", done, len(samples))
 
-    n_out = len(outputs)
     backend_name = candidate.backend
-    bound = None
     judged = bool(qop or integer or kernels)
-    if judged and not (atol or rtol):  # a bound the model gives (rounding_spread)
-        bound = _spread_bound(source, like, rewritten_ir, level, outputs, declared, samples,
-                              integer, kernels, bool(qop), tell)  # fmt: skip
+    if judged and not (atol or rtol) and bound is None:  # a bound the model gives
+        base = like.proto if like is not None else ir.to_proto(source.ir)
+        found_sites = rounding_spread.sites(base, rewritten_ir, integer, kernels, bool(qop))
+        tell("spread", 0, len(samples))
+        noisy = source.session(level, rounding_spread.with_noise(base, found_sites))
+        bound = _spread_bound(source, found_sites, partial(_run, noisy, outputs), outputs,
+                              declared, samples, None, tell)  # fmt: skip
+        del noisy
     judged_text = (
         "judged per output by a bound the model gives (bound: its own spread under rounding noise)"
         if bound is not None
@@ -491,11 +543,7 @@ def validate(
         steps = quantization_steps(source.ir.graph)
         apart = _error_stats(outputs, declared, first_outputs, actual, steps)
         report.onnx_arithmetic_steps = {name: apart[name].max_steps for name in outputs}
-    if like is not None and judged:  # the original as onnxruntime runs it, beside the verdict
-        tell("as run", 0, len(samples))
-        as_run = source.session(level)
-        as_run_out = _run_all(as_run, outputs, samples, source.label, tell, "as run")
-        del as_run
+    if as_run_out is not None:  # the original as onnxruntime runs it, beside the verdict
         report.as_run = _aggregate(
             outputs,
             declared,
@@ -504,11 +552,9 @@ def validate(
             judge=Judge((atol, rtol), bound),
         )
     if generation is not None:
-        assert kept is not None
-        original_run = reference.run if reference is not None else kept.run
         report.generation = run_generation(
             generation,
-            original_run,
+            generated if generated is not None else candidate.run,  # None: unfit, none runs
             candidate.run,
             judge,
             seed=seed,
@@ -569,33 +615,29 @@ def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
 
 def _spread_bound(
     source: _Original,
-    like: LikeReference | None,
-    rewritten: ir.Model,
-    level: ort.GraphOptimizationLevel,
+    sites: list[rounding_spread.Site],
+    noisy: Callable[[Mapping[str, np.ndarray]], list[np.ndarray]],
     outputs: list[str],
     declared: Mapping[str, int | None],
     samples: Sequence[Mapping[str, np.ndarray]],
-    integer: bool,
-    kernels: list[str],
-    qop: bool,
+    still: Sequence[Sequence[np.ndarray]] | None,
     tell: Progress,
 ) -> rounding_spread.SpreadBound:
     """Each output's bound from the reference's own spread under rounding noise
-    (:mod:`.rounding_spread`)."""
-    base = like.proto if like is not None else ir.to_proto(source.ir)
-    sites = rounding_spread.sites(base, rewritten, integer, kernels, qop)
+    (:mod:`.rounding_spread`): ``noisy`` runs the noisy copy on feeds (its switch among them);
+    ``still``: its outputs with the noise off on each sample, where in hand."""
+    per_sample = rounding_spread.RUNS + (still is None)
     tell("spread", 0, len(samples))
-    noisy = source.session(level, rounding_spread.with_noise(base, sites))
     done = [0]
 
     def run(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        found = _run(noisy, outputs, feeds)
+        found = noisy(feeds)
         done[0] += 1
-        if done[0] % (rounding_spread.RUNS + 1) == 0:
-            tell("spread", done[0] // (rounding_spread.RUNS + 1), len(samples))
+        if done[0] % per_sample == 0:
+            tell("spread", done[0] // per_sample, len(samples))
         return found
 
-    values = rounding_spread.spread(run, outputs, declared, samples)
+    values = rounding_spread.spread(run, outputs, declared, samples, still=still)
     steps = quantization_steps(source.ir.graph)
     return rounding_spread.SpreadBound(
         sites,
