@@ -30,7 +30,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 from quantgraph.cpu import cpu
-from quantgraph.validation.decoder import DecoderSignature, decoder_signature
+from quantgraph.validation.inputs.decoder import DecoderSignature, decoder_signature
 
 # onnx.checker refuses the builder's SimplifiedLayerNormalization (ONNX domain, onnxruntime's op):
 # the copy sets it aside as convert does (quantgraph.ir.checker), and checks the rest in full.

@@ -17,7 +17,7 @@ from onnx import numpy_helper
 
 import quantgraph
 from quantgraph.cpu import cpu
-from quantgraph.validation.debugger import QuantizationDebug
+from quantgraph.validation.debug.debugger import QuantizationDebug
 
 from . import exported_transformer
 

@@ -28,8 +28,9 @@ from quantgraph.cpu import cpu
 from quantgraph.ir.model_files import load_model
 from quantgraph.schemas_json import schema
 from quantgraph.testing import ort_session, quiet_session_options
-from quantgraph.validation import ValidationReport, rounding_spread
-from quantgraph.validation.like_reference import like_reference
+from quantgraph.validation import ValidationReport
+from quantgraph.validation.compare import rounding_spread
+from quantgraph.validation.compare.like_reference import like_reference
 from tests import encoders
 from tests.builders import requires_native
 

@@ -35,7 +35,7 @@ def print_debug(debug: Any, float_label: str = "FLOAT", quantized_label: str = "
 
 
 def _print_sensitivity(debug: Any, float_label: str, quantized_label: str) -> None:
-    from ..validation.sensitivity import GAIN_NOISE_DB
+    from ..validation.debug.sensitivity import GAIN_NOISE_DB
 
     base = debug.baseline_sqnr_db
     found = debug.sensitivity
