@@ -1,6 +1,7 @@
 """Comparisons that cannot be exact are judged like with like (issue 40, item 4): against the
-original as the spec form's arithmetic means it (quantgraph.validation.like_reference) and by a
-bound the model itself gives (quantgraph.validation.rounding_spread), never a fixed tolerance.
+original as the spec form's arithmetic means it (quantgraph.validation.compare.like_reference)
+and by a bound the model itself gives (quantgraph.validation.compare.rounding_spread), never a
+fixed tolerance.
 
 Differential throughout: onnxruntime's own kernels at ORT_DISABLE_ALL and ORT_ENABLE_ALL, and
 numpy's exact integer sums.

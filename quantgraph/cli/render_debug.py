@@ -1,4 +1,4 @@
-"""The text of a float-vs-QDQ debug (quantgraph.validation.debugger): where error is
+"""The text of a float-vs-QDQ debug (quantgraph.validation.debug.debugger): where error is
 introduced, why, and what keeping a place in float gains (the suggestions, and the command
 that writes one)."""
 
