@@ -29,7 +29,7 @@ import onnxruntime as ort
 from convert_vs_copy import paired_runs, run  # this folder's: the plain copy and its timing
 
 from quantgraph.cpu import cpu
-from quantgraph.validation.decoder import DecoderSignature, decoder_signature
+from quantgraph.validation.inputs.decoder import DecoderSignature, decoder_signature
 
 
 def timed(command: Sequence[str]) -> tuple[float, float]:

@@ -199,7 +199,7 @@ def assert_summed_in_another_order(
     """``got`` and ``want``: float32 ``x @ weight`` (+ a bias) summed in two orders, as
     onnxruntime's MatMulNBits kernel and DequantizeLinear + MatMul do, whose order depends on
     the CPU's kernels: apart by at most 2(K-1) * 2^-24 * sum |x * w| per element, plus one
-    rounding of the result (the bound validation/other_kernels.py states)."""
+    rounding of the result (the bound validation/compare/other_kernels.py states)."""
     k = x.shape[-1]
     magnitude = np.abs(x.astype(np.float64)) @ np.abs(weight.astype(np.float64))
     bound = 2 * (k - 1) * 2.0**-24 * magnitude + np.spacing(np.abs(want).astype(np.float32))

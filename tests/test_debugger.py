@@ -1,4 +1,4 @@
-"""validate FLOAT QDQ as a quantization debugger (quantgraph.validation.debugger): a QDQ model
+"""validate FLOAT QDQ as a quantization debugger (quantgraph.validation.debug.debugger): a QDQ model
 calibrated on [0, 1] and fed standard-normal data clips its input (the known culprit), and a
 layer given a deliberately coarse scale; the ranking, the figures (against numpy on the same
 data), --sensitivity and convert --keep-float must say so."""

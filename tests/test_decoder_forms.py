@@ -16,7 +16,7 @@ from onnx import numpy_helper
 
 import quantgraph
 from quantgraph.errors import ModelError
-from quantgraph.validation.decoder import decoder_signature
+from quantgraph.validation.inputs.decoder import decoder_signature
 from tools.decoders import TINY, DecoderConfig, decoder_proto, write_decoder
 
 # The cases: GQA with kv_heads < heads and = heads, rotary on and off, blocks 32/128

@@ -23,8 +23,8 @@ from quantgraph.cli import main
 from quantgraph.ir.model_files import load_model
 from quantgraph.schemas_json import schema
 from quantgraph.validation import generate
-from quantgraph.validation.decoder import decoder_signature
-from quantgraph.validation.inputs import Case, draw, plan_cases
+from quantgraph.validation.inputs.decoder import decoder_signature
+from quantgraph.validation.inputs.plan import Case, draw, plan_cases
 from tests.test_decoder_forms import CASES
 from tools.decoders import TINY, DecoderConfig, decoder_proto
 

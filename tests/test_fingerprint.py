@@ -13,7 +13,6 @@ import onnx_ir as ir
 from quantgraph.ir.derived_tensors import DerivedTensor
 from quantgraph.ir.fingerprint import fingerprint
 
-
 COMPUTED: list[int] = []
 
 

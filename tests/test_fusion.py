@@ -109,7 +109,7 @@ def test_short_last_blocks_go_back_whole_and_equal_the_original(
 
 def test_quantize_dynamic_models_are_within_float_rounding_of_the_original() -> None:
     """The converted integer ops sum in float32 where the original's sum in int32: measured at
-    most 7.2e-7 apart (quantgraph.validation.integer_sums)."""
+    most 7.2e-7 apart (quantgraph.validation.compare.integer_sums)."""
     model = producers.dynamic_quantized()
     session = _fused(quantgraph.convert(model).proto)
     original = _original(model, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)

@@ -467,7 +467,7 @@ def _steps(
 ) -> dict[str, float]:
     """Each output's largest difference in its quantization step (its absolute difference
     where it has none)."""
-    from quantgraph.validation.error_stats import quantization_steps
+    from quantgraph.validation.compare.error_stats import quantization_steps
 
     steps = quantization_steps(graph)
     found = {}

@@ -23,8 +23,8 @@ from quantgraph.cli import main
 from quantgraph.cli.args import validation as cli_validation
 from quantgraph.errors import ModelError
 from quantgraph.schemas_json import schema
-from quantgraph.validation import generation
-from quantgraph.validation.html_page import render
+from quantgraph.validation.generation import greedy
+from quantgraph.validation.page.html_page import render
 from tests.browser import dom
 from tools.decoders import TINY, DecoderConfig, decoder_proto, write_decoder
 
@@ -125,9 +125,9 @@ def test_fused_generation_is_identical_at_every_step(config: DecoderConfig) -> N
     found = report.generation
     assert found is not None and report.agree and found.agree
     assert found.tolerance is None  # exact, as the outputs
-    assert len(found.prompt) == generation.DEFAULT_PROMPT_TOKENS
+    assert len(found.prompt) == greedy.DEFAULT_PROMPT_TOKENS
     assert all(0 <= t < config.vocab for t in found.prompt)
-    assert len(found.steps) == generation.DEFAULT_STEPS + 1
+    assert len(found.steps) == greedy.DEFAULT_STEPS + 1
     expected = _greedy(_original_run(original, fused=True), config, found.prompt, 8)
     actual = _greedy(
         quantgraph.InferenceSession(rewritten, "native", fusion="onnxruntime").run,
@@ -233,8 +233,8 @@ def test_seeded_prompts_and_the_options_rules() -> None:
 
 
 def test_the_cli_defaults_are_the_modules() -> None:
-    assert cli_validation.DEFAULT_STEPS == generation.DEFAULT_STEPS
-    assert cli_validation.DEFAULT_PROMPT_TOKENS == generation.DEFAULT_PROMPT_TOKENS
+    assert cli_validation.DEFAULT_STEPS == greedy.DEFAULT_STEPS
+    assert cli_validation.DEFAULT_PROMPT_TOKENS == greedy.DEFAULT_PROMPT_TOKENS
 
 
 @pytest.fixture(scope="module")

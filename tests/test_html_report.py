@@ -24,8 +24,8 @@ from quantgraph.cli import main
 from quantgraph.ir.model_files import load_model
 from quantgraph.reference.compare import TensorComparison
 from quantgraph.validation import validate
-from quantgraph.validation.error_stats import ErrorStats, quantization_steps
-from quantgraph.validation.html_page import render
+from quantgraph.validation.compare.error_stats import ErrorStats, quantization_steps
+from quantgraph.validation.page.html_page import render
 from quantgraph.validation.report import Divergence, IntermediateReport, ValidationReport
 from tests.browser import dom, screenshot
 

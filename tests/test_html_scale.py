@@ -15,8 +15,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from quantgraph.validation import validate
-from quantgraph.validation.error_stats import ErrorStats
-from quantgraph.validation.html_page import render
+from quantgraph.validation.compare.error_stats import ErrorStats
+from quantgraph.validation.page.html_page import render
 from tests.browser import dom
 
 BLOCKS = 350  # MatMul, Add, Tanh each: 1,050 tensors

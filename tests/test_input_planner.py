@@ -21,8 +21,8 @@ import quantgraph
 from quantgraph.cli import main
 from quantgraph.ir.model_files import load_model
 from quantgraph.validation import generate, make_inputs, plan_inputs
-from quantgraph.validation.bounds import position_rows
-from quantgraph.validation.inputs import fed_inputs
+from quantgraph.validation.inputs.bounds import position_rows
+from quantgraph.validation.inputs.plan import fed_inputs
 from tests.builders import make_model, requires_native, tensor_info
 from tests.t5_encoder import quantized, t5_encoder
 from tests.test_validation_inputs import vad_quantized

@@ -1,5 +1,5 @@
 """Per-node error figures (validate FLOAT QUANT --intermediate / --sensitivity, quantgraph.
-validation.node_error) on every form of a small exported transformer (issue 42, item 4): QDQ
+validation.debug.node_error) on every form of a small exported transformer (issue 42, item 4): QDQ
 with s8 and u8 activations (a DequantizeLinear shared by several nodes once gave two nodes one
 name), quantize_dynamic's MatMulInteger units and MatMulNBits, each also converted (debugged as
 the Q/DQ form it lowers to). The figures of the units are numpy's on the same float values."""
@@ -17,7 +17,7 @@ from onnx import numpy_helper
 
 import quantgraph
 from quantgraph.cpu import cpu
-from quantgraph.validation.debugger import QuantizationDebug
+from quantgraph.validation.debug.debugger import QuantizationDebug
 
 from . import exported_transformer
 

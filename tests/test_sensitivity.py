@@ -24,7 +24,7 @@ from quantgraph.cli import main
 from quantgraph.passes.keep_float import keep_float
 from quantgraph.schemas_json import schema
 from quantgraph.validation import make_inputs, validate
-from quantgraph.validation.sensitivity import GAIN_NOISE_DB
+from quantgraph.validation.debug.sensitivity import GAIN_NOISE_DB
 from tests.fallback.models import aliased_mlp, qdq, samples
 
 ITERATIONS = 4  # validate's samples, the same for the ranking and the check

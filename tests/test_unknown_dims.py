@@ -123,7 +123,7 @@ def test_a_minus_one_dim_never_reaches_onnx_inference() -> None:
         "import numpy as np, onnx_ir as ir, quantgraph\n"
         "from quantgraph.ir.shape_inference import inferred_values\n"
         "from quantgraph.runtime.support import node_support\n"
-        "from quantgraph.validation.intermediate import with_all_outputs\n"
+        "from quantgraph.validation.debug.intermediate import with_all_outputs\n"
         "from tests.test_unknown_dims import _model\n"
         "m = _model(-1, zp=np.array(128, np.uint8), value_info='partial', output=[1, None],"
         " relu=True)\n"

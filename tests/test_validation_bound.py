@@ -1,6 +1,7 @@
 """Comparisons that cannot be exact are judged like with like (issue 40, item 4): against the
-original as the spec form's arithmetic means it (quantgraph.validation.like_reference) and by a
-bound the model itself gives (quantgraph.validation.rounding_spread), never a fixed tolerance.
+original as the spec form's arithmetic means it (quantgraph.validation.compare.like_reference)
+and by a bound the model itself gives (quantgraph.validation.compare.rounding_spread), never a
+fixed tolerance.
 
 Differential throughout: onnxruntime's own kernels at ORT_DISABLE_ALL and ORT_ENABLE_ALL, and
 numpy's exact integer sums.
@@ -28,8 +29,9 @@ from quantgraph.cpu import cpu
 from quantgraph.ir.model_files import load_model
 from quantgraph.schemas_json import schema
 from quantgraph.testing import ort_session, quiet_session_options
-from quantgraph.validation import ValidationReport, rounding_spread
-from quantgraph.validation.like_reference import like_reference
+from quantgraph.validation import ValidationReport
+from quantgraph.validation.compare import rounding_spread
+from quantgraph.validation.compare.like_reference import like_reference
 from tests import encoders
 from tests.builders import requires_native
 

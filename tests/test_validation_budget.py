@@ -24,7 +24,8 @@ from quantgraph.cli.args import inputs as input_args
 from quantgraph.errors import ModelError
 from quantgraph.ir.model_files import load_model
 from quantgraph.schemas_json import schema
-from quantgraph.validation import memory, plan_inputs, search
+from quantgraph.validation import plan_inputs
+from quantgraph.validation.inputs import memory, search
 from quantgraph.validation.options import parse_size
 from tests.builders import make_model, tensor_info
 from tests.test_validation_inputs import RNG, quantize_static

@@ -28,7 +28,7 @@ from quantgraph.cli import main
 from quantgraph.errors import ModelError
 from quantgraph.ir.model_files import load_model
 from quantgraph.validation import InputOptionError, parse_dim, parse_val_range, plan_inputs
-from quantgraph.validation.search import MAX_ATTEMPTS
+from quantgraph.validation.inputs.search import MAX_ATTEMPTS
 from tests.builders import make_model, tensor_info
 
 F, I64, I32 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.INT32
@@ -713,7 +713,7 @@ def test_any_chain_of_value_passing_ops_keeps_indices_in_range(
 
 
 def test_the_readme_states_the_search_as_the_code_does() -> None:
-    from quantgraph.validation import inputs, memory, search
+    from quantgraph.validation.inputs import memory, plan, search
 
     guide = (Path(__file__).resolve().parent.parent / "docs" / "guide.md").read_text()
     section = guide[guide.index("## Validation") : guide.index("## Evidence")]
@@ -723,15 +723,15 @@ def test_the_readme_states_the_search_as_the_code_does() -> None:
     assert f"other lengths ({', '.join(map(str, search.LENGTHS))})" in text
     ranges = ", ".join(f"[{low}, {high}]" for low, high in search.INTEGER_RANGES)
     assert f"narrower integer ranges ({ranges}," in text
-    assert f"no input over {inputs.MAX_INPUT_BYTES >> 30} GiB" in text
-    assert f"or {inputs.SPATIAL_DEFAULT}, else for a sequence-like dim" in text
-    assert f"sequence-like dim {inputs.SEQUENCE_DEFAULT}, else {inputs.DEFAULT_DIM}." in text
-    words = ", ".join(f"`{w}`" for w in sorted(inputs.SEQUENCE_WORDS))
-    assert all(f"`{w}`" in text for w in inputs.SEQUENCE_WORDS), words
+    assert f"no input over {plan.MAX_INPUT_BYTES >> 30} GiB" in text
+    assert f"or {plan.SPATIAL_DEFAULT}, else for a sequence-like dim" in text
+    assert f"sequence-like dim {plan.SEQUENCE_DEFAULT}, else {plan.DEFAULT_DIM}." in text
+    words = ", ".join(f"`{w}`" for w in sorted(plan.SEQUENCE_WORDS))
+    assert all(f"`{w}`" in text for w in plan.SEQUENCE_WORDS), words
     assert f"(default {search.DEFAULT_MEMORY_BUDGET >> 30}GiB;" in text
     assert f"(default {search.DEFAULT_SEARCH_TIMEOUT:g};" in text
     assert "2 x the peak" in text and memory.SCRATCH_FACTOR == 2
-    assert "[-100, 100]" in text and inputs.INTEGER_RANGE == (-100, 100)
+    assert "[-100, 100]" in text and plan.INTEGER_RANGE == (-100, 100)
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True), st.floats(allow_nan=True))
@@ -793,11 +793,11 @@ def test_a_seed_draws_what_one_whole_array_draw_gives(
 ) -> None:
     """Drawn in chunks (here of 7 elements) to the same values as one float64/int64 draw cast
     to the input's type: a seed gives the inputs it always gave."""
-    from quantgraph.validation import inputs
+    from quantgraph.validation.inputs import plan
 
-    monkeypatch.setattr(inputs, "DRAW_CHUNK", 7)
+    monkeypatch.setattr(plan, "DRAW_CHUNK", 7)
     dtype = ir.DataType(elem)
-    spec = inputs.InputSpec("x", dtype, (5, 6), low, high, "test")
+    spec = plan.InputSpec("x", dtype, (5, 6), low, high, "test")
     got = spec.draw(np.random.default_rng(3))
     rng = np.random.default_rng(3)
     whole: np.ndarray

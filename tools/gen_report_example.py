@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from quantgraph.validation import validate
-from quantgraph.validation.html_page import render as render_page
+from quantgraph.validation.page.html_page import render as render_page
 
 from .generated import ROOT, write_or_print
 

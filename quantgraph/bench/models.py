@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-# quantgraph.validation.search's defaults, without importing it into every timed process
+# quantgraph.validation.inputs.search's defaults, without importing it into every timed process
 # (tests/test_validation_budget.py checks they agree).
 MEMORY_BUDGET = 2 << 30
 SEARCH_TIMEOUT = 60.0

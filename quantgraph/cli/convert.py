@@ -192,7 +192,7 @@ def convert(
                 raise validation_failed(error, status.stage, model_in, model_out) from error
         payload["validation"] = validation.to_dict()
         if out.report_path is not None:
-            from ..validation.html_page import write_page
+            from ..validation.page.html_page import write_page
 
             write_page(
                 out.report_path,

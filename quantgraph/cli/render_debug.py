@@ -1,4 +1,4 @@
-"""The text of a float-vs-QDQ debug (quantgraph.validation.debugger): where error is
+"""The text of a float-vs-QDQ debug (quantgraph.validation.debug.debugger): where error is
 introduced, why, and what keeping a place in float gains (the suggestions, and the command
 that writes one)."""
 
@@ -35,7 +35,7 @@ def print_debug(debug: Any, float_label: str = "FLOAT", quantized_label: str = "
 
 
 def _print_sensitivity(debug: Any, float_label: str, quantized_label: str) -> None:
-    from ..validation.sensitivity import GAIN_NOISE_DB
+    from ..validation.debug.sensitivity import GAIN_NOISE_DB
 
     base = debug.baseline_sqnr_db
     found = debug.sensitivity

@@ -56,7 +56,7 @@ def print_outputs(summary: list[dict[str, Any]]) -> None:
 def print_generated(inputs: dict[str, dict[str, Any]], seed: int) -> None:
     """``run``'s generated inputs on stderr, one line each: what they are and where their sizes
     came from (as ``validate`` prints them)."""
-    from ..validation.inputs import describe_shape
+    from ..validation.inputs.plan import describe_shape
 
     for name, spec in inputs.items():
         shape = ",".join(map(str, spec["shape"]))
@@ -191,7 +191,7 @@ def _print_tried(tried: Any, memory: Any) -> None:
 
 
 def print_validation(report: Any) -> None:
-    from ..validation.inputs import describe_defaulted, describe_shape
+    from ..validation.inputs.plan import describe_defaulted, describe_shape
     from .render_debug import print_debug
 
     click.echo(f"comparison: {report.comparison}")

@@ -32,7 +32,7 @@ from ..passes.float_candidates import WEIGHTS, FloatCandidate, float_candidates
 from ..passes.keep_float import is_weight_dequantize
 from ..runtime.session import InferenceSession
 from ..validation import generate
-from ..validation.qparams import TensorCounter, quantized_tensors, sqnr
+from ..validation.debug.qparams import TensorCounter, quantized_tensors, sqnr
 from .page import render
 from .problem import FallbackProblem, Metric, Outputs, quiet_options
 from .runners import InProcess, LocalProcesses, RayCluster, Runner

@@ -25,7 +25,7 @@ from ..backends.ort_sessions import ort_session
 from ..ir.mapped_data import map_external
 from ..passes.float_candidates import FloatCandidate
 from ..passes.keep_float import keep_float
-from ..validation.qparams import sqnr
+from ..validation.debug.qparams import sqnr
 
 Sample = Mapping[str, np.ndarray]
 Outputs = list[dict[str, np.ndarray]]  # per sample, the outputs by name

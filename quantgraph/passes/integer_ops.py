@@ -15,7 +15,7 @@ Each operand is the output of a DynamicQuantizeLinear (its scale and zero point 
 made 1-D) or a constant (its scale is the other input of the scales' Mul): per_tensor, or
 per_channel on the last axis where the weight's scale is a vector of a MatMulInteger. The
 original sums (a - za)(w - zw) in int32 and scales once; the rewritten form sums the dequantized
-operands in float32, so the two are close, not equal (quantgraph.validation.integer_sums).
+operands in float32, so the two are close, not equal (quantgraph.validation.compare.integer_sums).
 
 The float op records what it replaced (metadata ``quantgraph.integer_op``): nodes, names,
 the order of the Muls' inputs, the weight scale's and zero point's shapes;

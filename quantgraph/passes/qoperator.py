@@ -18,7 +18,7 @@ attributes, where each original input went): :mod:`.restore_qoperator` gives it 
 
 The composition computes in float32 where QLinearConv / QLinearMatMul / QGemm sum in int32 and
 requantize with their own rounding: results may differ by a quantization step (see
-:mod:`quantgraph.validation.qoperator`).
+:mod:`quantgraph.validation.compare.qoperator`).
 """
 
 from __future__ import annotations

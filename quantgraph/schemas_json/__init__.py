@@ -186,7 +186,7 @@ DEFS: dict[str, Schema] = {
         }
     ),
     # the copy of the original a comparison with other kernels is judged against
-    # (quantgraph.validation.like_reference), and the original itself beside the verdict
+    # (quantgraph.validation.compare.like_reference), and the original itself beside the verdict
     "like_reference": _object(
         {
             "model": STRING,
@@ -195,7 +195,7 @@ DEFS: dict[str, Schema] = {
             "original": _object(INFORMATIONAL),
         }
     ),
-    # per output, the bound the model gives (quantgraph.validation.rounding_spread)
+    # per output, the bound the model gives (quantgraph.validation.compare.rounding_spread)
     "bound": _object(
         {
             "rule": STRING,
@@ -325,7 +325,8 @@ DEFS: dict[str, Schema] = {
             "generation": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/generation"}]},
         }
     ),
-    # a decoder original: the greedy generation on both models (quantgraph.validation.generation)
+    # a decoder original: the greedy generation on both models
+    # (quantgraph.validation.generation.greedy)
     "generation": _object(
         {
             "agree": BOOL,
@@ -361,7 +362,7 @@ DEFS: dict[str, Schema] = {
             "margin": {"$ref": "#/$defs/float"},
         }
     ),
-    # float original vs its QDQ form with --intermediate (quantgraph.validation.debugger)
+    # float original vs its QDQ form with --intermediate (quantgraph.validation.debug.debugger)
     "debug": _object(
         {
             "tensors": _array({"$ref": "#/$defs/quantized_tensor"}),

@@ -1,9 +1,9 @@
 """Validation: run the original and the rewritten model on inputs that make sense for them and
 say how far they agree, output by output (and tensor by tensor)."""
 
-from .generated import Generated, generate, make_inputs
-from .generation import check_generation
-from .inputs import InputSpec, check_input_options, plan_inputs
+from .generation.greedy import check_generation
+from .inputs.generated import Generated, generate, make_inputs
+from .inputs.plan import InputSpec, check_input_options, plan_inputs
 from .options import InputOptionError, parse_dim, parse_val_range
 from .report import EXACT, OPTIMIZED, Divergence, InputSearch, IntermediateReport, ValidationReport
 from .run import check_tolerance, input_samples, load_inputs, validate

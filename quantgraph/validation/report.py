@@ -9,12 +9,12 @@ from typing import Any
 
 from ..fusion.plan import PARTITION_MODES
 from ..reference.compare import TensorComparison
-from .debugger import QuantizationDebug
-from .error_stats import ErrorStats
-from .generation_report import GenerationReport
-from .like_reference import LikeReference
-from .partition_report import PartitionCheck, PartitionDivergence, first_divergence
-from .rounding_spread import SpreadBound
+from .compare.error_stats import ErrorStats
+from .compare.like_reference import LikeReference
+from .compare.rounding_spread import SpreadBound
+from .debug.debugger import QuantizationDebug
+from .generation.generation_report import GenerationReport
+from .onednn.partition_report import PartitionCheck, PartitionDivergence, first_divergence
 
 # Each comparison is a short line (``comparison``) and why it is judged so (``..._NOTE``).
 EXACT = "original vs rewritten on the {backend} backend, both at ORT_DISABLE_ALL: must be identical"
@@ -279,7 +279,7 @@ class ValidationReport:
         """Write the report as ``validate --report``'s self-contained HTML page, by the rules
         of every output (:mod:`quantgraph.ir.output_files`: complete or not at all, never over
         either model, an existing file replaced only with ``force``)."""
-        from .html_page import write_page  # the page imports this module
+        from .page.html_page import write_page  # the page imports this module
 
         return write_page(
             Path(path), self, self.original, self.rewritten, force=force, protect=self.model_files

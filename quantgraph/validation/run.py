@@ -28,28 +28,23 @@ from ..ir.model_files import ModelLike, load_model, source_files
 from ..ir.opsets import check_opset
 from ..reference.compare import TensorComparison, merge, typed
 from ..runtime.session import InferenceSession
-from . import (
-    feeds,
-    given_back,
-    integer_sums,
-    onednn_reference,
-    other_kernels,
-    qoperator,
-    rounding_spread,
-)
-from .debugger import from_run
-from .error_stats import ErrorStats, has_quantization, quantization_steps
-from .generated import explain_failure, non_finite_error
-from .generated import generate as generate_inputs  # validate's `generate` is a step count
-from .generated import ort_message as _ort_message
-from .generation import check_generation, generate_side, run_generation
-from .inputs import InputSpec, describe_feeds
-from .intermediate import after_quantization, producers, with_all_outputs
-from .judge import Judge
-from .like_reference import LikeReference, like_reference
-from .non_finite import NonFinite, check_finite
+from .compare import given_back, integer_sums, other_kernels, qoperator, rounding_spread
+from .compare.error_stats import ErrorStats, has_quantization, quantization_steps
+from .compare.judge import Judge
+from .compare.like_reference import LikeReference, like_reference
+from .debug.debugger import from_run
+from .debug.intermediate import after_quantization, producers, with_all_outputs
+from .generation.greedy import check_generation, generate_side, run_generation
+from .inputs import feeds
+from .inputs.generated import explain_failure, non_finite_error
+from .inputs.generated import generate as generate_inputs  # validate's `generate` is a step count
+from .inputs.generated import ort_message as _ort_message
+from .inputs.non_finite import NonFinite, check_finite
+from .inputs.plan import InputSpec, describe_feeds
+from .inputs.search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT
+from .onednn import onednn_reference
+from .onednn.partitions import Partitions
 from .options import InputOptionError, memory_budget_bytes
-from .partitions import Partitions
 from .report import (
     DEFAULT_MIN_SQNR,
     EXACT,
@@ -71,7 +66,6 @@ from .report import (
     ValidationReport,
 )
 from .roles import check_roles
-from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT
 
 InputsArg = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 # progress(stage, done, total): stage "original", "reference", "rewritten", "spread" (the bound),

@@ -23,7 +23,7 @@ from quantgraph.cli import main
 from quantgraph.fusion import onednn_library
 from quantgraph.schemas_json import schema
 from quantgraph.validation import make_inputs, validate
-from quantgraph.validation.partitions import Partitions
+from quantgraph.validation.onednn.partitions import Partitions
 from quantgraph.validation.report import ValidationReport
 from tests.onednn import detector
 from tests.test_fusion_onednn import requires_kernel

@@ -495,7 +495,7 @@ def qoperator(k: Knobs) -> FormatModel:
         "op": op, "activation": "u8" if activation == U8 else "s8",
         "weight": "s8" if signed else "u8", "per_channel": per_channel, **attributes,
     }  # fmt: skip
-    # u8 x s8 integer kernels without VNNI saturate int16 pair sums (validation.qoperator)
+    # u8 x s8 integer kernels without VNNI saturate int16 pair sums (validation.compare.qoperator)
     saturates = op in ("QLinearConv", "QLinearMatMul", "QGemm")
     return FormatModel("qoperator", model, {op: 1}, refusal, choices, saturates=saturates)
 

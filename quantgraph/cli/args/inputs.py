@@ -94,7 +94,8 @@ class SizeType(click.ParamType[int]):
             self.fail(str(error), param, ctx)
 
 
-# quantgraph.validation.search's defaults (tests/test_validation_budget.py checks they agree).
+# quantgraph.validation.inputs.search's defaults (tests/test_validation_budget.py checks they
+# agree).
 MEMORY_BUDGET_DEFAULT = "2GiB"
 SEARCH_TIMEOUT_DEFAULT = 60.0
 

@@ -25,8 +25,9 @@ from .inputs import (
 from .tolerance import TOLERANCE_OPTIONS, ToleranceArgs
 
 OWNER = "ValidationArgs"
-DEFAULT_SENSITIVITY = 5  # quantgraph.validation.debugger's (the CLI does not import onnxruntime)
-# quantgraph.validation.generation's (tests/test_generation.py checks they agree).
+# quantgraph.validation.debug.debugger's (the CLI does not import onnxruntime).
+DEFAULT_SENSITIVITY = 5
+# quantgraph.validation.generation.greedy's (tests/test_generation.py checks they agree).
 DEFAULT_STEPS = 8
 DEFAULT_PROMPT_TOKENS = 16
 
