@@ -27,6 +27,9 @@ from ..passes.declared_dst import DeclaredDstPass, needs_declared_dst
 from . import tuning_workers, weights_by_reference
 from .candidates import candidate_model, candidate_options, new_session
 
+# Timing.isolation when every candidate plan makes one model (nothing is timed, no session made)
+NOTHING_TO_TIME = "none: every plan makes one model"
+
 
 class InferenceSession:
     """``onnxruntime.InferenceSession`` with quantgraph's kernels registered.
@@ -196,6 +199,9 @@ class InferenceSession:
                 continue
             made[digest] = choice.name
             planned[choice.name] = (model, plan)
+        if len(planned) < 2:  # every plan makes one model: no session to time (nor to hold)
+            yield Timing({}, NOTHING_TO_TIME, same)
+            return
         why = tuning_workers.in_process(self._tuning.model, feeds)
         if why is None:
             settings = tuning_workers.Settings(
