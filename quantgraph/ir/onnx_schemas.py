@@ -138,17 +138,21 @@ _MAX_VALID_CALLS = 4096
 
 
 def _fingerprint(op: OpSpec, ctx: InferenceContext) -> tuple[object, ...]:
-    """Everything the rules, the declaration's say and the output type read, as bytes."""
+    """Everything the rules, the declaration's say and the output type read, as bytes.
+
+    Few calls into the context (each ~1.5 µs, 100k nodes ask): an input's type is None both
+    when the input is absent and when its type is unknown, which only then are told apart;
+    an absent scale has no data either."""
     parts: list[object] = [op.name]
     for attribute in op.attributes:
         found = ctx.get_attribute(attribute.name)
         parts.append(None if found is None else found.SerializeToString())
     count = ctx.get_num_inputs()
-    for index in range(3):
-        present = index < count and ctx.has_input(index)
-        type_proto = ctx.get_input_type(index) if present else None
-        parts.append(None if type_proto is None else type_proto.SerializeToString())
-    if not op.is_static and count > 1 and ctx.has_input(1):
+    parts.append(count)
+    for index in range(min(count, 3)):
+        type_proto = ctx.get_input_type(index)
+        parts.append(ctx.has_input(index) if type_proto is None else type_proto.SerializeToString())
+    if not op.is_static and count > 1:
         constant = ctx.get_input_data(1)
         parts.append(None if constant is None else constant.SerializeToString())
     return tuple(parts)
