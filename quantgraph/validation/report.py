@@ -14,7 +14,9 @@ from .compare.like_reference import LikeReference
 from .compare.rounding_spread import SpreadBound
 from .debug.debugger import QuantizationDebug
 from .generation.generation_report import GenerationReport
+from .inputs.search_report import InputSearch, MemoryCheck
 from .onednn.partition_report import PartitionCheck, PartitionDivergence, first_divergence
+from .page.html_page import write_page
 
 # Each comparison is a short line (``comparison``) and why it is judged so (``..._NOTE``).
 EXACT = "original vs rewritten on the {backend} backend, both at ORT_DISABLE_ALL: must be identical"
@@ -148,67 +150,6 @@ class IntermediateReport:
         }
 
 
-# What became of a plan the search considered (:mod:`.search`).
-RAN, FAILED, OVER_BUDGET, TOO_LARGE, NOT_REACHED = (
-    "ran",
-    "failed",
-    "over budget",
-    "too large",
-    "not reached",
-)
-STATUSES = (RAN, FAILED, OVER_BUDGET, TOO_LARGE, NOT_REACHED)
-
-
-@dataclass(frozen=True)
-class Tried:
-    """One plan the search considered: its number (0: the first plan), what it varies, its
-    estimated memory in bytes (None: not estimated) and what became of it (:data:`STATUSES`:
-    ran; failed in the original; over the memory budget; an input over the size limit; not
-    reached before the search timeout)."""
-
-    number: int
-    plan: str
-    estimate: int | None
-    status: str
-
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class InputSearch:
-    """The original refused the first plan of generated inputs, or it was over the memory
-    budget; search attempt ``attempt`` (see quantgraph.validation.search) is the plan it ran.
-    ``tried``: every plan considered, in the order tried."""
-
-    first_error: str
-    attempt: int
-    plan: str
-    tried: tuple[Tried, ...] = ()
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "first_error": self.first_error,
-            "attempt": self.attempt,
-            "plan": self.plan,
-            "tried": [t.to_dict() for t in self.tried],
-        }
-
-
-@dataclass(frozen=True)
-class MemoryCheck:
-    """The estimate of the plan that ran (quantgraph.validation.memory) and the budget it had
-    to fit (None: no budget)."""
-
-    estimate: int
-    weights: int
-    unresolved: int
-    budget: int | None
-
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
-
-
 @dataclass
 class ValidationReport:
     comparison: str
@@ -279,8 +220,6 @@ class ValidationReport:
         """Write the report as ``validate --report``'s self-contained HTML page, by the rules
         of every output (:mod:`quantgraph.ir.output_files`: complete or not at all, never over
         either model, an existing file replaced only with ``force``)."""
-        from .page.html_page import write_page  # the page imports this module
-
         return write_page(
             Path(path), self, self.original, self.rewritten, force=force, protect=self.model_files
         )

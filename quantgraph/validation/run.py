@@ -42,6 +42,7 @@ from .inputs.generated import ort_message as _ort_message
 from .inputs.non_finite import NonFinite, check_finite
 from .inputs.plan import InputSpec, describe_feeds
 from .inputs.search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT
+from .inputs.search_report import InputSearch, MemoryCheck
 from .onednn import onednn_reference
 from .onednn.partitions import Partitions
 from .options import InputOptionError, memory_budget_bytes
@@ -60,9 +61,7 @@ from .report import (
     QUANTIZATION_ERROR,
     QUANTIZATION_NOTE,
     Divergence,
-    InputSearch,
     IntermediateReport,
-    MemoryCheck,
     ValidationReport,
 )
 from .roles import check_roles

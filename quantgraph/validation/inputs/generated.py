@@ -29,10 +29,10 @@ from ...errors import ModelError
 from ...ir.model_files import ModelLike, load_model, source_files
 from ...ir.walk import spec_nodes
 from ...runtime.session import InferenceSession
-from ..report import InputSearch, MemoryCheck
 from .non_finite import NonFinite, check_finite, find_cause, fix_hint, non_finite_text
 from .plan import GENERATED, Case, InputSpec, describe_feeds, draw
 from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, Run, find_plan
+from .search_report import InputSearch, MemoryCheck
 
 ORIGINAL = "the original model itself"
 LOWERED = "the model's original form (its quantgraph ops lowered back in memory)"

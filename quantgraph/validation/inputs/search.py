@@ -39,16 +39,6 @@ import onnx_ir as ir
 
 from ...errors import ModelError
 from ..options import size_text
-from ..report import (
-    FAILED,
-    NOT_REACHED,
-    OVER_BUDGET,
-    RAN,
-    TOO_LARGE,
-    InputSearch,
-    MemoryCheck,
-    Tried,
-)
 from .memory import Estimate, estimate, weight_bytes
 from .non_finite import NonFinite
 from .plan import (
@@ -66,6 +56,16 @@ from .plan import (
     plan_cases,
     plan_inputs,
     sequence_default,
+)
+from .search_report import (
+    FAILED,
+    NOT_REACHED,
+    OVER_BUDGET,
+    RAN,
+    TOO_LARGE,
+    InputSearch,
+    MemoryCheck,
+    Tried,
 )
 
 MAX_ATTEMPTS = 32
