@@ -2,12 +2,12 @@
 convert --validate, run, tune, bench --model) and of the API (:func:`make_inputs`): the same
 model and options give the same inputs everywhere.
 
-A plan (:mod:`.inputs`: sizes and value ranges from what the graph says) is tried on the model
-before it is used: the first plan the model runs with finite outputs is the one, and a plan it
-refuses, or on which it computes NaN or inf, is varied as :mod:`.search` says. Validation tries
-its plans on the original; a command holding a session of the model (run) on that session;
-anything else on a session of the model made here (unfused: quantgraph's ops compute what the
-original's Q/DQ did, so a converted model takes the plans its original takes). When no plan
+A plan (:mod:`quantgraph.validation.inputs.plan`: sizes and value ranges from what the graph says)
+is tried on the model before it is used: the first plan the model runs with finite outputs is the
+one, and a plan it refuses, or on which it computes NaN or inf, is varied as :mod:`.search` says.
+Validation tries its plans on the original; a command holding a session of the model (run) on that
+session; anything else on a session of the model made here (unfused: quantgraph's ops compute what
+the original's Q/DQ did, so a converted model takes the plans its original takes). When no plan
 runs because the model computes NaN or inf, the error is the original's (:mod:`.non_finite`):
 it names the tensor where it starts, the inputs that reach it and the options that change them;
 for a model holding quantgraph's ops, the original is its ops lowered back in memory.

@@ -24,7 +24,7 @@ closest to the first that fits: a sequence of 128 shrinks to 64, not to 1). Grow
 the budget runs, and
 none once the search has taken ``timeout`` seconds (checked between attempts: a run in progress
 finishes). An attempt whose inputs would be too large is not tried. The report lists every
-plan considered (:class:`.report.Tried`).
+plan considered (:class:`.search_report.Tried`).
 """
 
 from __future__ import annotations
