@@ -133,6 +133,34 @@ def test_validate_names_both_steps_and_the_json_has_each_case(tmp_path: Path) ->
     assert "decode step (past 8, 1 new token): input_ids" in page
 
 
+def test_validate_tells_a_cache_alike_in_all_but_its_numbers_once(tmp_path: Path) -> None:
+    """The text names each group of KV-cache inputs once, with what --json says of every one of
+    them; every output keeps its own comparison line, and --json lists every input."""
+    config = TINY.replace(layers=3)
+    original, rewritten = _pair(tmp_path, config)
+    args = ["validate", str(original), str(rewritten), "--dim", "sequence_length=8"]
+    payload = json.loads(CliRunner().invoke(main, [*args, "--json"]).stdout)
+    text = CliRunner().invoke(main, args).stdout
+    cache = [f"past_key_values.{n}.{part}" for n in range(3) for part in ("key", "value")]
+    assert "past_key_values.1" not in text
+    assert "  defaulted: input_ids:0 = 1 (default 1), attention_mask:0 = 1 (default 1),\n" in text
+    assert "  past_key_values.*.{key,value}:0 = 1 (default 1) (6 inputs)\n" in text
+    for case, inputs in payload["cases"].items():
+        assert all(name in inputs for name in cache)  # --json: every input
+        first = inputs[cache[0]]
+        assert all(
+            inputs[name]["shape"] == first["shape"] and inputs[name]["why"] == first["why"]
+            for name in cache
+        )
+        shape = "x".join(map(str, first["shape"]))
+        line = f"{first['dtype']}[{shape}] ({first['why']}) (6 inputs)"
+        block = text[text.index(f"  {case}:\n") :]
+        assert f"\n    past_key_values.*.{{key,value}}: {line}\n      sizes: " in block
+    for output in payload["outputs"]:  # the verdict: one line per output, as before
+        assert f"\n  {output['name']}: " in text
+    assert len([o for o in payload["outputs"] if o["name"].startswith("present.")]) == 6
+
+
 def test_run_and_tune_feed_the_prefill_validate_plans(tmp_path: Path) -> None:
     original, rewritten = _pair(tmp_path, TINY)
     validated = generate(load_model(original))

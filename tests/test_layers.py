@@ -1,6 +1,7 @@
-"""The package's layers (issue #22): imports point down the layers of the import-linter contract
-in pyproject.toml, and what that contract does not check: no import circles between modules, no
-private name imported from another module, at most 8 modules directly under quantgraph/."""
+"""The package's layers (issue #22): imports point down the layers of the import-linter contracts
+in pyproject.toml (the package's, and validation/'s parts among themselves, issue #43), and what
+those contracts do not check: no import circles between modules, no private name imported from
+another module, at most 8 modules directly under quantgraph/."""
 
 from __future__ import annotations
 

@@ -306,7 +306,7 @@ def test_onnx_of_the_models_used() -> None:
 
 
 def test_a_decoders_cache_inputs_are_one_item_per_name_pattern() -> None:
-    """Forty-four past_key_values inputs printed as two items, ordinary inputs one each."""
+    """Forty-four past_key_values inputs printed as one item, ordinary inputs one each."""
     from quantgraph.cli.render_text import shapes_text
 
     shapes: dict[str, tuple[int, ...]] = {"input_ids": (1, 1), "attention_mask": (1, 129)}
@@ -314,7 +314,7 @@ def test_a_decoders_cache_inputs_are_one_item_per_name_pattern() -> None:
         for part in ("key", "value"):
             shapes[f"past_key_values.{layer}.{part}"] = (1, 4, 128, 64)
     assert shapes_text(shapes) == (
-        "input_ids[1x1], attention_mask[1x129], past_key_values.*.key[1x4x128x64] (22 inputs), "
-        "past_key_values.*.value[1x4x128x64] (22 inputs)"
+        "input_ids[1x1], attention_mask[1x129], past_key_values.*.{key,value}[1x4x128x64] "
+        "(44 inputs)"
     )
     assert shapes_text({"x1": (2,), "x2": (2,), "y": (3,)}) == "x1[2], x2[2], y[3]"

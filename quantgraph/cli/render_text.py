@@ -6,7 +6,6 @@ Part of the command line (a module per command); ``--json`` prints the reports' 
 
 from __future__ import annotations
 
-import re
 import sys
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -16,6 +15,7 @@ from typing import Any
 import click
 
 from .args.base import group_option
+from .name_groups import grouped
 
 WIDTH = 100  # the help's max_content_width
 NAMES_SHOWN = 3  # node names per skip reason without --verbose
@@ -191,7 +191,7 @@ def _print_tried(tried: Any, memory: Any) -> None:
 
 
 def print_validation(report: Any) -> None:
-    from ..validation.inputs.plan import describe_defaulted, describe_shape
+    from ..validation.inputs.plan import defaulted_dims
     from .render_debug import print_debug
 
     click.echo(f"comparison: {report.comparison}")
@@ -216,25 +216,23 @@ def print_validation(report: Any) -> None:
         _print_tried(search.tried, report.memory)
     if getattr(report, "memory", None) is not None:
         click.echo(f"  memory: {_memory_text(report.memory)}")
-    defaulted = describe_defaulted(report.inputs)
+    # A decoder's KV cache: inputs alike but for their numbers are one line each (name_groups).
+    defaulted = grouped(
+        (name, (axis, size, source)) for name, axis, size, source in defaulted_dims(report.inputs)
+    )
     if defaulted:
-        _wrapped(f"defaulted: {defaulted}")
+        dims = (f"{g.label}:{g.key[0]} = {g.key[1]} ({g.key[2]}){g.count}" for g in defaulted)
+        _wrapped(f"defaulted: {', '.join(dims)}")
     for case, inputs in (cases or {"": report.inputs}).items():
         indent = "  "
         if case:
             click.echo(f"  {case}:")
             indent = "    "
-        for name, spec in inputs.items():
-            shape = "x".join(map(str, spec["shape"])) or "scalar"
-            source = spec.get("why") or spec.get("from", "")
-            span = ""
-            if spec.get("range"):
-                low, high = spec["range"]
-                span = f" in [{low:g}, {high:g}]"
-            click.echo(f"{indent}{name}: {spec['dtype']}[{shape}]{span} ({source})")
-            dims = describe_shape(spec["shape"], spec.get("shape_from", []))
-            if dims:
-                click.echo(f"{indent}  sizes: {dims}")
+        for group in grouped((name, _input_text(spec)) for name, spec in inputs.items()):
+            text, sizes = group.key
+            click.echo(f"{indent}{group.label}: {text}{group.count}")
+            if sizes:
+                click.echo(f"{indent}  sizes: {sizes}")
     like = getattr(report, "like_reference", None)
     bound = getattr(report, "bound", None)
     if like is not None:
@@ -306,6 +304,21 @@ def print_validation(report: Any) -> None:
     elif getattr(report, "onnx_arithmetic", None):
         verdict += " (in oneDNN's arithmetic)"
     click.echo(f"verdict: {verdict}")
+
+
+def _input_text(spec: Mapping[str, Any]) -> tuple[str, str]:
+    """An input as ``validate`` tells it: ``float32[1x4x0x64] (standard normal)``, and where its
+    open sizes came from (empty when the model fixes them)."""
+    from ..validation.inputs.plan import describe_shape
+
+    shape = "x".join(map(str, spec["shape"])) or "scalar"
+    source = spec.get("why") or spec.get("from", "")
+    span = ""
+    if spec.get("range"):
+        low, high = spec["range"]
+        span = f" in [{low:g}, {high:g}]"
+    sizes = describe_shape(spec["shape"], spec.get("shape_from", []))
+    return f"{spec['dtype']}[{shape}]{span} ({source})", sizes
 
 
 def _bound_text(bound: Any, name: str) -> str:
@@ -504,21 +517,11 @@ def _print_plan_summary(plan: Any) -> None:
 
 
 def shapes_text(shapes: Mapping[str, Sequence[int]]) -> str:
-    """``input_ids[1x1], past_key_values.*.key[1x4x128x64] (22 inputs)``: inputs whose names
-    differ in their numbers only and that share a shape are one item (a decoder's KV cache)."""
-    groups: dict[tuple[str, tuple[int, ...]], list[str]] = {}
-    for name, shape in shapes.items():
-        groups.setdefault((re.sub(r"\d+", "*", name), tuple(shape)), []).append(name)
-    items = []
-    for (pattern, shape), names in groups.items():
-        dims = "x".join(map(str, shape))
-        many = len(names) > 2
-        items += (
-            [f"{pattern}[{dims}] ({len(names)} inputs)"]
-            if many
-            else [f"{name}[{dims}]" for name in names]
-        )
-    return ", ".join(items)
+    """``input_ids[1x1], past_key_values.*.{key,value}[1x4x128x64] (44 inputs)``: inputs whose
+    names differ in their numbers only and that share a shape are one item (a decoder's KV
+    cache; :func:`.name_groups.grouped`)."""
+    items = grouped((name, tuple(shape)) for name, shape in shapes.items())
+    return ", ".join(f"{g.label}[{'x'.join(map(str, g.key))}]{g.count}" for g in items)
 
 
 def print_tuning(decision: Any) -> None:

@@ -14,7 +14,9 @@ from .compare.like_reference import LikeReference
 from .compare.rounding_spread import SpreadBound
 from .debug.debugger import QuantizationDebug
 from .generation.generation_report import GenerationReport
+from .inputs.search_report import InputSearch, MemoryCheck
 from .onednn.partition_report import PartitionCheck, PartitionDivergence, first_divergence
+from .page.html_page import write_page
 
 # Each comparison is a short line (``comparison``) and why it is judged so (``..._NOTE``).
 EXACT = "original vs rewritten on the {backend} backend, both at ORT_DISABLE_ALL: must be identical"
@@ -126,7 +128,8 @@ class IntermediateReport:
     order: list[str] = field(default_factory=list)
     producers: dict[str, tuple[str, str]] = field(default_factory=dict)
     # oneDNN's partitions (fusion "onednn", or "auto" where it chose some), in graph order,
-    # each checked alone against the spec's composition of its ops (:mod:`.partitions`).
+    # each checked alone against the spec's composition of its ops
+    # (:mod:`quantgraph.validation.onednn.partitions`).
     partitions: list[PartitionCheck] | None = None
 
     @property
@@ -146,67 +149,6 @@ class IntermediateReport:
             else [p.to_dict() for p in self.partitions],
             "first_partition_divergence": None if partition is None else partition.to_dict(),
         }
-
-
-# What became of a plan the search considered (:mod:`.search`).
-RAN, FAILED, OVER_BUDGET, TOO_LARGE, NOT_REACHED = (
-    "ran",
-    "failed",
-    "over budget",
-    "too large",
-    "not reached",
-)
-STATUSES = (RAN, FAILED, OVER_BUDGET, TOO_LARGE, NOT_REACHED)
-
-
-@dataclass(frozen=True)
-class Tried:
-    """One plan the search considered: its number (0: the first plan), what it varies, its
-    estimated memory in bytes (None: not estimated) and what became of it (:data:`STATUSES`:
-    ran; failed in the original; over the memory budget; an input over the size limit; not
-    reached before the search timeout)."""
-
-    number: int
-    plan: str
-    estimate: int | None
-    status: str
-
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
-
-
-@dataclass(frozen=True)
-class InputSearch:
-    """The original refused the first plan of generated inputs, or it was over the memory
-    budget; search attempt ``attempt`` (see quantgraph.validation.search) is the plan it ran.
-    ``tried``: every plan considered, in the order tried."""
-
-    first_error: str
-    attempt: int
-    plan: str
-    tried: tuple[Tried, ...] = ()
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "first_error": self.first_error,
-            "attempt": self.attempt,
-            "plan": self.plan,
-            "tried": [t.to_dict() for t in self.tried],
-        }
-
-
-@dataclass(frozen=True)
-class MemoryCheck:
-    """The estimate of the plan that ran (quantgraph.validation.memory) and the budget it had
-    to fit (None: no budget)."""
-
-    estimate: int
-    weights: int
-    unresolved: int
-    budget: int | None
-
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
 
 
 @dataclass
@@ -231,30 +173,31 @@ class ValidationReport:
     memory: MemoryCheck | None = None  # generated inputs: the estimate of the plan that ran
     # The original is a float model and the other its quantized form: the quantization error.
     float_reference: bool = False
-    # Integer ops converted to float ones (quantgraph.validation.integer_sums): judged by a bound.
+    # Integer ops converted to float ones (quantgraph.validation.compare.integer_sums): judged by
+    # a bound.
     integer_sums: bool = False
     # The original's QOperator op types the rewritten model computes as the spec's composition
-    # (quantgraph.validation.qoperator): another arithmetic, not expected to be exact.
+    # (quantgraph.validation.compare.qoperator): another arithmetic, not expected to be exact.
     qoperator: list[str] = field(default_factory=list)
     # Converted nodes whose original onnxruntime runs with another kernel unfused
-    # (quantgraph.validation.other_kernels): judged by a bound.
+    # (quantgraph.validation.compare.other_kernels): judged by a bound.
     other_kernels: list[str] = field(default_factory=list)
     # Where the original runs other kernels than the spec form means (accuracy_level >= 1
     # MatMulNBits, saturating u8 x s8 kernels): the copy it is evaluated as
-    # (quantgraph.validation.like_reference); the original as onnxruntime runs it is then
+    # (quantgraph.validation.compare.like_reference); the original as onnxruntime runs it is then
     # compared beside the verdict (``as_run``).
     like_reference: LikeReference | None = None
     as_run: list[TensorComparison] = field(default_factory=list)
     # The bound a comparison that cannot be exact is judged by when no --atol/--rtol is given:
     # per output, from the reference's own spread under rounding noise
-    # (quantgraph.validation.rounding_spread).
+    # (quantgraph.validation.compare.rounding_spread).
     bound: SpreadBound | None = None
     fusion: str = "none"  # the rewritten side's fusion mode (quantgraph.fusion)
     fusion_plan: Any = None  # its FusionPlan when fusion was used
     # Distributions of the differences, outputs then intermediate tensors (the HTML page).
     error_stats: dict[str, ErrorStats] = field(default_factory=dict)
     # The arithmetic the original was evaluated in: "onednn" where the rewritten side computes
-    # oneDNN's (see quantgraph.validation.onednn_reference), then the comparison with the
+    # oneDNN's (see quantgraph.validation.onednn.onednn_reference), then the comparison with the
     # original in ONNX's arithmetic is information, with each output's difference in steps.
     reference_arithmetic: str = "onnx"
     onnx_arithmetic: list[TensorComparison] = field(default_factory=list)
@@ -265,9 +208,11 @@ class ValidationReport:
     rewritten: str = "the rewritten model"
     model_files: tuple[Path, ...] = ()
     # Against a float original with intermediate tensors: the error introduced per quantized
-    # tensor and node, ranked, and what keeping the worst in float gains (:mod:`.debugger`).
+    # tensor and node, ranked, and what keeping the worst in float gains
+    # (:mod:`quantgraph.validation.debug.debugger`).
     debug: QuantizationDebug | None = None
-    # A decoder original: the greedy generation on both models (:mod:`.generation`).
+    # A decoder original: the greedy generation on both models
+    # (:mod:`quantgraph.validation.generation.greedy`).
     generation: GenerationReport | None = None
     # Against a float original: the output SQNR (dB) every output must reach (None: judged by
     # the tolerances alone, which the caller gave instead).
@@ -279,8 +224,6 @@ class ValidationReport:
         """Write the report as ``validate --report``'s self-contained HTML page, by the rules
         of every output (:mod:`quantgraph.ir.output_files`: complete or not at all, never over
         either model, an existing file replaced only with ``force``)."""
-        from .page.html_page import write_page  # the page imports this module
-
         return write_page(
             Path(path), self, self.original, self.rewritten, force=force, protect=self.model_files
         )
@@ -291,7 +234,7 @@ class ValidationReport:
         a disagreement. Not so against a float original, nor with oneDNN partitions (fusion
         "onednn"/"auto": they requantize and accumulate their own way), nor against a QOperator
         original (integer kernels), nor unfused where the original's kernel computes otherwise
-        (MatMulNBits, float16 Cast chains: :mod:`.other_kernels`)."""
+        (MatMulNBits, float16 Cast chains: :mod:`quantgraph.validation.compare.other_kernels`)."""
         onednn_fused = self.fusion in PARTITION_MODES
         same = self.arithmetic == self.reference_arithmetic
         return (

@@ -42,6 +42,7 @@ from .inputs.generated import ort_message as _ort_message
 from .inputs.non_finite import NonFinite, check_finite
 from .inputs.plan import InputSpec, describe_feeds
 from .inputs.search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, HINT
+from .inputs.search_report import InputSearch, MemoryCheck
 from .onednn import onednn_reference
 from .onednn.partitions import Partitions
 from .options import InputOptionError, memory_budget_bytes
@@ -60,9 +61,7 @@ from .report import (
     QUANTIZATION_ERROR,
     QUANTIZATION_NOTE,
     Divergence,
-    InputSearch,
     IntermediateReport,
-    MemoryCheck,
     ValidationReport,
 )
 from .roles import check_roles
@@ -95,13 +94,14 @@ def load_inputs(
     path: str | os.PathLike[str], model: ModelLike | None = None
 ) -> dict[str, np.ndarray]:
     """One sample: an .npz of arrays by input name, or with ``model`` a .npy for its only input;
-    checked against ``model``'s inputs when given (see :mod:`.feeds`)."""
+    checked against ``model``'s inputs when given (see
+    :mod:`quantgraph.validation.inputs.feeds`)."""
     return feeds.read(path, None if model is None else feeds.expected_inputs(load_model(model)))
 
 
 def input_samples(inputs: InputsArg, model: ModelLike | None = None) -> list[dict[str, np.ndarray]]:
     """Feeds from a mapping, an .npz or .npy, several, or a directory of them (see
-    :mod:`.feeds`); checked against ``model``'s inputs when given."""
+    :mod:`quantgraph.validation.inputs.feeds`); checked against ``model``'s inputs when given."""
     expected = None if model is None else feeds.expected_inputs(load_model(model))
     return [sample for _, sample in _samples(inputs, expected)]
 
@@ -157,8 +157,9 @@ def _run(
 
 
 class _Reference:
-    """The reference's session; that of its noisy copy (:mod:`.rounding_spread`) runs with the
-    noise off, bit for bit the reference."""
+    """The reference's session; that of its noisy copy
+    (:mod:`quantgraph.validation.compare.rounding_spread`) runs with the noise off, bit for bit
+    the reference."""
 
     def __init__(self, session: ort.InferenceSession, noisy: bool) -> None:
         self.session = session
@@ -198,11 +199,13 @@ def validate(
     """Compare ``original`` (at ORT_DISABLE_ALL) with ``rewritten`` on one backend.
 
     Inputs: ``inputs`` (a mapping, an .npz, several, or a directory of them), else
-    ``iterations`` seeded samples generated from what the graph says (:mod:`.inputs`; ``dims``
-    keys are symbolic names or ``"INPUT:AXIS"``), searching other plans when the original
-    refuses the first (:mod:`.search`; the report's ``input_search``): no plan whose estimated
-    memory (:mod:`.memory`) exceeds ``memory_budget`` (bytes, or a size such as ``"2GiB"``;
-    None: no budget) runs, and the search stops after ``search_timeout`` seconds (None: never).
+    ``iterations`` seeded samples generated from what the graph says
+    (:mod:`quantgraph.validation.inputs.plan`; ``dims`` keys are symbolic names or
+    ``"INPUT:AXIS"``), searching other plans when the original refuses the first
+    (:mod:`quantgraph.validation.inputs.search`; the report's ``input_search``): no plan whose
+    estimated memory (:mod:`quantgraph.validation.inputs.memory`) exceeds ``memory_budget``
+    (bytes, or a size such as ``"2GiB"``; None: no budget) runs, and the search stops after
+    ``search_timeout`` seconds (None: never).
     ``optimized`` also compares the original at ORT_ENABLE_ALL, judged by ``atol``/``rtol``
     (the exact verdict is untouched). ``intermediate`` compares every tensor both models
     compute under one name and reports the first node where they part. ``fusion``: the
@@ -210,20 +213,22 @@ def validate(
     run at ORT_ENABLE_ALL, where its units are onnxruntime's fused kernels on both sides, and
     the comparison is still exact. ``progress``, when given, is told each session being made
     and each sample run (:data:`Progress`). Against a float original, ``intermediate`` also
-    measures the error each quantized tensor and node introduces (:mod:`.debugger`), and
-    ``sensitivity`` K reruns the K worst places kept in float (implies ``intermediate``).
+    measures the error each quantized tensor and node introduces
+    (:mod:`quantgraph.validation.debug.debugger`), and ``sensitivity`` K reruns the K worst
+    places kept in float (implies ``intermediate``).
     Unfused, where onnxruntime runs the original with kernels of another arithmetic
     (MatMulNBits, float16 Cast chains, integer ops, QOperator nodes), the original is evaluated
-    as a like-with-like copy (:mod:`.like_reference`; the original as run is compared beside,
-    ``report.as_run``) and, unless ``atol``/``rtol`` are given, each output is judged by a bound
-    the model gives (:mod:`.rounding_spread`; ``report.bound``).
+    as a like-with-like copy (:mod:`quantgraph.validation.compare.like_reference`; the original
+    as run is compared beside, ``report.as_run``) and, unless ``atol``/``rtol`` are given, each
+    output is judged by a bound the model gives
+    (:mod:`quantgraph.validation.compare.rounding_spread`; ``report.bound``).
     A float original against its quantized form is judged by each output's SQNR, at least
     ``min_sqnr`` dB (default :data:`.report.DEFAULT_MIN_SQNR`; with ``atol``/``rtol`` and no
     ``min_sqnr``, by the tolerances alone).
-    When the original is a decoder (:mod:`.decoder`), both models also generate greedily
-    (:mod:`.generation`): a prompt of ``prompt_tokens`` ids from ``seed`` (default 16), the
-    prefill, then ``generate`` steps (default 8; 0: none), compared step by step (the
-    report's ``generation``).
+    When the original is a decoder (:mod:`quantgraph.validation.inputs.decoder`), both models
+    also generate greedily (:mod:`quantgraph.validation.generation.greedy`): a prompt of
+    ``prompt_tokens`` ids from ``seed`` (default 16), the prefill, then ``generate`` steps
+    (default 8; 0: none), compared step by step (the report's ``generation``).
     """
     if iterations < 1:
         raise ModelError("--iterations must be at least 1")
@@ -599,8 +604,8 @@ def _like(
     original: ir.Model, rewritten: ir.Model, fusion: str, float_reference: bool
 ) -> LikeReference | None:
     """The like-with-like reference of an unfused comparison with the original's other kernels
-    (:mod:`.like_reference`); None where the original is its own reference. Fused, the
-    original's own nodes run on both sides (and must be identical)."""
+    (:mod:`quantgraph.validation.compare.like_reference`); None where the original is its own
+    reference. Fused, the original's own nodes run on both sides (and must be identical)."""
     if fusion != "none" or float_reference:
         return None
     return like_reference(original, rewritten)
@@ -623,8 +628,9 @@ def _spread_bound(
     tell: Progress,
 ) -> rounding_spread.SpreadBound:
     """Each output's bound from the reference's own spread under rounding noise
-    (:mod:`.rounding_spread`): ``noisy`` runs the noisy copy on feeds (its switch among them);
-    ``still``: its outputs with the noise off on each sample, where in hand."""
+    (:mod:`quantgraph.validation.compare.rounding_spread`): ``noisy`` runs the noisy copy on
+    feeds (its switch among them); ``still``: its outputs with the noise off on each sample,
+    where in hand."""
     per_sample = rounding_spread.RUNS + (still is None)
     tell("spread", 0, len(samples))
     done = [0]

@@ -10,7 +10,8 @@ activations' quantization together (these formats have no Q/DQ pair to tell them
 
 A unit is found backwards from a tensor the float model also computes, through the nodes that
 compute it, up to tensors the float model computes and constants; it counts when it holds a
-quantized node (:data:`.error_stats.QUANTIZED_OPS`, QLinear*) other than Q/DQ.
+quantized node (:data:`quantgraph.validation.compare.error_stats.QUANTIZED_OPS`, QLinear*) other
+than Q/DQ.
 """
 
 from __future__ import annotations

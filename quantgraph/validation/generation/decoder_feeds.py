@@ -1,6 +1,7 @@
-"""The feeds of a greedy generation with a decoder, built from its signature (:mod:`.decoder`):
-a prompt of token ids inside the vocabulary, the prefill (an empty cache: past length 0), and each
-later step (one new token, the cache the previous step returned).
+"""The feeds of a greedy generation with a decoder, built from its signature
+(:mod:`quantgraph.validation.inputs.decoder`): a prompt of token ids inside the vocabulary, the
+prefill (an empty cache: past length 0), and each later step (one new token, the cache the previous
+step returned).
 
 Batch 1, as a person generates. Every feed is consistent with the others: ``attention_mask`` is
 ones over past + new tokens, ``position_ids`` (where the model takes them) count on from the

@@ -1,5 +1,5 @@
-"""What a greedy generation on both models found (:mod:`.generation`), for people (the text, the
-page) and machines (``to_dict``, ``validate --json``'s ``generation``)."""
+"""What a greedy generation on both models found (:mod:`quantgraph.validation.generation.greedy`),
+for people (the text, the page) and machines (``to_dict``, ``validate --json``'s ``generation``)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ A prompt of P token ids drawn inside the vocabulary from the seed; the prefill (
 empty cache); then N steps, each feeding the model's own argmax token and its own ``present``
 outputs back as ``past`` (:mod:`.decoder_feeds` builds the feeds from the signature). Each step
 compares the tokens chosen and the logits, the logits by the rule the report judges its outputs
-with (:class:`.judge.Judge`), while both models have been fed the same tokens
-(:mod:`.generation_report`).
+with (:class:`quantgraph.validation.compare.judge.Judge`), while both models have been fed the same
+tokens (:mod:`.generation_report`).
 """
 
 from __future__ import annotations

@@ -2,12 +2,12 @@
 convert --validate, run, tune, bench --model) and of the API (:func:`make_inputs`): the same
 model and options give the same inputs everywhere.
 
-A plan (:mod:`.inputs`: sizes and value ranges from what the graph says) is tried on the model
-before it is used: the first plan the model runs with finite outputs is the one, and a plan it
-refuses, or on which it computes NaN or inf, is varied as :mod:`.search` says. Validation tries
-its plans on the original; a command holding a session of the model (run) on that session;
-anything else on a session of the model made here (unfused: quantgraph's ops compute what the
-original's Q/DQ did, so a converted model takes the plans its original takes). When no plan
+A plan (:mod:`quantgraph.validation.inputs.plan`: sizes and value ranges from what the graph says)
+is tried on the model before it is used: the first plan the model runs with finite outputs is the
+one, and a plan it refuses, or on which it computes NaN or inf, is varied as :mod:`.search` says.
+Validation tries its plans on the original; a command holding a session of the model (run) on that
+session; anything else on a session of the model made here (unfused: quantgraph's ops compute what
+the original's Q/DQ did, so a converted model takes the plans its original takes). When no plan
 runs because the model computes NaN or inf, the error is the original's (:mod:`.non_finite`):
 it names the tensor where it starts, the inputs that reach it and the options that change them;
 for a model holding quantgraph's ops, the original is its ops lowered back in memory.
@@ -29,10 +29,10 @@ from ...errors import ModelError
 from ...ir.model_files import ModelLike, load_model, source_files
 from ...ir.walk import spec_nodes
 from ...runtime.session import InferenceSession
-from ..report import InputSearch, MemoryCheck
 from .non_finite import NonFinite, check_finite, find_cause, fix_hint, non_finite_text
 from .plan import GENERATED, Case, InputSpec, describe_feeds, draw
 from .search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT, Run, find_plan
+from .search_report import InputSearch, MemoryCheck
 
 ORIGINAL = "the original model itself"
 LOWERED = "the model's original form (its quantgraph ops lowered back in memory)"

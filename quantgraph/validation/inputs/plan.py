@@ -534,15 +534,15 @@ def is_default(source: str) -> bool:
     return source in (FROM_DEFAULT, FROM_IMAGE_DEFAULT) or source.startswith(FROM_SEQUENCE)
 
 
-def describe_defaulted(inputs: Mapping[str, Mapping[str, object]]) -> str:
-    """Every dim a default sized, in one line: ``input_ids:1 = 128 (sequence default 128), x:0 =
-    1 (default 1)``; empty when none did."""
-    parts = []
+def defaulted_dims(inputs: Mapping[str, Mapping[str, object]]) -> list[tuple[str, int, int, str]]:
+    """Every dim a default sized, as (input, axis, size, where the size came from):
+    ``("input_ids", 1, 128, "sequence default 128")``; empty when none did."""
+    found = []
     for name, spec in inputs.items():
         shape, shape_from = spec.get("shape"), spec.get("shape_from")
         if not isinstance(shape, list) or not isinstance(shape_from, list):
             continue  # inputs from files
         for axis, (size, source) in enumerate(zip(shape, shape_from, strict=False)):
             if is_default(str(source)):
-                parts.append(f"{name}:{axis} = {size} ({source})")
-    return ", ".join(parts)
+                found.append((name, axis, int(size), str(source)))
+    return found

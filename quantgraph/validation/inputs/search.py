@@ -24,7 +24,7 @@ closest to the first that fits: a sequence of 128 shrinks to 64, not to 1). Grow
 the budget runs, and
 none once the search has taken ``timeout`` seconds (checked between attempts: a run in progress
 finishes). An attempt whose inputs would be too large is not tried. The report lists every
-plan considered (:class:`.report.Tried`).
+plan considered (:class:`.search_report.Tried`).
 """
 
 from __future__ import annotations
@@ -39,16 +39,6 @@ import onnx_ir as ir
 
 from ...errors import ModelError
 from ..options import size_text
-from ..report import (
-    FAILED,
-    NOT_REACHED,
-    OVER_BUDGET,
-    RAN,
-    TOO_LARGE,
-    InputSearch,
-    MemoryCheck,
-    Tried,
-)
 from .memory import Estimate, estimate, weight_bytes
 from .non_finite import NonFinite
 from .plan import (
@@ -66,6 +56,16 @@ from .plan import (
     plan_cases,
     plan_inputs,
     sequence_default,
+)
+from .search_report import (
+    FAILED,
+    NOT_REACHED,
+    OVER_BUDGET,
+    RAN,
+    TOO_LARGE,
+    InputSearch,
+    MemoryCheck,
+    Tried,
 )
 
 MAX_ATTEMPTS = 32

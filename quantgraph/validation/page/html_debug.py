@@ -1,7 +1,7 @@
 """The page's "Where error is introduced" section (float original vs its QDQ form): the ranking
-of :mod:`.debugger` first, then every quantized tensor's parameters and what they did to the
-float values, then the keep-in-float list of --sensitivity (suggestions, with the option that
-writes each, then what gained nothing)."""
+of :mod:`quantgraph.validation.debug.debugger` first, then every quantized tensor's parameters and
+what they did to the float values, then the keep-in-float list of --sensitivity (suggestions, with
+the option that writes each, then what gained nothing)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from html import escape
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...reference.compare import TensorComparison
 from ..compare.error_stats import ErrorStats, abs_bin_labels, abs_bin_ranges
@@ -22,16 +22,14 @@ from . import svg
 from .html_debug import section as debug_section
 from .html_generation import section as generation_section
 from .html_tensors import section as tensors_section
-
-if TYPE_CHECKING:  # the report writes itself through this module (write_html)
-    from ..report import ValidationReport
+from .report_view import ReportView
 
 # The page's style and its one script live beside this module (package data).
 CSS = resources.files(__package__).joinpath("html_page.css").read_text()
 
 
 def render(
-    report: ValidationReport,
+    report: ReportView,
     *,
     original: str,
     rewritten: str,
@@ -63,7 +61,7 @@ def render(
     return "\n".join(p for p in parts if p)
 
 
-def _verdict(report: ValidationReport) -> str:
+def _verdict(report: ReportView) -> str:
     agree = report.agree
     verdict = "the models agree" if agree else "the models DISAGREE"
     return (
@@ -73,7 +71,7 @@ def _verdict(report: ValidationReport) -> str:
     )
 
 
-def _header(report: ValidationReport, original: str, rewritten: str) -> str:
+def _header(report: ReportView, original: str, rewritten: str) -> str:
     atol, rtol = report.tolerance
     like = report.like_reference
     rows = [
@@ -94,7 +92,7 @@ def _header(report: ValidationReport, original: str, rewritten: str) -> str:
     )
 
 
-def _tolerance(report: ValidationReport, atol: float, rtol: float) -> str:
+def _tolerance(report: ReportView, atol: float, rtol: float) -> str:
     if report.exact_expected:
         return "exact"
     if report.bound is not None:
@@ -102,18 +100,18 @@ def _tolerance(report: ValidationReport, atol: float, rtol: float) -> str:
     return f"atol={atol:g} rtol={rtol:g}"
 
 
-def _rule(report: ValidationReport) -> str:
+def _rule(report: ReportView) -> str:
     few = f"; {report.few_values}" if report.few_values else ""
     return report.criterion + few
 
 
-def _samples(report: ValidationReport) -> str:
+def _samples(report: ReportView) -> str:
     if report.cases:  # a decoder: each sample named by its step
         return f"{report.samples}: " + "; ".join(report.sample_names)
     return f"{report.samples}" + ("" if report.seed is None else f", seed {report.seed}")
 
 
-def _inputs(report: ValidationReport) -> str:
+def _inputs(report: ReportView) -> str:
     rows = []
     for case, inputs in (report.cases or {"": report.inputs}).items():
         for name, spec in inputs.items():
@@ -129,7 +127,7 @@ def _inputs(report: ValidationReport) -> str:
     return "<h2>Inputs</h2>" + _table(("input", "dtype", "shape", "range", "why"), rows)
 
 
-def _outputs(report: ValidationReport) -> str:
+def _outputs(report: ReportView) -> str:
     rows = []
     charts = []
     ulps = not report.float_reference  # a float's ulps against its quantized form mean nothing
@@ -188,12 +186,12 @@ def _histograms(stats: ErrorStats) -> str:
     return "".join(charts)
 
 
-def _bound_cells(report: ValidationReport, name: str) -> tuple[str, str]:
+def _bound_cells(report: ReportView, name: str) -> tuple[str, str]:
     assert report.bound is not None
     return _num(report.bound.atol(name)), _num(report.bound.spread.get(name, 0.0))
 
 
-def _as_run(report: ValidationReport) -> str:
+def _as_run(report: ReportView) -> str:
     like = report.like_reference
     if like is None:
         return ""
@@ -205,7 +203,7 @@ def _as_run(report: ValidationReport) -> str:
     )
 
 
-def _optimized(report: ValidationReport) -> str:
+def _optimized(report: ReportView) -> str:
     return _informational(
         "Original at ORT_ENABLE_ALL (informational)",
         "onnxruntime's fused integer kernels round differently; this comparison is not part of "
@@ -214,7 +212,7 @@ def _optimized(report: ValidationReport) -> str:
     )
 
 
-def _onnx_arithmetic(report: ValidationReport) -> str:
+def _onnx_arithmetic(report: ReportView) -> str:
     return _informational(
         "Original in ONNX's arithmetic (informational)",
         "The verdict compares the original evaluated in oneDNN's arithmetic; this is how far the "
@@ -317,7 +315,7 @@ def _steps(value: float | None) -> str:
 
 def write_page(
     path: Path,
-    report: Any,
+    report: ReportView,
     original: Path | str,
     rewritten: Path | str,
     *,

@@ -11,12 +11,9 @@ import json
 import math
 from html import escape
 from importlib import resources
-from typing import TYPE_CHECKING
 
 from . import svg
-
-if TYPE_CHECKING:
-    from ..report import ValidationReport
+from .report_view import ReportView
 
 SCRIPT = resources.files(__package__).joinpath("html_page.js").read_text()
 
@@ -48,7 +45,7 @@ def _json_num(value: float | None) -> float | None:
     return float(f"{value:.4g}")
 
 
-def _introduced(report: ValidationReport) -> dict[str, str]:
+def _introduced(report: ReportView) -> dict[str, str]:
     """Per tensor, the error introduced there (float vs QDQ): its own Q/DQ, the node's own."""
     debug = report.debug
     if debug is None:
@@ -62,7 +59,7 @@ def _introduced(report: ValidationReport) -> dict[str, str]:
     return found
 
 
-def section(report: ValidationReport) -> str:
+def section(report: ReportView) -> str:
     found = report.intermediate
     if found is None:
         return ""
