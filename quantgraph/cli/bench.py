@@ -18,6 +18,7 @@ from .args.inputs import (
 )
 from .args.kernels import KERNEL_OPTIONS
 from .args.model_timing import MODEL_TIMING_OPTIONS
+from .name_groups import grouped
 from .process import errors_are_one_line
 from .render_json import JSON_OPTION, print_json
 
@@ -131,10 +132,11 @@ def _bench_models(
 
 
 def _inputs_text(inputs: dict[str, dict[str, object]]) -> str:
-    """``x: float32[1,3,224,224], ids: int64[1,16]``: what every variant was fed."""
-    parts = []
+    """``x: float32[1,3,224,224], ids: int64[1,16]``: what every variant was fed (a decoder's
+    cache as one item: :func:`.name_groups.grouped`)."""
+    described = []
     for name, value in inputs.items():
         shape = value["shape"]
         assert isinstance(shape, list)
-        parts.append(f"{name}: {value['dtype']}[{','.join(map(str, shape))}]")
-    return ", ".join(parts) or "none"
+        described.append((name, f"{value['dtype']}[{','.join(map(str, shape))}]"))
+    return ", ".join(f"{g.label}: {g.key}{g.count}" for g in grouped(described)) or "none"

@@ -55,18 +55,19 @@ def print_outputs(summary: list[dict[str, Any]]) -> None:
 
 def print_generated(inputs: dict[str, dict[str, Any]], seed: int) -> None:
     """``run``'s generated inputs on stderr, one line each: what they are and where their sizes
-    came from (as ``validate`` prints them)."""
+    came from (as ``validate`` prints them; a decoder's cache as one line)."""
     from ..validation.inputs.plan import describe_shape
 
+    described = []
     for name, spec in inputs.items():
         shape = ",".join(map(str, spec["shape"]))
         span = f" in [{spec['range'][0]:g}, {spec['range'][1]:g}]" if spec.get("range") else ""
         sizes = describe_shape(spec["shape"], spec.get("shape_from", []))
         sizes = f"; sizes: {sizes}" if sizes else ""
+        described.append((name, f"{spec['dtype']}[{shape}]{span}, {spec['why']}{sizes}"))
+    for group in grouped(described):
         click.echo(
-            f"generated input '{name}' (seed {seed}): {spec['dtype']}[{shape}]{span}, "
-            f"{spec['why']}{sizes}",
-            err=True,
+            f"generated input '{group.label}'{group.count} (seed {seed}): {group.key}", err=True
         )
 
 
