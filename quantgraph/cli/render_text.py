@@ -160,7 +160,11 @@ def _print_other_quantized(nodes: list[Any], limit: int) -> None:
 def _memory_text(memory: Any) -> str:
     from ..validation.options import size_text
 
-    budget = "no budget" if memory.budget is None else f"--memory-budget {size_text(memory.budget)}"
+    budget = (
+        "no budget"
+        if memory.budget is None
+        else f"--memory-budget {size_text(memory.budget)} beside the weights"
+    )
     text = f"estimated {size_text(memory.estimate)} (weights {size_text(memory.weights)}); {budget}"
     if memory.unresolved:
         text += (

@@ -130,8 +130,8 @@ MEMORY_BUDGET_OPTION = group_option(
     type=SizeType(),
     default=MEMORY_BUDGET_DEFAULT,
     show_default=True,
-    help="Run no plan of generated inputs whose memory, estimated from its shapes, exceeds SIZE "
-    "(2GiB, 512MiB, 1.5GB or bytes).",
+    help="Run no plan of generated inputs whose memory beside the model's weights (held whatever "
+    "the inputs), estimated from its shapes, exceeds SIZE (2GiB, 512MiB, 1.5GB or bytes).",
 )
 SEARCH_TIMEOUT_OPTION = group_option(
     OWNER,

@@ -145,8 +145,8 @@ def find_plan(
             cache[key] = estimate(model, planned, keep_all=keep_all, weights=weights)
         return cache[key]
 
-    def fits(found: Estimate) -> bool:
-        return memory_budget is None or found.total <= memory_budget
+    def fits(found: Estimate) -> bool:  # the weights are held whatever the plan: not counted
+        return memory_budget is None or found.total - found.weights <= memory_budget
 
     def late() -> bool:
         return timeout is not None and clock() - start > timeout
@@ -257,7 +257,10 @@ def _check(found: Estimate, budget: int | None) -> MemoryCheck:
 
 
 def _over(found: Estimate, budget: int) -> str:
-    return f"estimated to need {size_text(found.total)}, over --memory-budget {size_text(budget)}"
+    return (
+        f"estimated to need {size_text(found.total - found.weights)} beside the weights "
+        f"({size_text(found.weights)}), over --memory-budget {size_text(budget)}"
+    )
 
 
 def _nothing_ran(
@@ -292,7 +295,7 @@ def _nothing_ran(
         least = min(over, key=lambda t: t.estimate or 0)
         text += (
             f"; {len(over)} over --memory-budget {size_text(budget)} (the smallest, "
-            f"{least.plan}, estimated at {size_text(least.estimate or 0)})"
+            f"{least.plan}, estimated at {size_text(least.estimate or 0)} with the weights)"
         )
     if budget is not None and (over or status == OVER_BUDGET):
         hint = f"raise --memory-budget, {hint}"
