@@ -6,11 +6,20 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.quantgraph-installed
 NATIVE_SOURCES := $(shell find custom_ops -type f 2>/dev/null) pyproject.toml
+# The package's module files, listed: the editable install maps each file it saw, so a module
+# added, moved or made a package (validation/inputs.py -> validation/inputs/) needs it again.
+# Their list's checksum is rewritten only when it changes (its time then says so).
+MODULES := $(VENV)/.quantgraph-modules
+MODULE_LIST := $(shell find quantgraph -name '*.py' -not -path '*/__pycache__/*' 2>/dev/null | LC_ALL=C sort | cksum)
 
-.PHONY: setup browser demo test lint bench docs clean
+.PHONY: setup browser demo test lint bench docs clean FORCE
 
 # The echo lines say what each slow step is doing (pip is --quiet; the C++ build takes a minute).
-$(STAMP): $(NATIVE_SOURCES)
+$(MODULES): FORCE
+	@mkdir -p $(VENV)
+	@echo "$(MODULE_LIST)" | cmp -s - $@ || echo "$(MODULE_LIST)" > $@
+
+$(STAMP): $(NATIVE_SOURCES) $(MODULES)
 	@echo "setup: virtualenv $(VENV)"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@echo "setup: upgrading pip"
