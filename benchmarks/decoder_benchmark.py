@@ -60,12 +60,15 @@ def speed(original: Path, converted: Path, sample: Path, rounds: int) -> dict[st
     command = [
         sys.executable, "-m", "quantgraph", "bench", "--model", str(original), str(converted),
         "--fusions", "onnxruntime,auto", "--rounds", str(rounds), "--repeat", "3",
-        "--processes", "2", "--inputs", str(sample), "--json",
+        "--processes", "1", "--inputs", str(sample), "--json",
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"bench failed: {done.stderr.strip()[-300:]}")
     rows = {str(row["label"]): row for row in json.loads(done.stdout)}
+    failed = [f"{k}: {r.get('error')}" for k, r in rows.items() if r.get("median_ms") is None]
+    if failed:  # every variant's process is alive at once: one per variant (--processes 1)
+        raise SystemExit(f"bench: a variant failed: {'; '.join(failed)[-600:]}")
     return {
         "original": rows["original ORT_ENABLE_ALL"]["median_ms"],
         "onnxruntime": rows["rewritten native fusion=onnxruntime"]["median_ms"],
