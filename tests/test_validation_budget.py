@@ -271,8 +271,8 @@ def test_which_dims_are_sequences(dim: str | None, size: int) -> None:
 def test_a_sequence_over_the_budget_shrinks_and_says_so() -> None:
     """Under a budget 128 tokens exceed, the search runs a shorter sequence."""
     model = ir.from_proto(token_model())
-    found = memory.estimate(model, {"input_ids": (1, 128), "attention_mask": (1, 128)})
-    big = found.total - found.weights
+    needed = memory.estimate(model, {"input_ids": (1, 128), "attention_mask": (1, 128)})
+    big = needed.total - needed.weights
     session = ort.InferenceSession(
         token_model().SerializeToString(), providers=["CPUExecutionProvider"]
     )
