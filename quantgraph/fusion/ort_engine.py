@@ -23,17 +23,13 @@ fed by (QuantizeLinear); the kernel is what the optimized graph computes that un
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import onnx
 import onnx_ir as ir
 
-from ..errors import one_line
-from ..ir.fingerprint import fingerprint
 from ..ir.values import constant_array
 from ..ir.walk import GraphLike, all_graphs, proto_graphs, spec_op
 from ..passes import pipelines
@@ -48,6 +44,7 @@ from ..passes.short_blocks import PADDED, TrimPaddedBlocksPass
 from ..passes.spec_to_qdq import SpecToQdqPass
 from ..spec import DYNAMIC_DEQUANTIZE
 from .ort_neighbours import by_layout, neighbours
+from .ort_optimized import optimized_graph
 from .plan import GIVEN_BACK, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 from .unique_dequantize import unique_dequantize
 
@@ -58,9 +55,6 @@ LONE_KERNEL = "onnxruntime's own, as it is:"  # a lone Q/DQ handed over (plan(lo
 OWN_FORMS = (*QDQ, "DynamicQuantizeLinear", "Mul")
 ONNX_DOMAINS = {"": "", "ai.onnx": ""}
 LEVEL_NAMES = {0: "ORT_DISABLE_ALL", 1: "ORT_ENABLE_BASIC", 2: "ORT_ENABLE_EXTENDED"}
-# Initializers at least this large go to a side file when onnxruntime writes the optimized
-# model (weights are never compared by value: an unchanged node keeps its weight's name).
-EXTERNAL_THRESHOLD = 1024
 
 
 class _LowerSome(SpecToQdqPass):
@@ -192,7 +186,7 @@ def plan(model: ir.Model, level: int, *, lone: bool = False) -> FusionPlan:
     report = RewriteReport()
     _lower(lowered, None, report)
     cannot = {s.node: s.reason for s in report.skipped}
-    optimized = _optimized(lowered, level)
+    optimized = optimized_graph(lowered, level)
     after = _outputs_index(optimized)
     constants = _constants(optimized)
     transposed = by_layout(optimized, lowered)  # values its layout Transposes write
@@ -334,62 +328,6 @@ def _trimmed_names(model: ir.Model) -> dict[str, str]:
                 if source is not None and node.outputs[0].name and source.name:
                     found[node.outputs[0].name] = source.name
     return found
-
-
-# The last model optimized and onnxruntime's graph of it: fusion auto's candidate plans (and
-# the session after them) lower the same model alike, and each would make a session for it
-# (seconds at LLM size: the weights restored and spilled each time).
-_LAST_OPTIMIZED: dict[tuple[bytes, int], onnx.ModelProto] = {}
-
-
-def _optimized(model: ir.Model, level: int) -> onnx.ModelProto:
-    """:func:`_optimize`, once for models equal by their fingerprint (read only: shared)."""
-    key = (fingerprint(model), level)
-    found = _LAST_OPTIMIZED.get(key)
-    if found is None:
-        found = _optimize(model, level)
-        _LAST_OPTIMIZED.clear()
-        _LAST_OPTIMIZED[key] = found
-    return found
-
-
-def _optimize(model: ir.Model, level: int) -> onnx.ModelProto:
-    """The graph the installed onnxruntime makes of ``model`` at ``level`` (CPU provider)."""
-    import onnxruntime as ort
-
-    from ..backends.ort_sessions import ort_session
-
-    with tempfile.TemporaryDirectory(prefix="quantgraph-plan-") as scratch:
-        target = Path(scratch) / "optimized.onnx"
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel(level)
-        options.optimized_model_filepath = str(target)
-        options.log_severity_level = 4
-        if any(n.op_type == "OneDnnPartition" for n in model.graph):  # fusion "auto"
-            from .onednn_engine import register
-
-            register(options, partitions_only=False)
-        # The session is made for its optimized graph only: no kernel is run, so none needs
-        # its weights pre-packed (a second copy of them, measured: +170 MB of address space
-        # for 208 MiB of weights).
-        options.add_session_config_entry("session.disable_prepacking", "1")
-        options.add_session_config_entry(
-            "session.optimized_model_external_initializers_file_name", "optimized.data"
-        )
-        options.add_session_config_entry(
-            "session.optimized_model_external_initializers_min_size_in_bytes",
-            str(EXTERNAL_THRESHOLD),
-        )
-        try:
-            ort_session(model, options)
-        except Exception as error:
-            from ..errors import BackendError
-
-            raise BackendError(
-                f"fusion 'onnxruntime': onnxruntime cannot load the model in its Q/DQ form: "
-                f"{one_line(error)}"
-            ) from None
-        return onnx.load(str(target), load_external_data=False)
 
 
 def _unchanged(
