@@ -10,9 +10,11 @@ beside it when the model has any), in onnx alone. Ops of ONNX's domain that onnx
 (onnxruntime-genai's SimplifiedLayerNormalization) are set aside for its check, as convert does
 (quantgraph.ir.checker). Outputs go to a scratch folder, emptied after every run.
 
-Prints the medians of each, the median (and range) of the round-by-round ratios, and each peak
-against the weights (the external data files). Time on a quiet machine: the 1-minute load
-average is printed before and after.
+``--floor`` adds a third command, what any tool built on onnx-ir pays before it changes a
+node: ``onnx_ir.load``, ``onnx_ir.to_proto``, the same full check and the write (models without
+external data). Prints the medians of each, the median (and range) of the round-by-round
+ratios, and each peak against the weights (the external data files). Time on a quiet machine:
+the 1-minute load average is printed before and after.
 """
 
 from __future__ import annotations
@@ -84,6 +86,20 @@ else:
 """
 
 
+# The onnx-ir floor: the model read into onnx-ir's objects and written back, checked in full.
+FLOOR = r"""
+import sys
+import onnx
+import onnx_ir as ir
+
+source, target = sys.argv[1], sys.argv[2]
+data = ir.to_proto(ir.load(source)).SerializeToString()
+onnx.checker.check_model(data, full_check=True)
+with open(target, "wb") as stream:
+    stream.write(data)
+"""
+
+
 @dataclass(frozen=True)
 class Run:
     seconds: float
@@ -145,12 +161,14 @@ def paired_runs(
     convert_args: Sequence[str] = (),
     scratch: Path | None = None,
     log: bool = True,
+    floor: bool = False,
 ) -> dict[str, list[Run]]:
     """``rounds`` counted rounds (after ``warmup``) of the plain copy and ``quantgraph convert``
-    of ``model``, each a whole process, the order alternating: {"copy": [...], "convert": [...]}."""
+    of ``model`` (and the onnx-ir ``floor``), each a whole process, the order alternating:
+    {"copy": [...], "convert": [...], "floor": [...]}."""
     weights = weights_bytes(model)
     root = Path(tempfile.mkdtemp(prefix="convert-vs-copy-", dir=scratch))
-    out_copy, out_convert = root / "copy", root / "convert"
+    out_copy, out_convert, out_floor = root / "copy", root / "convert", root / "floor"
     copy = [
         sys.executable,
         "-c",
@@ -163,10 +181,14 @@ def paired_runs(
         sys.executable, "-m", "quantgraph", "convert", str(model), str(out_convert / "model.onnx"),
         *convert_args,
     ]  # fmt: skip
-    runs: dict[str, list[Run]] = {"copy": [], "convert": []}
+    order_of_round = [("copy", copy, out_copy), ("convert", convert, out_convert)]
+    if floor:
+        command = [sys.executable, "-c", FLOOR, str(model), str(out_floor / "model.onnx")]
+        order_of_round.append(("floor", command, out_floor))
+    runs: dict[str, list[Run]] = {name: [] for name, _, _ in order_of_round}
     try:
         for index in range(warmup + rounds):
-            order = [("copy", copy, out_copy), ("convert", convert, out_convert)]
+            order = list(order_of_round)
             if index % 2:
                 order.reverse()
             done = {name: run(command, out) for name, command, out in order}
@@ -174,12 +196,10 @@ def paired_runs(
                 for name, result in done.items():
                     runs[name].append(result)
                 if log:
-                    print(
-                        f"round {index - warmup + 1}: copy {done['copy'].seconds:.2f} s "
-                        f"{done['copy'].peak_gib:.3f} GiB, convert {done['convert'].seconds:.2f} s "
-                        f"{done['convert'].peak_gib:.3f} GiB",
-                        flush=True,
+                    each = ", ".join(
+                        f"{name} {r.seconds:.2f} s {r.peak_gib:.3f} GiB" for name, r in done.items()
                     )
+                    print(f"round {index - warmup + 1}: {each}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return runs
@@ -199,14 +219,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--convert-args", default="", help="more arguments for quantgraph convert, one string"
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time onnx-ir's read and write of the model with the full check (no external "
+        "data)",
+    )
     args = parser.parse_args(argv)
     model = args.model.resolve()
     weights = weights_bytes(model)
+    if args.floor and weights:
+        parser.error("--floor takes a model without external data")
     nodes = len(onnx.load(str(model), load_external_data=False).graph.node)
     print(f"{model}: {nodes} nodes in the main graph, {weights / 2**30:.3f} GiB of external data")
     print(f"python {sys.version.split()[0]}, onnx {onnx.__version__}, {os.cpu_count()} CPUs")
     print(f"load average before: {os.getloadavg()[0]:.2f} (time on a quiet machine)")
-    runs = paired_runs(model, args.rounds, args.warmup, args.convert_args.split(), args.scratch)
+    runs = paired_runs(
+        model, args.rounds, args.warmup, args.convert_args.split(), args.scratch, floor=args.floor
+    )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     print()
     print(f"{args.rounds} rounds, medians (min-max)")
@@ -214,10 +244,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     header = "| command | time | peak resident | peak / weights |"
     print(header)
     print("|---|---|---|---|")
-    for name, label in (
-        ("copy", "plain copy (onnx load, full check, save)"),
-        ("convert", "quantgraph convert"),
-    ):
+    labels = {
+        "copy": "plain copy (onnx load, full check, save)",
+        "convert": "quantgraph convert",
+        "floor": "onnx-ir floor (onnx_ir.load, to_proto, full check, write)",
+    }
+    for name in runs:
+        label = labels[name]
         peaks = [r.peak_gib for r in runs[name]]
         over = f"{statistics.median(peaks) * 2**30 / weights:.2f}x" if weights else "-"
         print(
@@ -235,6 +268,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"convert / copy, round by round: time {_cell(time_ratios, 'x')}, "
         f"peak {_cell(peak_ratios, 'x')}"
     )
+    if "floor" in runs:
+        floor_ratios = [
+            f.seconds / p.seconds for f, p in zip(runs["floor"], runs["copy"], strict=True)
+        ]
+        print(f"onnx-ir floor / copy, round by round: time {_cell(floor_ratios, 'x')}")
 
 
 if __name__ == "__main__":
