@@ -1,9 +1,9 @@
-"""Names alike but for their numbers told once (quantgraph/cli/name_groups.py): what validate's
+"""Names alike but for their numbers told once (quantgraph/ir/name_groups.py): what validate's
 and tune's text group, and what they keep apart."""
 
 from __future__ import annotations
 
-from quantgraph.cli.name_groups import grouped
+from quantgraph.ir.name_groups import grouped
 
 
 def _labels(items: list[tuple[str, object]]) -> list[str]:

@@ -195,6 +195,35 @@ def test_an_unknown_size_is_not_counted_as_nothing() -> None:
     assert found.total >= 40_000 + memory.SCRATCH_FACTOR * 2 * 40_000
 
 
+def test_a_weight_never_stands_in_for_an_unknown_size() -> None:
+    """A custom op reading an activation and a dequantized weight (a converted model's MatMul
+    behind a custom op): its output of unknown size counts as the activation, not as the 4 MB
+    weight; the weight's float copy counts while it is alive."""
+    nodes = [
+        helper.make_node("DequantizeLinear", ["wq", "s", "z"], ["w"]),
+        helper.make_node("Mystery", ["x", "w"], ["m"], domain="custom"),
+        helper.make_node("Relu", ["m"], ["y"]),
+    ]
+    initializers = [
+        numpy_helper.from_array(np.ones((1000, 1000), np.uint8), "wq"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "s"),
+        numpy_helper.from_array(np.array(1, np.uint8), "z"),
+    ]
+    model = make_model(
+        nodes,
+        [tensor_info("x", F, ["n", 100])],
+        [tensor_info("y", F, None)],
+        initializers,
+        domains={"custom": 1},
+        check=False,
+    )
+    found = memory.estimate(ir.from_proto(model), {"x": (10, 100)})
+    assert found.unresolved == 2
+    weights, fed, float_weight = 1_000_000 + 4 + 1, 4000, 4_000_000
+    assert found.weights == weights
+    assert found.total == weights + fed + memory.SCRATCH_FACTOR * (float_weight + fed)
+
+
 def test_the_peak_frees_dead_tensors_unless_all_are_kept() -> None:
     """A chain of four Relus on 4 KB: at most two tensors are alive at once; --intermediate
     keeps all four."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from ..ir.name_groups import grouped
 from ..progress import Status
 from .args import BackendArgs, InputArgs, KernelArgs, ModelTimingArgs, parsed
 from .args.backend import BENCH_LIST_OPTIONS
@@ -18,7 +19,6 @@ from .args.inputs import (
 )
 from .args.kernels import KERNEL_OPTIONS
 from .args.model_timing import MODEL_TIMING_OPTIONS
-from .name_groups import grouped
 from .process import errors_are_one_line
 from .render_json import JSON_OPTION, print_json
 
@@ -133,7 +133,7 @@ def _bench_models(
 
 def _inputs_text(inputs: dict[str, dict[str, object]]) -> str:
     """``x: float32[1,3,224,224], ids: int64[1,16]``: what every variant was fed (a decoder's
-    cache as one item: :func:`.name_groups.grouped`)."""
+    cache as one item: :func:`quantgraph.ir.name_groups.grouped`)."""
     described = []
     for name, value in inputs.items():
         shape = value["shape"]

@@ -14,8 +14,8 @@ from typing import Any
 
 import click
 
+from ..ir.name_groups import grouped
 from .args.base import group_option
-from .name_groups import grouped
 
 WIDTH = 100  # the help's max_content_width
 NAMES_SHOWN = 3  # node names per skip reason without --verbose
@@ -524,7 +524,7 @@ def _print_plan_summary(plan: Any) -> None:
 def shapes_text(shapes: Mapping[str, Sequence[int]]) -> str:
     """``input_ids[1x1], past_key_values.*.{key,value}[1x4x128x64] (44 inputs)``: inputs whose
     names differ in their numbers only and that share a shape are one item (a decoder's KV
-    cache; :func:`.name_groups.grouped`)."""
+    cache; :func:`quantgraph.ir.name_groups.grouped`)."""
     items = grouped((name, tuple(shape)) for name, shape in shapes.items())
     return ", ".join(f"{g.label}[{'x'.join(map(str, g.key))}]{g.count}" for g in items)
 

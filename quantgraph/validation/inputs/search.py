@@ -38,6 +38,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ...errors import ModelError
+from ...ir.name_groups import grouped
 from ..options import size_text
 from .memory import Estimate, estimate, weight_bytes
 from .non_finite import NonFinite
@@ -273,9 +274,9 @@ def _nothing_ran(
     timeout: float | None,
     explained: tuple[str, str] | None = None,
 ) -> str:
-    shapes = ", ".join(
-        f"{s.name}: {s.dtype.numpy().name}[{','.join(map(str, s.shape))}]" for s in first
-    )
+    described = [(s.name, f"{s.dtype.numpy().name}[{','.join(map(str, s.shape))}]") for s in first]
+    # a decoder's 64 KV-cache inputs are one item, not 3,000 characters of the line
+    shapes = ", ".join(f"{g.label}: {g.key}{g.count}" for g in grouped(described))
     hint = HINT
     if explained is not None:  # NaN or inf in the original itself, and what fixes it
         text = f"{label}: {explained[0]} (generated inputs: {shapes})"

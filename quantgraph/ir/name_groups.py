@@ -1,6 +1,7 @@
 """Names that differ only in their numbers, told once: a decoder's 44 ``past_key_values.N.key``
 and ``.value`` inputs that share a description print as one ``past_key_values.*.{key,value}``
-item (44 inputs) instead of 44 lines. Text only: ``--json`` lists every name."""
+item (44 inputs) instead of 44 lines, in text and one-line errors alike; ``--json`` lists every
+name."""
 
 from __future__ import annotations
 
