@@ -44,7 +44,7 @@ from ..passes.short_blocks import PADDED, TrimPaddedBlocksPass
 from ..passes.spec_to_qdq import SpecToQdqPass
 from ..spec import DYNAMIC_DEQUANTIZE
 from .ort_neighbours import by_layout, neighbours
-from .ort_optimized import optimized_graph
+from .ort_optimized import optimized_graph, weightless_graph
 from .plan import GIVEN_BACK, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 from .unique_dequantize import unique_dequantize
 
@@ -186,7 +186,15 @@ def plan(model: ir.Model, level: int, *, lone: bool = False) -> FusionPlan:
     report = RewriteReport()
     _lower(lowered, None, report)
     cannot = {s.node: s.reason for s in report.skipped}
-    optimized = optimized_graph(lowered, level)
+    survivors = any(
+        renamed.get(_key(n), _key(n)) in spec and (spec_op(n) is not None or n.op_type in OWN_FORMS)
+        for _, n in _graph_nodes_all(lowered)
+    )
+    # Nothing of a spec op left as a node of its own (every one folded back into the original's
+    # MatMulNBits, GatherBlockQuantized, QOperator node...): no Q/DQ for the optimizer to decide
+    # on, and the lowered graph names each unit's kernel. Asking onnxruntime would restore and
+    # write every weight twice (26 of 58 s of `quantgraph run --fusion onnxruntime` at 3.8B).
+    optimized = optimized_graph(lowered, level) if survivors else weightless_graph(lowered)
     after = _outputs_index(optimized)
     constants = _constants(optimized)
     transposed = by_layout(optimized, lowered)  # values its layout Transposes write

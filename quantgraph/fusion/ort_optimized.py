@@ -11,6 +11,7 @@ import onnx_ir as ir
 
 from ..errors import one_line
 from ..ir.fingerprint import fingerprint
+from ..ir.walk import all_graphs
 
 # Initializers at least this large go to a side file when onnxruntime writes the optimized
 # model (weights are never compared by value: an unchanged node keeps its weight's name).
@@ -72,4 +73,23 @@ def _optimize(model: ir.Model, level: int) -> onnx.ModelProto:
         return onnx.load(str(target), load_external_data=False)
 
 
-__all__ = ["EXTERNAL_THRESHOLD", "optimized_graph"]
+def weightless_graph(model: ir.Model) -> onnx.ModelProto:
+    """``model``'s nodes (every graph's and function's, in one graph) as protos of their op,
+    name and value names only, for a model in which onnxruntime has nothing to decide: what the
+    plan reads of an optimized graph, without a weight or a session."""
+    graph = onnx.GraphProto(name=model.graph.name or "")
+    for each in all_graphs(model):
+        for node in each:
+            graph.node.append(
+                onnx.helper.make_node(
+                    node.op_type,
+                    [v.name or "" if v is not None else "" for v in node.inputs],
+                    [v.name or "" for v in node.outputs],
+                    name=node.name,
+                    domain=node.domain,
+                )
+            )
+    return onnx.ModelProto(graph=graph)
+
+
+__all__ = ["EXTERNAL_THRESHOLD", "optimized_graph", "weightless_graph"]
