@@ -16,6 +16,11 @@ installed onnxruntime optimize it at the session's level, and reads the optimize
   optimizer, the original QDQ model: what it fuses, it fuses as it does for the original, and
   the outputs equal the original's at the same optimization level, bit for bit.
 
+* A spec op that lowering folds back into the original's own node (MatMulNBits,
+  GatherBlockQuantized, a QOperator node...) is that node again: onnxruntime runs it with its
+  kernel, as for the original. When every spec op folds back so, nothing is left to ask the
+  optimizer and the plan is read off the lowered graph (no session, no weight restored).
+
 Units group the handed-over spec ops with the compute node they feed (DequantizeLinear) or are
 fed by (QuantizeLinear); the kernel is what the optimized graph computes that unit with.
 """
