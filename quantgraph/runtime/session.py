@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import onnxruntime as ort
 
 from .. import fusion as fusion_engines
 from ..backends import Backend, require, resolve_arithmetic
+from ..errors import QuantgraphWarning
 from ..fusion import tuner, tuning_cache
 from ..fusion.auto_tuning import PENDING, Timing, Tuning, check_mode, default_mode
 from ..fusion.tuner import DEFAULT_BUDGET, Choice, Decision
@@ -26,6 +28,7 @@ from ..ir.opsets import check_opset
 from ..passes.declared_dst import DeclaredDstPass, needs_declared_dst
 from . import tuning_workers, weights_by_reference
 from .candidates import candidate_model, candidate_options, new_session
+from .early_dequantize import early_dequantize_warning
 
 # Timing.isolation when every candidate plan makes one model (nothing is timed, no session made)
 NOTHING_TO_TIME = "none: every plan makes one model"
@@ -301,6 +304,10 @@ class InferenceSession:
                 loaded, self.fusion, level=level, decision=decision
             )
             changed = changed or bool(self.fusion_plan.units)
+        else:
+            told = early_dequantize_warning(loaded, level)
+            if told is not None:
+                warnings.warn(told, QuantgraphWarning, stacklevel=3)
         if hook is not None:
             hook(loaded)
             changed = True
