@@ -197,6 +197,29 @@ def test_a_budget_error_tells_the_cache_once(tmp_path: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_an_inputs_file_without_part_of_the_cache_tells_it_once(tmp_path: Path) -> None:
+    """Feeds of a decoder of fewer layers: the missing KV-cache inputs, the file's and the
+    model's, each said as one item, on one line."""
+    _, rewritten = _pair(tmp_path, TINY.replace(layers=3))
+    cache = {
+        f"past_key_values.{n}.{p}": np.zeros((1, 2, 0, 16), np.float32)
+        for n in range(2)
+        for p in ("key", "value")
+    }
+    tokens = np.ones((1, 4), np.int64)
+    np.savez(tmp_path / "feeds.npz", input_ids=tokens, attention_mask=tokens, **cache)
+    result = CliRunner().invoke(
+        main, ["run", str(rewritten), "--inputs", str(tmp_path / "feeds.npz")]
+    )
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "no array for input 'past_key_values.2.key', 'past_key_values.2.value'" in line
+    assert (
+        "the file holds input_ids, attention_mask, past_key_values.*.{key,value} (4 inputs)" in line
+    )
+    assert "past_key_values.*.{key,value}: float32[" in line and "(6 inputs))" in line
+
+
 def test_run_and_tune_feed_the_prefill_validate_plans(tmp_path: Path) -> None:
     original, rewritten = _pair(tmp_path, TINY)
     validated = generate(load_model(original))

@@ -20,6 +20,7 @@ import onnx
 import onnx_ir as ir
 
 from ...errors import ModelError
+from ...ir.name_groups import grouped
 
 SUFFIXES = (".npz", ".npy")
 _NPZ_MAGIC, _NPY_MAGIC = b"PK\x03\x04", b"\x93NUMPY"
@@ -156,10 +157,12 @@ def _objects(path: Path, name: str | None) -> str:
 def check(feeds: Mapping[str, np.ndarray], expected: Sequence[Expected], source: str) -> None:
     """Refuse feeds that do not fit the model's inputs, naming the input and the difference."""
     wanted = {e.name: e for e in expected}
-    listed = ", ".join(map(str, expected)) or "none"
+    # a decoder's KV cache (64 inputs) as one item: the line stays a line
+    groups = grouped((e.name, e.type_text) for e in expected)
+    listed = ", ".join(f"{g.label}: {g.key}{g.count}" for g in groups) or "none"
     missing = [name for name in wanted if name not in feeds]
     if missing:
-        held = ", ".join(feeds) or "no arrays"
+        held = ", ".join(g.label + g.count for g in grouped((n, "") for n in feeds)) or "no arrays"
         raise ModelError(
             f"{source}: no array for input {_names(missing)} (the file holds {held}; the model's "
             f"inputs: {listed})"
@@ -193,7 +196,7 @@ def check(feeds: Mapping[str, np.ndarray], expected: Sequence[Expected], source:
 
 
 def _names(names: Sequence[str]) -> str:
-    return ", ".join(f"'{n}'" for n in names) if len(names) > 1 else f"'{names[0]}'"
+    return ", ".join(f"'{g.label}'{g.count}" for g in grouped((n, "") for n in names))
 
 
 def _numpy_name(dtype: ir.DataType | None) -> str | None:
