@@ -207,7 +207,8 @@ def test_an_inputs_file_without_part_of_the_cache_tells_it_once(tmp_path: Path) 
         for p in ("key", "value")
     }
     tokens = np.ones((1, 4), np.int64)
-    np.savez(tmp_path / "feeds.npz", input_ids=tokens, attention_mask=tokens, **cache)
+    arrays: dict[str, np.ndarray] = {"input_ids": tokens, "attention_mask": tokens, **cache}
+    np.savez(tmp_path / "feeds.npz", allow_pickle=False, **arrays)
     result = CliRunner().invoke(
         main, ["run", str(rewritten), "--inputs", str(tmp_path / "feeds.npz")]
     )
