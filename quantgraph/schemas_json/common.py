@@ -25,7 +25,7 @@ QUARTILES: Schema = {
 
 
 def closed_object(required: dict[str, Schema], optional: dict[str, Schema] | None = None) -> Schema:
-    """An object with exactly these fields (a new one must be added here and in docs/json.md)."""
+    """An object with exactly these fields (a new one goes into its module and docs/json.md)."""
     return {
         "type": "object",
         "properties": {**required, **(optional or {})},
@@ -37,6 +37,17 @@ def closed_object(required: dict[str, Schema], optional: dict[str, Schema] | Non
 def array_of(items: Schema) -> Schema:
     return {"type": "array", "items": items}
 
+
+# A place that can be kept in float (quantgraph.passes.float_candidates) and the error it
+# introduces: fallback's ranking and validate --sensitivity list these fields first.
+FLOAT_CANDIDATE: dict[str, Schema] = {
+    "kind": {"enum": ["chain", "weights"]},
+    "name": STRING,
+    "names": array_of(STRING),
+    "op_type": STRING,
+    "label": STRING,
+    "sqnr_db": {"type": ["number", "null"]},
+}
 
 DEFS: dict[str, Schema] = {
     "float": FLOAT,

@@ -4,7 +4,7 @@ keeping each in float gains (--sensitivity)."""
 
 from __future__ import annotations
 
-from .common import BOOL, INT, STRING, Schema, array_of, closed_object
+from .common import BOOL, FLOAT_CANDIDATE, INT, STRING, Schema, array_of, closed_object
 
 # Why a place loses precision (quantgraph.validation.debug.qparams); null: none of these.
 REASON: Schema = {"enum": [None, "clipping", "coarse scale", "rounding"]}
@@ -34,12 +34,7 @@ DEFS: dict[str, Schema] = {
                     array_of(
                         closed_object(
                             {
-                                "kind": {"enum": ["chain", "weights"]},
-                                "name": STRING,
-                                "names": array_of(STRING),
-                                "op_type": STRING,
-                                "label": STRING,
-                                "sqnr_db": {"type": ["number", "null"]},
+                                **FLOAT_CANDIDATE,
                                 "reason": REASON,
                                 "output_sqnr_db": {"type": ["number", "null"]},
                                 "gain_db": {"type": ["number", "null"]},

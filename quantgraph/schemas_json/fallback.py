@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from .common import BOOL, INT, NULLABLE_STRING, STRING, Schema, array_of, closed_object
+from .common import (
+    BOOL,
+    FLOAT_CANDIDATE,
+    INT,
+    NULLABLE_STRING,
+    STRING,
+    Schema,
+    array_of,
+    closed_object,
+)
 
 DEFS: dict[str, Schema] = {
     "fallback_point": closed_object(
@@ -12,16 +21,7 @@ DEFS: dict[str, Schema] = {
             "ms": {"type": ["number", "null"]},
         }
     ),
-    "fallback_candidate": closed_object(
-        {
-            "kind": {"enum": ["chain", "weights"]},
-            "name": STRING,
-            "names": array_of(STRING),
-            "op_type": STRING,
-            "label": STRING,
-            "sqnr_db": {"type": ["number", "null"]},
-        }
-    ),
+    "fallback_candidate": closed_object(FLOAT_CANDIDATE),
 }
 
 TITLE = (
