@@ -237,14 +237,12 @@ def _feeds(
     describes inputs)."""
     from ..ir.model_files import load_model
     from ..validation import generate, input_samples
+    from ..validation.inputs.feeds import described_given
 
     model = load_model(original)
     if inputs is not None:
         (given,) = input_samples(inputs, model)  # checked against the model's inputs
-        return given, {
-            name: {"dtype": str(a.dtype), "shape": list(a.shape), "from": "--inputs"}
-            for name, a in given.items()
-        }
+        return given, described_given(given)
     found = generate(
         model,
         seed=seed,

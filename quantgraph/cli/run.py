@@ -55,6 +55,7 @@ def run(
     """
     from ..runtime.session import InferenceSession
     from ..validation import generate, load_inputs
+    from ..validation.inputs.feeds import described_given
 
     quiet_onnxruntime()
     inputs_and_model = (model, *feeds.inputs)
@@ -75,10 +76,7 @@ def run(
         status.step("run", "running (fusion auto decides its plan first)" if pending else "running")
         if feeds_file:
             arrays = load_inputs(feeds_file, model)
-            inputs = {
-                name: {"dtype": str(a.dtype), "shape": list(a.shape), "from": "--inputs"}
-                for name, a in arrays.items()
-            }
+            inputs = described_given(arrays)
             results = list(session.run(names, arrays))
         else:  # said on stderr: the outputs describe these inputs, which nobody chose
             found = generate(

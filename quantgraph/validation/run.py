@@ -296,10 +296,7 @@ def validate(
     if inputs is not None:
         given = _samples(inputs, feeds.expected_inputs(source.ir))
         samples = [sample for _, sample in given]
-        described: dict[str, dict[str, object]] = {
-            k: {"dtype": str(v.dtype), "shape": list(v.shape), "from": "--inputs"}
-            for k, v in samples[0].items()
-        }
+        described = feeds.described_given(samples[0])
         used_seed: int | None = None
         plans: list[list[InputSpec] | None] = [None] * len(samples)  # files: no specs
         names = [origin for origin, _ in given]

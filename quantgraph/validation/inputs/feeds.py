@@ -49,6 +49,15 @@ class Expected:
         return f"{self.name}: {self.type_text}"
 
 
+def described_given(sample: Mapping[str, np.ndarray]) -> dict[str, dict[str, object]]:
+    """A sample read from ``--inputs`` as reports describe its inputs (the JSON schemas'
+    ``given_input``; generated ones say more: :func:`.generated.described`)."""
+    return {
+        name: {"dtype": str(array.dtype), "shape": list(array.shape), "from": "--inputs"}
+        for name, array in sample.items()
+    }
+
+
 def expected_inputs(model: ir.Model) -> list[Expected]:
     """The fed inputs of ``model`` (initializers with a default are not asked for)."""
     found = []
