@@ -399,9 +399,10 @@ def test_intermediate_on_large_weights_is_refused_by_its_estimate(
     large: tuple[Path, Path],
 ) -> None:
     """--intermediate exposes every tensor, each weight dequantized to float included (4
-    bytes an element): the memory estimate refuses the plan in one line, before any session
-    runs out of memory."""
-    code, _, err = command_peak(["validate", str(large[0]), str(large[1]), "--intermediate"])
+    bytes an element: 8 x 64 MiB here): over a budget below them, the memory estimate refuses
+    the plan in one line, before any session runs."""
+    command = ["validate", str(large[0]), str(large[1]), "--intermediate"]
+    code, _, err = command_peak([*command, "--memory-budget", "400MiB"])
     assert code == 2 and "over --memory-budget" in err and "Traceback" not in err, err
 
 
