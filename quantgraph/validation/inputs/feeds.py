@@ -24,6 +24,9 @@ from ...ir.name_groups import grouped
 
 SUFFIXES = (".npz", ".npy")
 _NPZ_MAGIC, _NPY_MAGIC = b"PK\x03\x04", b"\x93NUMPY"
+# What ``--inputs`` (and validate's ``inputs``) may be: a mapping, an .npz or .npy, several, or a
+# directory of them.
+Given = Mapping[str, np.ndarray] | str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,18 @@ def files_of(inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) 
         else:
             files.append(entry)
     return files
+
+
+def samples(
+    inputs: Given, expected: Sequence[Expected] | None
+) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """(where each sample came from, the sample), checked against ``expected`` when given."""
+    if isinstance(inputs, Mapping):
+        sample = dict(inputs)
+        if expected is not None:
+            check(sample, expected, "inputs")
+        return [("inputs", sample)]
+    return [(str(path), read(path, expected)) for path in files_of(inputs)]
 
 
 def read(
