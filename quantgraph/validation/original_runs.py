@@ -9,7 +9,7 @@ before the original as run gets one, and both before the rewritten model's sessi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
@@ -22,7 +22,8 @@ from .compare.rounding_spread import SpreadBound
 from .comparison_setup import Setup
 from .generation.greedy import Generated, Generation, generate_side
 from .inputs import feeds
-from .inputs.generated import generate, non_finite_error, ort_message
+from .inputs.generated import Generated as Drawn
+from .inputs.generated import non_finite_error, ort_message
 from .inputs.non_finite import NonFinite, check_finite
 from .inputs.plan import InputSpec
 from .inputs.search_report import InputSearch, MemoryCheck
@@ -45,6 +46,8 @@ class Fed:
 
 @dataclass
 class OriginalRuns:
+    """What the original's sessions gave, each session gone."""
+
     outputs: list[str]  # the original's outputs
     declared: dict[str, int | None]  # their element types
     tensor_names: list[str]  # the other tensors compared (--intermediate)
@@ -57,55 +60,26 @@ class OriginalRuns:
     as_run: list[list[np.ndarray]] | None = None  # the original as onnxruntime runs it
 
 
-@dataclass(frozen=True)
-class InputChoice:
-    """validate's options for the inputs it generates (:mod:`.inputs.generated`)."""
-
-    seed: int
-    dims: Mapping[str, int] | None
-    val_ranges: Mapping[str, tuple[float, float]] | None
-    iterations: int
-    memory_budget: int | None
-    search_timeout: float | None
-    keep_all: bool  # --intermediate: the estimate counts every tensor kept to the end
+# inputs.generated.generate with validate's options bound (seed, dims, val_ranges, iterations,
+# the budgets, keep_all): it draws samples where none are given.
+Draw = Callable[..., Drawn]
 
 
-def run_original(
+def reference_runs(
     source: Original,
     rewritten: ir.Model,
     setup: Setup,
     inputs: feeds.Given | None,
-    choice: InputChoice,
-    generation: Generation | None,
-    sensitivity: int | None,
-    tolerance: tuple[float, float],
-    tell: Progress,
-) -> OriginalRuns:
-    """Everything the original's sessions give, each session gone before the next is made."""
-    ran = _reference_runs(
-        source, rewritten, setup, inputs, choice, generation, sensitivity, tolerance, tell
-    )
-    if setup.like is not None and setup.judged:  # fusion "none": nothing given back
-        samples = ran.fed.samples
-        tell("as run", 0, len(samples))  # the original as onnxruntime runs it, one session
-        as_run = source.session(setup.level)
-        ran.as_run = run_all(as_run, ran.outputs, samples, source.label, tell, "as run")
-    return ran
-
-
-def _reference_runs(
-    source: Original,
-    rewritten: ir.Model,
-    setup: Setup,
-    inputs: feeds.Given | None,
-    choice: InputChoice,
+    draw: Draw,
+    seed: int,
     generation: Generation | None,
     sensitivity: int | None,
     tolerance: tuple[float, float],
     tell: Progress,
 ) -> OriginalRuns:
     """All that runs on the reference's one session; it goes on return (its outputs are in
-    hand), before any other is made, or both would hold the weights at once."""
+    hand), before any other is made, or both would hold the weights at once. The original as
+    run comes after (:func:`as_run`)."""
     noisy_sites, reference_model = noisy_reference(setup, source.ir, rewritten, *tolerance)
     noisy = noisy_sites is not None  # the noisy copy stands in for the reference, noise off
     session = ReferenceSession(source.session(setup.level, reference_model), noisy)
@@ -124,7 +98,7 @@ def _reference_runs(
     if inputs is not None:
         fed, expected = _given(source, session, wanted, inputs, tell)
     else:
-        fed, expected = _generated(source, session, wanted, outputs, choice, tell)
+        fed, expected = _generated(source, session, wanted, outputs, draw, seed, tell)
     samples = fed.samples
     bound = None
     if noisy_sites is not None:  # the bound's noisy runs, on the reference's own session
@@ -143,7 +117,7 @@ def _reference_runs(
         generated = generate_side(
             generation,
             reference.run if reference is not None else session.run,
-            seed=choice.seed,
+            seed=seed,
             label=source.label,
             message=ort_message,
             tell=lambda side, done, total: tell(f"generation {side}", done, total),
@@ -151,6 +125,19 @@ def _reference_runs(
     return OriginalRuns(
         outputs, declared, tensor_names, wanted, fed, expected, onnx_expected, bound, generated
     )
+
+
+def as_run(
+    source: Original, setup: Setup, ran: OriginalRuns, tell: Progress
+) -> list[list[np.ndarray]] | None:
+    """The original as onnxruntime runs it, beside a like-with-like reference (None where the
+    original is its own), in a session of its own: call it once the reference's is gone."""
+    if setup.like is None or not setup.judged:  # no like-with-like copy: the original is it
+        return None
+    samples = ran.fed.samples
+    tell("as run", 0, len(samples))  # the original as onnxruntime runs it, one session
+    session = source.session(setup.level)
+    return run_all(session, ran.outputs, samples, source.label, tell, "as run")
 
 
 def _given(
@@ -185,7 +172,8 @@ def _generated(
     session: ReferenceSession,
     wanted: list[str],
     outputs: list[str],
-    choice: InputChoice,
+    draw: Draw,
+    seed: int,
     tell: Progress,
 ) -> tuple[Fed, list[list[np.ndarray]]]:
     """Samples generated from what the original's graph says, the first plan the reference runs
@@ -198,20 +186,13 @@ def _generated(
             tell("search", tried, 0)
         return session.run(wanted, feeds)
 
-    found = generate(
+    found = draw(
         source.ir,
         run=attempt,
         outputs=outputs,
         original=source.ir,
         label=source.label,
         message=ort_message,
-        seed=choice.seed,
-        dims=choice.dims,
-        val_ranges=choice.val_ranges,
-        iterations=choice.iterations,
-        memory_budget=choice.memory_budget,
-        search_timeout=choice.search_timeout,
-        keep_all=choice.keep_all,
     )
     samples = found.samples
     tell("original", 1, len(samples))
@@ -222,7 +203,7 @@ def _generated(
         except NonFinite as error:
             raise non_finite_error(source.label, source.ir, sample, specs, error) from None
     fed = Fed(
-        samples, found.inputs, choice.seed, list(found.plans), found.names,
+        samples, found.inputs, seed, list(found.plans), found.names,
         found.described_cases, found.search, found.memory,
     )  # fmt: skip
     return fed, [found.outputs, *later]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from functools import partial
 
 import numpy as np
 import onnx_ir as ir
@@ -39,13 +40,14 @@ from .debug.debugger import from_run
 from .early_checks import check_tolerance, same_inputs
 from .generation.greedy import check_generation, run_generation
 from .inputs import feeds
+from .inputs.generated import generate as generate_inputs  # validate's `generate`: a step count
 from .inputs.generated import ort_message
 from .inputs.search import DEFAULT_MEMORY_BUDGET, DEFAULT_SEARCH_TIMEOUT
 from .onednn import onednn_reference
 from .onednn.partitions import Partitions
 from .options import InputOptionError, memory_budget_bytes
 from .original import Original, Progress, run_all
-from .original_runs import InputChoice, OriginalRuns, run_original
+from .original_runs import OriginalRuns, as_run, reference_runs
 from .report import DEFAULT_MIN_SQNR, ValidationReport
 from .rewritten_runs import fetched_names, rewritten_session, run_rewritten
 from .roles import check_roles
@@ -147,10 +149,20 @@ def validate(
     )
     tell("original", 0, iterations)
     setup = comparison_setup(source, rewritten_ir, backend, arithmetic, fusion, intermediate)
-    choice = InputChoice(seed, dims, val_ranges, iterations, budget, search_timeout, intermediate)
-    ran = run_original(
-        source, rewritten_ir, setup, inputs, choice, generation, sensitivity, tolerance, tell
-    )  # every session of the original gone: the rewritten model's comes next
+    draw = partial(  # samples generated where no inputs are given
+        generate_inputs,
+        seed=seed,
+        dims=dims,
+        val_ranges=val_ranges,
+        iterations=iterations,
+        memory_budget=budget,
+        search_timeout=search_timeout,
+        keep_all=intermediate,
+    )
+    ran = reference_runs(
+        source, rewritten_ir, setup, inputs, draw, seed, generation, sensitivity, tolerance, tell
+    )  # the reference's session gone: one session of the original at a time
+    ran.as_run = as_run(source, setup, ran, tell)  # gone too before the rewritten model's
     samples = ran.fed.samples
 
     tell("rewritten", 0, len(samples))
