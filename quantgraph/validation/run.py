@@ -8,10 +8,11 @@ nodes (qoperator) and unfused nodes the original runs with another kernel (other
 judged like with like: against a copy of the original in the arithmetic the spec form means
 (like_reference), by a bound the model gives (rounding_spread), or by --atol/--rtol.
 
-validate's steps, each in a module of its own: what is compared (comparison_setup.py), the
-original's side, one session at a time (original_runs.py, original.py; the bound's runs in
-bound_runs.py), the rewritten model's side (rewritten_runs.py), the verdict's words
-(comparison_text.py) and the tensors compared (tensors_compared.py).
+validate's steps, each in a module of its own: what it refuses before anything runs
+(early_checks.py), what is compared (comparison_setup.py), the original's side, one session at
+a time (original_runs.py, original.py; the bound's runs in bound_runs.py), the rewritten
+model's side (rewritten_runs.py), the verdict's words (comparison_text.py) and the tensors
+compared (tensors_compared.py).
 """
 
 from __future__ import annotations
