@@ -92,7 +92,7 @@ def fallback(
       quantgraph fallback float.onnx qdq.onnx mixed.onnx --target-sqnr 25 --ray auto --json
     """
     from ..float_fallback import fallback as find
-    from ..validation import input_samples, make_inputs
+    from ..validation import generate, input_samples
 
     protect = (float_model, quantized_model, *feeds.inputs)
     out.check(model_out, protect=protect)
@@ -105,12 +105,14 @@ def fallback(
 
     if feeds.inputs:
         data = input_samples(list(feeds.inputs), float_model)
-    else:  # generated as validate plans them, --iterations samples from --seed on
-        data = [
-            make_inputs(float_model, seed=feeds.seed + i, dims=feeds.dims,
-                        val_ranges=feeds.val_ranges)
-            for i in range(_samples(feeds.iterations))
-        ]  # fmt: skip
+    else:  # one plan as validate makes it, --iterations draws from --seed on (as the API)
+        data = generate(
+            float_model,
+            seed=feeds.seed,
+            dims=feeds.dims,
+            val_ranges=feeds.val_ranges,
+            iterations=_samples(feeds.iterations),
+        ).samples
     result = find(
         float_model,
         quantized_model,
