@@ -30,7 +30,7 @@ import onnxruntime as ort
 from ..errors import BackendError
 from ..ir.walk import all_graphs, spec_op
 from . import onednn_description as description
-from . import onednn_layout, onednn_library
+from . import onednn_layout, onednn_library, onednn_shapes
 from .onednn_translate import COMPUTE, SATURATES, SPEC, Translation, key, translate
 from .plan import ONEDNN, FusionPlan, LeftAlone, Unit
 
@@ -359,24 +359,9 @@ def _remove_dead(model: ir.Model, translation: Translation) -> None:
 
 
 def _infer_shapes(model: ir.Model) -> None:
-    """Dims for the description where ONNX's shape inference knows them (spec ops included:
-    their schemas are registered)."""
-    from ..ir.onnx_schemas import register
-
-    register()
-    try:
-        inferred = ir.passes.common.ShapeInferencePass()(model).model
-    except Exception:  # shapes only refine the description
-        return
-    if inferred is not model:
-        known = {v.name: v for g in [inferred.graph] for n in g for v in n.outputs}
-        for graph_node in model.graph:
-            for value in graph_node.outputs:
-                other = known.get(value.name or "")
-                if other is not None and value.shape is None and other.shape is not None:
-                    value.shape = other.shape
-                if other is not None and value.type is None and other.type is not None:
-                    value.type = other.type
+    """Dims for the description where ONNX's shape inference, or onnxruntime's symbolic one
+    past contrib ops, knows them (:mod:`.onednn_shapes`)."""
+    onednn_shapes.infer(model)
 
 
 def _no_partition(node: ir.Node) -> str:
