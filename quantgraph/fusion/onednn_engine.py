@@ -50,6 +50,22 @@ FOUR_BIT = (
     "gated-MLP pattern (three dequantize -> MatMul with SiLU, v3.7+), with f32 activations "
     "from v3.10"
 )
+# Measured with oneDNN v3.13.2 on an AVX2 CPU (ONEDNN_VERBOSE=all): its quantized gated-MLP
+# partition lowers each DynamicDequantize into its MatMul as grouped weight scales, and the CPU
+# matmul takes f32 x s4/u4 with grouped scales (weight decompression) only in fpmath mode with
+# apply_to_int (src/cpu/x64/matmul/brgemm_matmul_utils.cpp); libquantgraph_onednn builds its
+# graphs with dnnl_graph_graph_create (strict, apply_to_int false), so every matmul
+# implementation refuses ("unsupported scales configuration"). With apply_to_int set (an
+# LD_PRELOAD shim calling dnnl_graph_graph_set_fpmath_mode(graph, strict, 1)) the partitions
+# compile and agree with MatMulNBits at accuracy_level 0 within 1.7e-6 (logits up to 4.3).
+WEIGHT_DECOMPRESSION = (
+    "oneDNN v{version} forms its quantized gated-MLP partition but cannot compile it: f32 "
+    "activations with {dtype} weights and grouped scales need oneDNN's weight decompression, "
+    "which its CPU matmul runs only in fpmath mode with apply_to_int "
+    "(dnnl_graph_graph_set_fpmath_mode(graph, strict, 1), v3.7+), and libquantgraph_onednn "
+    "builds its graphs without it (ONEDNN_VERBOSE: brg_matmul 'unsupported scales "
+    "configuration'); oneDNN said: {why}"
+)
 MAIN_KINDS = ("Convolution", "MatMul")
 # Describe convolution partitions channels-last where their activations allow it (see
 # onednn_layout): oneDNN's int8 convolutions reorder NCX data on every call.
@@ -228,8 +244,9 @@ def _candidate(
     else:
         why = _compile_reason(text, inputs)
         if why is not None:
+            because = _decompression_reason(translation, ops, why)
             for node in spec_nodes:
-                reasons[key(node)] = f"oneDNN cannot compile its partition: {why}"
+                reasons[key(node)] = because or f"oneDNN cannot compile its partition: {why}"
             return None
     weights = tuple(
         translation.tensors[o.inputs[0]].dtype
@@ -264,6 +281,28 @@ def _compile_reason(text: str, inputs: tuple[int, ...]) -> str | None:
     if why is not None and probe != text:
         why += " (compiled with the inputs' unknown dims as 1)"
     return why
+
+
+def _decompression_reason(
+    translation: Translation, ops: tuple[description.Op, ...], why: str
+) -> str | None:
+    """The plan's reason when a refused partition MatMuls f32 activations with a dequantized
+    constant 4-bit weight (weight decompression), else None."""
+    from ..backends import onednn
+
+    produced = {t: o for o in ops for t in o.outputs}
+    for op in ops:
+        if op.kind != "MatMul" or len(op.inputs) < 2:
+            continue
+        weight = produced.get(op.inputs[1])
+        if weight is None or weight.kind != "DynamicDequantize":
+            continue
+        source = translation.tensors[weight.inputs[0]]
+        activation = translation.tensors[op.inputs[0]]
+        if source.const and source.dtype in ("s4", "u4") and activation.dtype == "f32":
+            version = ".".join(map(str, onednn.version_tuple()))
+            return WEIGHT_DECOMPRESSION.format(version=version, dtype=source.dtype, why=why)
+    return None
 
 
 def _dequantizes(translation: Translation, op: description.Op, dtype: str, *, const: bool) -> bool:

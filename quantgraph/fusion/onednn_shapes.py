@@ -98,7 +98,8 @@ def _without_weights(model: ir.Model) -> onnx.ModelProto:
             graph.inputs.append(value)
         return ir.serde.serialize_model(model)
     finally:
-        del graph.inputs[inputs:]
+        while len(graph.inputs) > inputs:  # one by one: each value then knows it is no input
+            graph.inputs.pop()
         graph.initializers.clear()
         for value in initializers:  # in their order
             graph.initializers[value.name or ""] = value
