@@ -9,6 +9,8 @@ named by QUANTGRAPH_ONEDNN_LIBRARY (PyPI's ``onednn`` 2026.1.0 = v3.13.2; skippe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import onnx_ir as ir
 import pytest
@@ -17,6 +19,7 @@ import quantgraph
 from quantgraph.fusion import onednn_engine, onednn_shapes
 from quantgraph.fusion.onednn_description import Op
 from quantgraph.fusion.onednn_translate import SPEC, Translation, translate
+from quantgraph.fusion.plan import LeftAlone, Unit
 from tests.test_fusion_onednn import requires_partitions
 from tools.decoders import TINY, decoder_proto
 
@@ -33,7 +36,7 @@ def _gated_mlps(translation: Translation) -> list[tuple[Op, ...]]:
     """Each (deq gate, gate, deq up, up, sigmoid, swish, product, deq down, down) the
     translation holds, matched as oneDNN's quantized_gated_mlp_v1 pattern matches them."""
     producer = {t: o for o in translation.ops for t in o.outputs}
-    found = []
+    found: list[tuple[Op, ...]] = []
     for down in translation.ops:
         if down.kind != "MatMul":
             continue
@@ -117,16 +120,14 @@ def test_the_plan_of_the_gated_mlp_follows_the_loaded_onednn() -> None:
         _v3_7_plan(fused, mlp)
 
 
-def _v3_7_plan(fused: list[object], mlp: list[object]) -> None:
+def _v3_7_plan(fused: Sequence[Unit], mlp: Sequence[LeftAlone]) -> None:
     # Either oneDNN compiles the pattern (its kernel names it), or the plan says why not.
     for unit in fused:
-        assert getattr(unit, "kernel", "") == GATED_MLP_KERNEL
-        assert len(getattr(unit, "nodes", ())) == 3
+        assert unit.kernel == GATED_MLP_KERNEL
+        assert len(unit.nodes) == 3
     for alone in mlp:
-        assert "forms its quantized gated-MLP partition but cannot compile it" in str(
-            getattr(alone, "reason", "")
-        )
-        assert "apply_to_int" in str(getattr(alone, "reason", ""))
+        assert "forms its quantized gated-MLP partition but cannot compile it" in alone.reason
+        assert "apply_to_int" in alone.reason
     assert len(fused) * 3 + len(mlp) == 3 * TINY.layers
 
 
