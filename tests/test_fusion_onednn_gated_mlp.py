@@ -10,6 +10,7 @@ named by QUANTGRAPH_ONEDNN_LIBRARY (PyPI's ``onednn`` 2026.1.0 = v3.13.2; skippe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import onnx_ir as ir
@@ -58,12 +59,16 @@ def _gated_mlps(translation: Translation) -> list[tuple[Op, ...]]:
     return found
 
 
-def test_a_builder_decoder_reaches_onednn_as_its_gated_mlp_pattern() -> None:
+def test_a_builder_decoder_reaches_onednn_as_its_gated_mlp_pattern(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Past the contrib ops (SkipSimplifiedLayerNormalization, GroupQueryAttention) the
     activations are typed f32 (onnxruntime's symbolic shape inference), so each layer's MLP is
     translated whole: constant s4 weights, per_group dequantize, MatMuls and the SiLU as
     Sigmoid + Multiply, as the pattern needs."""
+    monkeypatch.chdir(tmp_path)
     translation = translate(_converted(), (3, 13, 2))
+    assert not list(tmp_path.iterdir())  # nothing written where it runs
     mlps = _gated_mlps(translation)
     assert len(mlps) == TINY.layers
     for deq_gate, gate, deq_up, up, _, _, _, deq_down, down in mlps:

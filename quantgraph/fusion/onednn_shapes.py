@@ -59,10 +59,14 @@ def _symbolic(model: ir.Model) -> dict[str, ir.Value]:
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
 
         proto = _without_weights(model)
-        inferred = SymbolicShapeInference.infer_shapes(proto, auto_merge=True)
+        # Its infer_shapes() writes sym_shape_infer_temp.onnx into the current directory and
+        # raises where some shape stays unknown; its steps, run here, keep what it did infer.
+        inference = SymbolicShapeInference(2**31 - 1, True, False, 0)
+        inference._preprocess(proto)
+        while inference.run_:
+            inference._infer_impl()
+        inferred = inference.out_mp_
     except Exception:  # shapes only refine the description
-        return {}
-    if inferred is None:
         return {}
     found: dict[str, ir.Value] = {}
     for info in inferred.graph.value_info:
