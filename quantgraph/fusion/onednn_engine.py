@@ -53,18 +53,16 @@ FOUR_BIT = (
 # Measured with oneDNN v3.13.2 on an AVX2 CPU (ONEDNN_VERBOSE=all): its quantized gated-MLP
 # partition lowers each DynamicDequantize into its MatMul as grouped weight scales, and the CPU
 # matmul takes f32 x s4/u4 with grouped scales (weight decompression) only in fpmath mode with
-# apply_to_int (src/cpu/x64/matmul/brgemm_matmul_utils.cpp); libquantgraph_onednn builds its
-# graphs with dnnl_graph_graph_create (strict, apply_to_int false), so every matmul
-# implementation refuses ("unsupported scales configuration"). With apply_to_int set (an
-# LD_PRELOAD shim calling dnnl_graph_graph_set_fpmath_mode(graph, strict, 1)) the partitions
-# compile and agree with MatMulNBits at accuracy_level 0 within 1.7e-6 (logits up to 4.3).
+# apply_to_int (src/cpu/x64/matmul/brgemm_matmul_utils.cpp): libquantgraph_onednn sets it on
+# graphs with constant 4-bit weights (v3.7+; graph.cc), and the partitions compile and agree
+# with MatMulNBits at accuracy_level 0 within 1.7e-6 (logits up to 4.3). Without it every matmul
+# refused ("unsupported scales configuration"); before v3.10 f32 activations have no such
+# kernel on AVX2/AVX-512.
 WEIGHT_DECOMPRESSION = (
     "oneDNN v{version} forms its quantized gated-MLP partition but cannot compile it: f32 "
-    "activations with {dtype} weights and grouped scales need oneDNN's weight decompression, "
-    "which its CPU matmul runs only in fpmath mode with apply_to_int "
-    "(dnnl_graph_graph_set_fpmath_mode(graph, strict, 1), v3.7+), and libquantgraph_onednn "
-    "builds its graphs without it (ONEDNN_VERBOSE: brg_matmul 'unsupported scales "
-    "configuration'); oneDNN said: {why}"
+    "activations with {dtype} weights and grouped scales need oneDNN's weight decompression "
+    "(fpmath mode strict with apply_to_int, which quantgraph sets on such graphs; CPU kernels "
+    "for f32 activations from v3.10); oneDNN said: {why}"
 )
 MAIN_KINDS = ("Convolution", "MatMul")
 # Describe convolution partitions channels-last where their activations allow it (see
