@@ -30,7 +30,7 @@ import onnxruntime as ort
 from ..errors import BackendError
 from ..ir.walk import all_graphs, spec_op
 from . import onednn_description as description
-from . import onednn_layout, onednn_library
+from . import onednn_layout, onednn_library, onednn_shapes
 from .onednn_translate import COMPUTE, SATURATES, SPEC, Translation, key, translate
 from .plan import ONEDNN, FusionPlan, LeftAlone, Unit
 
@@ -49,6 +49,20 @@ FOUR_BIT = (
     "oneDNN put it in no partition with compute: oneDNN Graph fuses 4-bit weights only in its "
     "gated-MLP pattern (three dequantize -> MatMul with SiLU, v3.7+), with f32 activations "
     "from v3.10"
+)
+# Measured with oneDNN v3.13.2 on an AVX2 CPU (ONEDNN_VERBOSE=all): its quantized gated-MLP
+# partition lowers each DynamicDequantize into its MatMul as grouped weight scales, and the CPU
+# matmul takes f32 x s4/u4 with grouped scales (weight decompression) only in fpmath mode with
+# apply_to_int (src/cpu/x64/matmul/brgemm_matmul_utils.cpp): libquantgraph_onednn sets it on
+# graphs with constant 4-bit weights (v3.7+; graph.cc), and the partitions compile and agree
+# with MatMulNBits at accuracy_level 0 within 1.7e-6 (logits up to 4.3). Without it every matmul
+# refused ("unsupported scales configuration"); before v3.10 f32 activations have no such
+# kernel on AVX2/AVX-512.
+WEIGHT_DECOMPRESSION = (
+    "oneDNN v{version} forms its quantized gated-MLP partition but cannot compile it: f32 "
+    "activations with {dtype} weights and grouped scales need oneDNN's weight decompression "
+    "(fpmath mode strict with apply_to_int, which quantgraph sets on such graphs; CPU kernels "
+    "for f32 activations from v3.10); oneDNN said: {why}"
 )
 MAIN_KINDS = ("Convolution", "MatMul")
 # Describe convolution partitions channels-last where their activations allow it (see
@@ -228,8 +242,9 @@ def _candidate(
     else:
         why = _compile_reason(text, inputs)
         if why is not None:
+            because = _decompression_reason(translation, ops, why)
             for node in spec_nodes:
-                reasons[key(node)] = f"oneDNN cannot compile its partition: {why}"
+                reasons[key(node)] = because or f"oneDNN cannot compile its partition: {why}"
             return None
     weights = tuple(
         translation.tensors[o.inputs[0]].dtype
@@ -264,6 +279,28 @@ def _compile_reason(text: str, inputs: tuple[int, ...]) -> str | None:
     if why is not None and probe != text:
         why += " (compiled with the inputs' unknown dims as 1)"
     return why
+
+
+def _decompression_reason(
+    translation: Translation, ops: tuple[description.Op, ...], why: str
+) -> str | None:
+    """The plan's reason when a refused partition MatMuls f32 activations with a dequantized
+    constant 4-bit weight (weight decompression), else None."""
+    from ..backends import onednn
+
+    produced = {t: o for o in ops for t in o.outputs}
+    for op in ops:
+        if op.kind != "MatMul" or len(op.inputs) < 2:
+            continue
+        weight = produced.get(op.inputs[1])
+        if weight is None or weight.kind != "DynamicDequantize":
+            continue
+        source = translation.tensors[weight.inputs[0]]
+        activation = translation.tensors[op.inputs[0]]
+        if source.const and source.dtype in ("s4", "u4") and activation.dtype == "f32":
+            version = ".".join(map(str, onednn.version_tuple()))
+            return WEIGHT_DECOMPRESSION.format(version=version, dtype=source.dtype, why=why)
+    return None
 
 
 def _dequantizes(translation: Translation, op: description.Op, dtype: str, *, const: bool) -> bool:
@@ -359,24 +396,9 @@ def _remove_dead(model: ir.Model, translation: Translation) -> None:
 
 
 def _infer_shapes(model: ir.Model) -> None:
-    """Dims for the description where ONNX's shape inference knows them (spec ops included:
-    their schemas are registered)."""
-    from ..ir.onnx_schemas import register
-
-    register()
-    try:
-        inferred = ir.passes.common.ShapeInferencePass()(model).model
-    except Exception:  # shapes only refine the description
-        return
-    if inferred is not model:
-        known = {v.name: v for g in [inferred.graph] for n in g for v in n.outputs}
-        for graph_node in model.graph:
-            for value in graph_node.outputs:
-                other = known.get(value.name or "")
-                if other is not None and value.shape is None and other.shape is not None:
-                    value.shape = other.shape
-                if other is not None and value.type is None and other.type is not None:
-                    value.type = other.type
+    """Dims for the description where ONNX's shape inference, or onnxruntime's symbolic one
+    past contrib ops, knows them (:mod:`.onednn_shapes`)."""
+    onednn_shapes.infer(model)
 
 
 def _no_partition(node: ir.Node) -> str:

@@ -1,5 +1,7 @@
 #include "onednn/graph.h"
 
+#include <dlfcn.h>
+
 #include <set>
 #include <string>
 #include <utility>
@@ -12,6 +14,22 @@ namespace {
 // `what` failed with `status` at `stage`: one line for the caller.
 [[noreturn]] void Fail(const std::string& what, dnnl_status_t status, const char* stage) {
   throw DescriptionError(what + ": " + StatusName(status) + " (" + stage + ")");
+}
+
+// A graph with constant 4-bit weights gets oneDNN's weight decompression: its CPU matmul takes
+// f32 x s4/u4 with grouped scales only in fpmath mode with apply_to_int (v3.7+; measured on
+// v3.13.2, AVX2: "unsupported scales configuration" without it). Strict mode: no precision
+// is lowered. Other graphs are left as they were (apply_to_int would let int8 kernels compute
+// in floating point). Looked up at run time: the loaded oneDNN may be older than the headers.
+void DecompressWeights(dnnl_graph_graph_t graph, const Description& d) {
+  bool four_bit = false;
+  for (const auto& t : d.tensors) {
+    if (t.constant && (t.type->type == kDnnlS4 || t.type->type == kDnnlU4)) four_bit = true;
+  }
+  if (!four_bit) return;
+  using SetFpmath = dnnl_status_t (*)(dnnl_graph_graph_t, int, int);
+  auto set = reinterpret_cast<SetFpmath>(dlsym(RTLD_DEFAULT, "dnnl_graph_graph_set_fpmath_mode"));
+  if (set != nullptr) set(graph, 0 /* dnnl_fpmath_mode_strict */, 1);
 }
 
 dnnl_graph_logical_tensor_t Logical(const TensorSpec& t, const std::vector<int64_t>* dims,
@@ -100,6 +118,7 @@ BuiltGraph BuildOrThrow(const Description& d, const GivenDims& given, bool unkno
   stage = "building the graph";
   dnnl_status_t s = dnnl_graph_graph_create(g.graph.out(), dnnl_cpu);
   if (s != dnnl_success) Fail("the graph", s, stage);
+  DecompressWeights(g.graph.get(), d);
   for (const auto& op : d.ops) AddOp(g.graph.get(), op, g.tensors, scope);
   stage = "partitioning the graph";
   s = dnnl_graph_graph_finalize(g.graph.get());
