@@ -40,28 +40,25 @@ def _plan(converted: onnx.ModelProto) -> dict[str, object]:
     return ort_engine.plan(ir.from_proto(converted), ALL).to_dict()
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
-def test_the_plan_without_a_session_is_onnxruntimes(
-    name: str, monkeypatch: pytest.MonkeyPatch
+CASES = [(name, True) for name in sorted(MODELS)] + [(name, False) for name in sorted(ASKS)]
+
+
+@pytest.mark.parametrize(("name", "folds_back"), CASES)
+def test_onnxruntime_is_asked_only_when_a_spec_op_stays_on_its_own(
+    name: str, folds_back: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    converted = quantgraph.convert(MODELS[name]()).proto
+    """Folding back: no session, and the plan is the one onnxruntime's optimized graph gives."""
+    converted = quantgraph.convert((MODELS if folds_back else ASKS)[name]()).proto
     asked = _counting(monkeypatch)
     quick = _plan(converted)
-    assert not asked  # every spec op folds back: no session
+    if not folds_back:
+        assert asked == [ALL]
+        return
+    assert not asked
     real = ort_optimized.optimized_graph
     monkeypatch.setattr(ort_engine, "weightless_graph", lambda model: real(model, ALL))
     assert quick == _plan(converted)
     assert quick["units"], quick
-
-
-@pytest.mark.parametrize("name", sorted(ASKS))
-def test_a_spec_op_left_on_its_own_asks_onnxruntime(
-    name: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    converted = quantgraph.convert(ASKS[name]()).proto
-    asked = _counting(monkeypatch)
-    _plan(converted)
-    assert asked == [ALL]
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
