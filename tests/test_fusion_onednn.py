@@ -35,8 +35,8 @@ from quantgraph.fusion.onednn_engine import (
     S8_CONV,
     SUBGRAPH,
     Candidate,
-    _infer_shapes,
 )
+from quantgraph.fusion.onednn_shapes import infer as infer_shapes
 from quantgraph.fusion.onednn_translate import (
     DYNAMIC_SCALES,
     END,
@@ -61,7 +61,7 @@ def _translated(
     model: onnx.ModelProto | Path, version: tuple[int, int, int] = (3, 2, 0)
 ) -> Translation:
     converted = quantgraph.convert(model).model
-    _infer_shapes(converted)
+    infer_shapes(converted)
     return translate(converted, version)
 
 
@@ -170,7 +170,7 @@ def test_translation_is_deterministic_and_ids_are_unique() -> None:
 
 def test_every_node_of_the_transformer_is_an_op_or_a_wildcard() -> None:
     converted = quantgraph.convert(ROOT / "models" / "transformer_u8.onnx").model
-    _infer_shapes(converted)
+    infer_shapes(converted)
     t = translate(converted)
     seen = {id(n) for n in t.nodes.values()} | {id(n) for n in t.folded_nodes.values()}
     for node in converted.graph:
@@ -262,7 +262,7 @@ def test_ops_outside_what_onednn_expresses_are_wildcards() -> None:
         helper.make_node("Transpose", ["f"], ["y"], name="t"),
     ]
     model = ir.from_proto(_single(nodes, inits, [2, 4], [1, 8]))
-    _infer_shapes(model)
+    infer_shapes(model)
     t = translate(model)
     ops = _by_node(t)
     assert ops["gemm_alpha"].kind == "Wildcard"

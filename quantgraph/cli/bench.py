@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..ir.name_groups import grouped
+from ..ir.name_groups import described_once
 from ..progress import Status
 from .args import BackendArgs, InputArgs, KernelArgs, ModelTimingArgs, parsed
 from .args.backend import BENCH_LIST_OPTIONS
@@ -133,10 +133,10 @@ def _bench_models(
 
 def _inputs_text(inputs: dict[str, dict[str, object]]) -> str:
     """``x: float32[1,3,224,224], ids: int64[1,16]``: what every variant was fed (a decoder's
-    cache as one item: :func:`quantgraph.ir.name_groups.grouped`)."""
+    cache as one item: :func:`quantgraph.ir.name_groups.described_once`)."""
     described = []
     for name, value in inputs.items():
         shape = value["shape"]
         assert isinstance(shape, list)
         described.append((name, f"{value['dtype']}[{','.join(map(str, shape))}]"))
-    return ", ".join(f"{g.label}: {g.key}{g.count}" for g in grouped(described)) or "none"
+    return described_once(described) or "none"

@@ -130,7 +130,7 @@ def plan_with_rule(model: ir.Model, rule: Rule | None) -> tuple[FusionPlan, dict
             found.alone.append(
                 LeftAlone(node.name or key(node), node.op_type, SUBGRAPH, _where(graph))
             )
-    _infer_shapes(model)
+    onednn_shapes.infer(model)
     translation = translate(
         model, onednn.version_tuple(), int8_saturates=onednn_library.int8_saturates()
     )
@@ -393,12 +393,6 @@ def _remove_dead(model: ir.Model, translation: Translation) -> None:
     for node in {id(n): n for n in [*translation.folded_nodes.values(), *copied]}.values():
         if node.graph is graph and not any(v.uses() or v.is_graph_output() for v in node.outputs):
             graph.remove(node, safe=True)
-
-
-def _infer_shapes(model: ir.Model) -> None:
-    """Dims for the description where ONNX's shape inference, or onnxruntime's symbolic one
-    past contrib ops, knows them (:mod:`.onednn_shapes`)."""
-    onednn_shapes.infer(model)
 
 
 def _no_partition(node: ir.Node) -> str:

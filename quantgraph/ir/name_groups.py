@@ -69,3 +69,14 @@ def grouped(items: Iterable[tuple[str, Key]]) -> list[Group[Key]]:
         every = tuple(name for _, each in members for name in each)
         found.append(Group(f"{before}{word}{after}", every, key))
     return found
+
+
+def described_once(items: Iterable[tuple[str, str]]) -> str:
+    """``name: description`` pairs on one line, a group of alike names as one item:
+    ``input_ids: int64[1,128], past_key_values.*.{key,value}: float32[1,4,0,64] (44 inputs)``."""
+    return ", ".join(f"{g.label}: {g.key}{g.count}" for g in grouped(items))
+
+
+def names_once(names: Iterable[str], quote: str = "") -> str:
+    """Names on one line, a group of alike names as one item (each in ``quote``)."""
+    return ", ".join(f"{quote}{g.label}{quote}{g.count}" for g in grouped((n, "") for n in names))

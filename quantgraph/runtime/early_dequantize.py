@@ -15,23 +15,24 @@ import math
 
 import onnx_ir as ir
 
+from ..fusion.ort_engine import LEVEL_NAMES
+from ..ir.values import constant_tensor
 from ..ir.walk import spec_nodes
 
 FIRST_LEVEL = 2  # ORT_ENABLE_EXTENDED: the first level whose fusions make new nodes
 TOLD_FROM = 1 << 30  # bytes of float weights worth a warning
-LEVEL_NAMES = {2: "ORT_ENABLE_EXTENDED", 99: "ORT_ENABLE_ALL"}
 
 
 def dequantized_weight_bytes(model: ir.Model) -> int:
     """Bytes of the float tensors the model's dequantizes of weights write, all together."""
     total = 0
     for _, node, op in spec_nodes(model):
-        source = node.inputs[0] if node.inputs else None
-        if op.is_quantize or source is None or source.const_value is None:
+        weight = constant_tensor(node.inputs[0]) if node.inputs and not op.is_quantize else None
+        if weight is None:
             continue
         output = node.outputs[0]
         width = output.dtype.bitwidth if output.dtype is not None else 32
-        total += math.prod(source.const_value.shape.numpy()) * max(width, 8) // 8
+        total += math.prod(weight.shape.numpy()) * max(width, 8) // 8
     return total
 
 
@@ -43,7 +44,7 @@ def early_dequantize_warning(model: ir.Model, level: int) -> str | None:
     found = dequantized_weight_bytes(model)
     if found < TOLD_FROM:
         return None
-    named = LEVEL_NAMES.get(level, f"optimization level {level}")
+    named = LEVEL_NAMES.get(level, "ORT_ENABLE_ALL")
     return (
         f"unfused at {named}, onnxruntime runs every weight's dequantize "
         f"before the nodes its fusions make: {found / 2**30:.1f} GiB of float weights at once "

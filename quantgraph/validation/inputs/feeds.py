@@ -20,7 +20,7 @@ import onnx
 import onnx_ir as ir
 
 from ...errors import ModelError
-from ...ir.name_groups import grouped
+from ...ir.name_groups import described_once, names_once
 
 SUFFIXES = (".npz", ".npy")
 _NPZ_MAGIC, _NPY_MAGIC = b"PK\x03\x04", b"\x93NUMPY"
@@ -182,11 +182,10 @@ def check(feeds: Mapping[str, np.ndarray], expected: Sequence[Expected], source:
     """Refuse feeds that do not fit the model's inputs, naming the input and the difference."""
     wanted = {e.name: e for e in expected}
     # a decoder's KV cache (64 inputs) as one item: the line stays a line
-    groups = grouped((e.name, e.type_text) for e in expected)
-    listed = ", ".join(f"{g.label}: {g.key}{g.count}" for g in groups) or "none"
+    listed = described_once((e.name, e.type_text) for e in expected) or "none"
     missing = [name for name in wanted if name not in feeds]
     if missing:
-        held = ", ".join(g.label + g.count for g in grouped((n, "") for n in feeds)) or "no arrays"
+        held = names_once(feeds) or "no arrays"
         raise ModelError(
             f"{source}: no array for input {_names(missing)} (the file holds {held}; the model's "
             f"inputs: {listed})"
@@ -220,7 +219,7 @@ def check(feeds: Mapping[str, np.ndarray], expected: Sequence[Expected], source:
 
 
 def _names(names: Sequence[str]) -> str:
-    return ", ".join(f"'{g.label}'{g.count}" for g in grouped((n, "") for n in names))
+    return names_once(names, quote="'")
 
 
 def _numpy_name(dtype: ir.DataType | None) -> str | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import onnx_ir as ir
+import onnxruntime as ort
 
 from ...backends.ort_sessions import ort_session
 from ...errors import ModelError
@@ -250,8 +251,6 @@ class _Lazy:
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         if self._session is None:
-            import onnxruntime as ort
-
             options = ort.SessionOptions()
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
             options.enable_cpu_mem_arena = False
@@ -303,8 +302,6 @@ class _OriginalForm:
             lowered = self.model()
             if lowered is None:
                 return None
-            import onnxruntime as ort
-
             options = ort.SessionOptions()
             options.log_severity_level = 4
             self._session = ort_session(lowered, options)

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import onnx_ir as ir
 
+from ...ir.values import constant_tensor
 from .inference import infer
 
 SCRATCH_FACTOR = 2
@@ -102,7 +103,7 @@ def estimate(
     from_weights: set[int] = set()  # ids of node outputs computed from weights alone
     for index, node in enumerate(nodes):
         reads = [v for v in node.inputs if v is not None]
-        if reads and all(_is_weight(v) or id(v) in from_weights for v in reads):
+        if reads and all(id(v) in from_weights or constant_tensor(v) is not None for v in reads):
             from_weights.update(id(v) for v in node.outputs)
         largest_input = max(
             (sizes.get(id(v), 0) for v in reads if id(v) not in from_weights), default=0
@@ -121,16 +122,6 @@ def estimate(
             if ends <= index:
                 live -= sizes.get(key, 0)
     return Estimate(weights + inputs + SCRATCH_FACTOR * peak, weights, unresolved)
-
-
-def _is_weight(value: ir.Value) -> bool:
-    """An initializer (not an input a feed may replace) or a Constant's value."""
-    if value.is_graph_input():
-        return False
-    producer = value.producer()
-    if producer is None:
-        return value.const_value is not None
-    return producer.op_type == "Constant" and producer.domain in ("", "ai.onnx")
 
 
 def _size(

@@ -38,7 +38,7 @@ import numpy as np
 import onnx_ir as ir
 
 from ...errors import ModelError
-from ...ir.name_groups import grouped
+from ...ir.name_groups import described_once
 from ..options import size_text
 from .memory import Estimate, estimate, weight_bytes
 from .non_finite import NonFinite
@@ -276,7 +276,7 @@ def _nothing_ran(
 ) -> str:
     described = [(s.name, f"{s.dtype.numpy().name}[{','.join(map(str, s.shape))}]") for s in first]
     # a decoder's 64 KV-cache inputs are one item, not 3,000 characters of the line
-    shapes = ", ".join(f"{g.label}: {g.key}{g.count}" for g in grouped(described))
+    shapes = described_once(described)
     hint = HINT
     if explained is not None:  # NaN or inf in the original itself, and what fixes it
         text = f"{label}: {explained[0]} (generated inputs: {shapes})"
