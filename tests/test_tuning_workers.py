@@ -65,16 +65,14 @@ def test_a_failing_worker_is_named_in_one_line() -> None:
 def test_in_process_when_workers_would_copy_too_much(monkeypatch: pytest.MonkeyPatch) -> None:
     model = _add()
     feeds = {"x": np.zeros(4, np.float32)}
-    assert tuning_workers.in_process(model, feeds) is None
+    assert tuning_workers.in_process(model, feeds, 0) is None
     monkeypatch.setattr(tuning_workers, "LARGEST_MODEL", 0)
-    weight = ir.Value(name="w", const_value=ir.tensor(np.ones(4, np.float32)))
-    model.graph.register_initializer(weight)
-    assert "MiB of weights" in (tuning_workers.in_process(model, feeds) or "")
+    assert "MiB of weights" in (tuning_workers.in_process(model, feeds, 16) or "")
     strings = {"x": np.array(["a"], dtype=object)}
     monkeypatch.setattr(tuning_workers, "LARGEST_MODEL", 1 << 30)
-    assert tuning_workers.in_process(model, strings) == "inputs of strings or objects"
+    assert tuning_workers.in_process(model, strings, 16) == "inputs of strings or objects"
     monkeypatch.setenv(tuning_workers.ENVIRONMENT, "none")
-    assert tuning_workers.in_process(model, feeds) == f"{tuning_workers.ENVIRONMENT}=none"
+    assert tuning_workers.in_process(model, feeds, 16) == f"{tuning_workers.ENVIRONMENT}=none"
 
 
 @requires_onednn

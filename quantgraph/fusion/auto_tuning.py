@@ -39,13 +39,16 @@ Runner = Callable[[Mapping[str, np.ndarray]], object]
 
 @dataclass(frozen=True)
 class Timing:
-    """The candidates made ready to time: each one's turn (:data:`tuner.Turn`) and how they
-    are isolated from each other ("processes", or "in-process: " and why)."""
+    """The candidates made ready to time: each one's turn (:data:`tuner.Turn`), or where their
+    sessions cannot be alive together, each one's opener (:data:`tuner.Opener`: timed one at a
+    time), and how they are isolated from each other ("processes", "in-process: " and why, or
+    "one at a time: " and why)."""
 
     turns: Mapping[str, tuner.Turn]
     isolation: str
     # a candidate planning the same model as an earlier one -> that one (timed once)
     same: Mapping[str, str] = field(default_factory=dict)
+    openers: Mapping[str, tuner.Opener] = field(default_factory=dict)
 
 
 # build(candidates, inputs): the candidates ready to time, released when the context ends
@@ -171,9 +174,13 @@ def timed(timing: Timing, budget: float) -> tuner.Measure:
     def measure(candidates: Sequence[Choice]) -> tuner.Rounds:
         names = [c.name for c in candidates]
         distinct = list(dict.fromkeys(timing.same.get(n, n) for n in names))
-        if len(distinct) < 2 or len(timing.turns) < 2:  # nothing to tell apart
+        if len(distinct) < 2 or len(timing.turns) + len(timing.openers) < 2:  # all the same
             return {}
-        rounds = tuner.time_turns({n: timing.turns[n] for n in distinct}, budget)
+        if timing.openers:
+            openers = {n: timing.openers[n] for n in distinct}
+            rounds = tuner.time_one_at_a_time(openers, budget)
+        else:
+            rounds = tuner.time_turns({n: timing.turns[n] for n in distinct}, budget)
         return {n: list(rounds[timing.same.get(n, n)]) for n in names}
 
     return measure

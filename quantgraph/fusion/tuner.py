@@ -27,6 +27,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from .plan import NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE, ORIGINAL
@@ -382,6 +383,40 @@ def time_turns(
     return per_round
 
 
+# A candidate made ready for a block of turns and released after it (timed one at a time):
+# ``with opener() as turn`` builds its session, ``turn`` as above.
+Opener = Callable[[], AbstractContextManager[Turn]]
+
+
+def time_one_at_a_time(openers: Mapping[str, Opener], budget: float = DEFAULT_BUDGET) -> Rounds:
+    """Seconds a call of each of ``openers``' candidates where their sessions cannot be alive
+    together: each opened for a block of turns and released before the next is opened, in the
+    order given and back (A B C, C B A: the last held open across), so that a drift of the
+    machine during the measurement weighs on every candidate alike; each block of the same
+    number of turns (set by the first block's calls), the i-th turn of every candidate's
+    blocks one round. At least :data:`MIN_ROUNDS` rounds, as many as the budget holds (at most
+    :data:`MAX_ROUNDS`), judged by the first block's calls; making the sessions is not counted
+    in it."""
+    names = list(openers)
+    # A B, then C held open for two blocks, then B A: (candidate, blocks) in order
+    order = [(n, 1) for n in names[:-1]] + [(names[-1], 2)] + [(n, 1) for n in names[-2::-1]]
+    per_round: Rounds = {name: [] for name in names}
+    count = turns_a_block = 0
+    for name, blocks in order:
+        with openers[name]() as turn:
+            each = max(turn(WARMUP_CALLS, 0) / WARMUP_CALLS, 1e-7)
+            if not count:  # the first block sets the calls a turn and the turns a block
+                count = max(MIN_CALLS, min(1000, round(TURN_SECONDS / each)))
+                share = budget / (2 * len(names))
+                fit = int(share / (count * each))
+                turns_a_block = max(-(-MIN_ROUNDS // 2), min(MAX_ROUNDS // 2, fit))
+            per_round[name] += [
+                turn(count, TURN_WARMUP) / count for _ in range(blocks * turns_a_block)
+            ]
+        del turn  # its session goes before the next is made
+    return per_round
+
+
 __all__ = [
     "BASELINE",
     "DEFAULT_BUDGET",
@@ -391,12 +426,14 @@ __all__ = [
     "Choice",
     "Decision",
     "Measure",
+    "Opener",
     "Partition",
     "Rounds",
     "choices",
     "decide",
     "judge",
     "Turn",
+    "time_one_at_a_time",
     "time_runs",
     "time_turns",
     "turns_of",

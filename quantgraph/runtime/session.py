@@ -26,7 +26,7 @@ from ..ir.model_files import ModelLike, has_external_data, load_model
 from ..ir.onnx_schemas import register as register_schemas
 from ..ir.opsets import check_opset
 from ..passes.declared_dst import DeclaredDstPass, needs_declared_dst
-from . import tuning_workers, weights_by_reference
+from . import candidate_memory, tuning_workers, weights_by_reference
 from .candidates import candidate_model, candidate_options, new_session
 from .early_dequantize import early_dequantize_warning
 
@@ -205,7 +205,13 @@ class InferenceSession:
         if len(planned) < 2:  # every plan makes one model: no session to time (nor to hold)
             yield Timing({}, NOTHING_TO_TIME, same)
             return
-        why = tuning_workers.in_process(self._tuning.model, feeds)
+        weights = candidate_memory.weights_bytes(self._tuning.model)
+        crowded = candidate_memory.crowded(weights, len(planned))
+        if crowded is not None:  # one session alive at a time (in this process: no worker)
+            openers = {n: self._candidate_opener(m, p, feeds) for n, (m, p) in planned.items()}
+            yield Timing({}, f"one at a time: {crowded}", same, openers)
+            return
+        why = tuning_workers.in_process(self._tuning.model, feeds, weights)
         if why is None:
             settings = tuning_workers.Settings(
                 self.backend, self.arithmetic, self._level, self._threads, tuple(self._providers)
@@ -219,6 +225,17 @@ class InferenceSession:
             return
         runs = {name: self._candidate_run(m, p, feeds) for name, (m, p) in planned.items()}
         yield Timing(tuner.turns_of(runs), f"in-process: {why}", same)
+
+    def _candidate_opener(
+        self, model: ir.Model, plan: fusion_engines.FusionPlan, feeds: Mapping[str, np.ndarray]
+    ) -> tuner.Opener:
+        """A candidate's session made for a block of turns (freed with the turn)."""
+
+        @contextlib.contextmanager
+        def opened() -> Iterator[tuner.Turn]:
+            yield tuner.turns_of({"run": self._candidate_run(model, plan, feeds)})["run"]
+
+        return opened
 
     def _candidate_run(
         self, model: ir.Model, plan: fusion_engines.FusionPlan, feeds: Mapping[str, np.ndarray]

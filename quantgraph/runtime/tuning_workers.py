@@ -34,9 +34,9 @@ import onnx_ir as ir
 
 from ..fusion.tuner import Turn
 from ..ir.model_files import has_external_data, save_model
-from ..ir.walk import subgraphs
 
 ENVIRONMENT = "QUANTGRAPH_TUNING_ISOLATION"  # "none": time every candidate in this process
+# (its value "one-at-a-time": runtime.candidate_memory)
 LARGEST_MODEL = 256 << 20  # bytes of weights a worker may copy; larger models time in-process
 READY_SECONDS = 600.0  # a worker loads onnxruntime and builds its session in this time
 TURN_SECONDS = 300.0  # one turn answers in this time, or the worker is stuck
@@ -123,19 +123,14 @@ class _Worker:
             process.stdout.close()
 
 
-def in_process(model: ir.Model, feeds: Mapping[str, np.ndarray]) -> str | None:
-    """Why ``model``'s candidates are timed in this process rather than in workers (None:
-    in workers): asked to, weights each worker would copy, inputs a file cannot carry."""
+def in_process(model: ir.Model, feeds: Mapping[str, np.ndarray], size: int) -> str | None:
+    """Why ``model``'s candidates (``size`` bytes of weights) are timed in this process rather
+    than in workers (None: in workers): asked to, weights each worker would copy, inputs a
+    file cannot carry."""
     if os.environ.get(ENVIRONMENT, "") == "none":
         return f"{ENVIRONMENT}=none"
     if has_external_data(model):
         return "weights in external data (each worker would copy them)"
-    size = sum(
-        value.const_value.nbytes
-        for graph in (model.graph, *subgraphs(model.graph))
-        for value in graph.initializers.values()
-        if value.const_value is not None
-    )
     if size > LARGEST_MODEL:
         return f"{size >> 20} MiB of weights (each worker would copy them)"
     if any(np.asarray(array).dtype.hasobject for array in feeds.values()):
