@@ -29,10 +29,10 @@ from .ir.model_files import (
 from .ir.opsets import check_opset
 from .ir.walk import all_graphs, is_standard, spec_op
 from .passes import RewriteReport, pipelines
-from .passes.float_model import is_quantized, no_quantization, refuse_unconverted
+from .passes.floating.float_model import is_quantized, no_quantization, refuse_unconverted
+from .passes.floating.keep_float import keep_float as float_kept
+from .passes.floating.keep_float import weights_named
 from .passes.full_check import checked_bytes, checked_proto
-from .passes.keep_float import keep_float as float_kept
-from .passes.keep_float import weights_named
 from .passes.node_rewrite import Progress
 from .runtime import onnxruntime_ops
 
@@ -113,9 +113,9 @@ def convert(
     ``progress(done, total)`` is called as Q/DQ nodes are rewritten. A model with nothing
     quantized (a float model) raises :class:`~quantgraph.errors.NoQuantization`.
     ``keep_float``: tensors or nodes whose Q->DQ pairs are removed first
-    (:func:`quantgraph.passes.keep_float.keep_float`; the result's original is that model); a
-    node with quantized weights takes its weights from ``float_model`` (the model ``model`` was
-    quantized from), which it then needs.
+    (:func:`quantgraph.passes.floating.keep_float.keep_float`; the result's original is that
+    model); a node with quantized weights takes its weights from ``float_model`` (the model
+    ``model`` was quantized from), which it then needs.
     """
     report = RewriteReport()
     with collector_paused():

@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from quantgraph.passes.nbits_layout import pack
+from quantgraph.passes.contrib.nbits_layout import pack
 from tests.producers import mlp
 
 CONTRIB = "com.microsoft"

@@ -19,7 +19,7 @@ from onnx import numpy_helper
 
 import quantgraph
 from quantgraph.errors import ModelError
-from quantgraph.passes import nbits_layout as layout
+from quantgraph.passes.contrib import nbits_layout as layout
 from tests import published
 
 

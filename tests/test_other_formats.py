@@ -22,7 +22,7 @@ import quantgraph
 from quantgraph.cli import main
 from quantgraph.errors import NoQuantization
 from quantgraph.passes import OtherFormatsPass, RewriteReport
-from quantgraph.passes.other_formats import ADVICE
+from quantgraph.passes.integer.other_formats import ADVICE
 from tests.builders import make_model, tensor_info
 from tests.producers import static_quantized, weight_only
 

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from quantgraph.cli import main
-from quantgraph.passes.keep_float import keep_float
+from quantgraph.passes.floating.keep_float import keep_float
 from quantgraph.schemas_json import schema
 from quantgraph.validation import make_inputs, validate
 from quantgraph.validation.debug.sensitivity import GAIN_NOISE_DB

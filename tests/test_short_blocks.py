@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import quantgraph
 from quantgraph.errors import BackendError
-from quantgraph.passes.short_blocks import PADDED
+from quantgraph.passes.qdq.short_blocks import PADDED
 from quantgraph.spec import DOMAIN
 from tests.builders import dequantize_linear_model, requires_native, run_ort
 from tests.producers import weight_only

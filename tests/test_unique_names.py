@@ -18,7 +18,7 @@ import quantgraph
 from quantgraph.cli import main
 from quantgraph.fusion.unique_dequantize import unique_dequantize
 from quantgraph.ir.names import Names
-from quantgraph.passes.keep_float import keep_float, quantized_names
+from quantgraph.passes.floating.keep_float import keep_float, quantized_names
 
 from . import exported_transformer, producers
 from .builders import all_nodes

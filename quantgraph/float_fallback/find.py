@@ -1,9 +1,10 @@
 """``quantgraph.fallback``: the smallest float fallback of a quantized model that reaches a
 target, and what each point on the way costs in speed.
 
-Candidates (:mod:`quantgraph.passes.float_candidates`) are ranked by the error each introduces
-by itself, worst first: a chain by the SQNR of its quantization applied to the float model's
-own tensor, a node's weights by the SQNR of its dequantized weights against the float model's.
+Candidates (:mod:`quantgraph.passes.floating.float_candidates`) are ranked by the error each
+introduces by itself, worst first: a chain by the SQNR of its quantization applied to the float
+model's own tensor, a node's weights by the SQNR of its dequantized weights against the float
+model's.
 The search (:mod:`.search`) evaluates sets on a runner (:mod:`.runners`); the points are then
 priced one at a time in this process: the keep-float model converted and run with
 ``fusion="auto"`` on the CPU at hand (median ms of a few runs on the first sample).
@@ -28,8 +29,8 @@ from ..errors import ModelError
 from ..ir.mapped_data import external_folders
 from ..ir.model_files import AUTO, ModelLike, load_model, save_model, source_files, write_file
 from ..ir.values import constant_array, optional_input
-from ..passes.float_candidates import WEIGHTS, FloatCandidate, float_candidates
-from ..passes.keep_float import is_weight_dequantize
+from ..passes.floating.float_candidates import WEIGHTS, FloatCandidate, float_candidates
+from ..passes.floating.keep_float import is_weight_dequantize
 from ..runtime.session import InferenceSession
 from ..validation import generate
 from ..validation.debug.qparams import TensorCounter, quantized_tensors, sqnr

@@ -23,8 +23,8 @@ import onnxruntime as ort
 
 from ..backends.ort_sessions import ort_session
 from ..ir.mapped_data import map_external
-from ..passes.float_candidates import FloatCandidate
-from ..passes.keep_float import keep_float
+from ..passes.floating.float_candidates import FloatCandidate
+from ..passes.floating.keep_float import keep_float
 from ..validation.debug.qparams import sqnr
 
 Sample = Mapping[str, np.ndarray]

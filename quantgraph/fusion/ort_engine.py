@@ -38,15 +38,15 @@ import onnx_ir as ir
 from ..ir.values import constant_array
 from ..ir.walk import GraphLike, all_graphs, proto_graphs, spec_op
 from ..passes import pipelines
-from ..passes.dynamic_quantize_linear import RestoreDynamicQuantizeLinearPass
-from ..passes.integer_ops import RECORD as INTEGER_RECORD
+from ..passes.contrib.restore_nbits import RestoreMatMulNBitsPass, recorded_chain
+from ..passes.integer.dynamic_quantize_linear import RestoreDynamicQuantizeLinearPass
+from ..passes.integer.integer_ops import RECORD as INTEGER_RECORD
+from ..passes.integer.restore_integer_ops import RestoreIntegerOpsPass
+from ..passes.integer.restore_qoperator import RestoreQOperatorPass
+from ..passes.qdq.restore_cast_scale import RestoreCastScalePass
+from ..passes.qdq.short_blocks import PADDED, TrimPaddedBlocksPass
+from ..passes.qdq.spec_to_qdq import SpecToQdqPass
 from ..passes.report import RewriteReport
-from ..passes.restore_cast_scale import RestoreCastScalePass
-from ..passes.restore_integer_ops import RestoreIntegerOpsPass
-from ..passes.restore_nbits import RestoreMatMulNBitsPass, recorded_chain
-from ..passes.restore_qoperator import RestoreQOperatorPass
-from ..passes.short_blocks import PADDED, TrimPaddedBlocksPass
-from ..passes.spec_to_qdq import SpecToQdqPass
 from ..spec import DYNAMIC_DEQUANTIZE
 from .ort_neighbours import by_layout, neighbours
 from .ort_optimized import optimized_graph, weightless_graph

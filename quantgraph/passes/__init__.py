@@ -3,13 +3,18 @@ putting spec ops in the forms backends need, and the pipelines that chain them."
 
 from .check_spec_rules import CheckSpecRulesPass
 from .declared_dst import DeclaredDstPass
-from .dynamic_quantize_linear import DynamicQuantizeLinearPass, RestoreDynamicQuantizeLinearPass
 from .explicit_form import ExplicitFormPass, NoExplicitForm
 from .full_check import FullCheckPass
+from .integer.dynamic_quantize_linear import (
+    DynamicQuantizeLinearPass,
+    RestoreDynamicQuantizeLinearPass,
+)
+from .integer.other_formats import OtherFormatsPass
 from .move_domain import MoveDomainPass
 from .node_rewrite import NodeRewritePass
-from .other_formats import OtherFormatsPass
-from .qdq_to_spec import QDQ_OPS, QdqToSpecPass
+from .qdq.qdq_to_spec import QDQ_OPS, QdqToSpecPass
+from .qdq.short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
+from .qdq.spec_to_qdq import SpecToQdqPass
 from .report import (
     SKIP_CODES,
     ConvertedNode,
@@ -19,8 +24,6 @@ from .report import (
     Skip,
     SkippedNode,
 )
-from .short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
-from .spec_to_qdq import SpecToQdqPass
 from .stamp_origin import StampOriginPass
 from .static_to_dynamic import NoDynamicForm, StaticToDynamicPass
 from .unknown_dims import UnknownDimsPass

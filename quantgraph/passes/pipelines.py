@@ -5,24 +5,27 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ..ir.checker import OpKey
-from .cast_scale import CastScalePass
-from .dynamic_quantize_linear import DynamicQuantizeLinearPass, RestoreDynamicQuantizeLinearPass
+from .contrib.gather_block_quantized import GatherBlockQuantizedPass
+from .contrib.matmul_nbits import MatMulNBitsPass
+from .contrib.restore_gather_block import RestoreGatherBlockQuantizedPass
+from .contrib.restore_nbits import RestoreMatMulNBitsPass
 from .full_check import FullCheckPass
-from .gather_block_quantized import GatherBlockQuantizedPass
-from .integer_ops import IntegerOpsPass
-from .matmul_nbits import MatMulNBitsPass
+from .integer.dynamic_quantize_linear import (
+    DynamicQuantizeLinearPass,
+    RestoreDynamicQuantizeLinearPass,
+)
+from .integer.integer_ops import IntegerOpsPass
+from .integer.other_formats import OtherFormatsPass
+from .integer.qoperator import QOperatorPass
+from .integer.restore_integer_ops import RestoreIntegerOpsPass
+from .integer.restore_qoperator import RestoreQOperatorPass
 from .node_rewrite import Progress
-from .other_formats import OtherFormatsPass
-from .qdq_to_spec import QdqToSpecPass
-from .qoperator import QOperatorPass
+from .qdq.cast_scale import CastScalePass
+from .qdq.qdq_to_spec import QdqToSpecPass
+from .qdq.restore_cast_scale import RestoreCastScalePass
+from .qdq.short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
+from .qdq.spec_to_qdq import SpecToQdqPass
 from .report import RewriteReport
-from .restore_cast_scale import RestoreCastScalePass
-from .restore_gather_block import RestoreGatherBlockQuantizedPass
-from .restore_integer_ops import RestoreIntegerOpsPass
-from .restore_nbits import RestoreMatMulNBitsPass
-from .restore_qoperator import RestoreQOperatorPass
-from .short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
-from .spec_to_qdq import SpecToQdqPass
 from .unknown_dims import UnknownDimsPass
 
 

@@ -38,7 +38,7 @@ def array_of(items: Schema) -> Schema:
     return {"type": "array", "items": items}
 
 
-# A place that can be kept in float (quantgraph.passes.float_candidates) and the error it
+# A place that can be kept in float (quantgraph.passes.floating.float_candidates) and the error it
 # introduces: fallback's ranking and validate --sensitivity list these fields first.
 FLOAT_CANDIDATE: dict[str, Schema] = {
     "kind": {"enum": ["chain", "weights"]},

@@ -17,7 +17,7 @@ import onnx_ir as ir
 
 from ..errors import ModelError
 from ..ir.walk import all_graphs, spec_nodes
-from ..passes.other_formats import CONTRIB
+from ..passes.integer.other_formats import CONTRIB
 from .compare.error_stats import has_quantization
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear")

@@ -8,8 +8,8 @@ import onnx_ir as ir
 import onnxruntime as ort
 from onnx import numpy_helper
 
-from quantgraph.passes.float_candidates import CHAIN, WEIGHTS, float_candidates
-from quantgraph.passes.keep_float import keep_float
+from quantgraph.passes.floating.float_candidates import CHAIN, WEIGHTS, float_candidates
+from quantgraph.passes.floating.keep_float import keep_float
 from tests.fallback.models import aliased_mlp, qdq, samples
 
 

@@ -12,7 +12,7 @@ from onnx import numpy_helper
 import quantgraph
 from quantgraph.errors import ModelError
 from quantgraph.float_fallback.find import fallback, rank
-from quantgraph.passes.float_candidates import WEIGHTS
+from quantgraph.passes.floating.float_candidates import WEIGHTS
 from tests.fallback.models import aliased_mlp, qdq, samples
 
 

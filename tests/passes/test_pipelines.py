@@ -23,22 +23,22 @@ from quantgraph.passes import (
     UnknownDimsPass,
     pipelines,
 )
-from quantgraph.passes.cast_scale import CastScalePass
-from quantgraph.passes.dynamic_quantize_linear import (
+from quantgraph.passes.contrib.gather_block_quantized import GatherBlockQuantizedPass
+from quantgraph.passes.contrib.matmul_nbits import MatMulNBitsPass
+from quantgraph.passes.contrib.restore_gather_block import RestoreGatherBlockQuantizedPass
+from quantgraph.passes.contrib.restore_nbits import RestoreMatMulNBitsPass
+from quantgraph.passes.integer.dynamic_quantize_linear import (
     DynamicQuantizeLinearPass,
     RestoreDynamicQuantizeLinearPass,
 )
-from quantgraph.passes.gather_block_quantized import GatherBlockQuantizedPass
-from quantgraph.passes.integer_ops import IntegerOpsPass
-from quantgraph.passes.matmul_nbits import MatMulNBitsPass
-from quantgraph.passes.other_formats import OtherFormatsPass
-from quantgraph.passes.qoperator import QOperatorPass
-from quantgraph.passes.restore_cast_scale import RestoreCastScalePass
-from quantgraph.passes.restore_gather_block import RestoreGatherBlockQuantizedPass
-from quantgraph.passes.restore_integer_ops import RestoreIntegerOpsPass
-from quantgraph.passes.restore_nbits import RestoreMatMulNBitsPass
-from quantgraph.passes.restore_qoperator import RestoreQOperatorPass
-from quantgraph.passes.short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
+from quantgraph.passes.integer.integer_ops import IntegerOpsPass
+from quantgraph.passes.integer.other_formats import OtherFormatsPass
+from quantgraph.passes.integer.qoperator import QOperatorPass
+from quantgraph.passes.integer.restore_integer_ops import RestoreIntegerOpsPass
+from quantgraph.passes.integer.restore_qoperator import RestoreQOperatorPass
+from quantgraph.passes.qdq.cast_scale import CastScalePass
+from quantgraph.passes.qdq.restore_cast_scale import RestoreCastScalePass
+from quantgraph.passes.qdq.short_blocks import PadShortBlocksPass, TrimPaddedBlocksPass
 from quantgraph.passes.stamp_origin import MODEL_OP, NODE_NAME
 from quantgraph.spec import DOMAIN, SpecError
 from tests.builders import (

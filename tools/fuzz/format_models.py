@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from quantgraph.passes.nbits_layout import pack
+from quantgraph.passes.contrib.nbits_layout import pack
 
 CONTRIB = "com.microsoft"
 F32, F16, U8, S8 = TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.UINT8, TensorProto.INT8

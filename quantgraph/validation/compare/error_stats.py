@@ -18,7 +18,7 @@ import onnx_ir as ir
 
 from ...ir.values import constant_array
 from ...ir.walk import GraphLike, spec_op
-from ...passes.cast_scale import is_cast_scale
+from ...passes.qdq.cast_scale import is_cast_scale
 from ...reference.compare import mismatch_mask
 
 # |difference| bins: exactly 0, then one bin per decade from 1e-8 up, the last open-ended.

@@ -13,8 +13,8 @@ import onnx_ir as ir
 
 from ...fusion.plan import GIVEN_BACK, ONNXRUNTIME, FusionPlan
 from ...ir.walk import all_graphs, spec_op
-from ...passes.integer_ops import RECORD as INTEGER_RECORD
-from ...passes.qoperator import RECORD as QOPERATOR_RECORD
+from ...passes.integer.integer_ops import RECORD as INTEGER_RECORD
+from ...passes.integer.qoperator import RECORD as QOPERATOR_RECORD
 
 
 def all_given_back(model: ir.Model, fusion: str, plan: FusionPlan | None) -> bool:

@@ -1,4 +1,4 @@
-"""Validating a model whose integer ops were converted (quantgraph.passes.integer_ops).
+"""Validating a model whose integer ops were converted (quantgraph.passes.integer.integer_ops).
 
 quantize_dynamic's MatMulInteger/ConvInteger sum (a - za)(w - zw) in int32 (exact) and scale the
 sum once, ``float(sum) * (sa * sw)``; the spec form sums the dequantized operands
@@ -19,7 +19,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ...ir.walk import all_graphs
-from ...passes.integer_ops import RECORD
+from ...passes.integer.integer_ops import RECORD
 
 COMPARISON = (
     "{original} (integer ops summing in int32) vs rewritten (float {ops} of dequantized "

@@ -26,8 +26,8 @@ import json
 import onnx_ir as ir
 
 from ...ir.walk import all_graphs
-from ...passes.cast_scale import RECORD as CAST_RECORD
-from ...passes.matmul_nbits import RECORD as NBITS_RECORD
+from ...passes.contrib.matmul_nbits import RECORD as NBITS_RECORD
+from ...passes.qdq.cast_scale import RECORD as CAST_RECORD
 
 MATMUL_NBITS = "MatMulNBits"
 FLOAT16_CHAIN = "float16 Cast -> Mul"

@@ -17,7 +17,7 @@ saturate, the reference stores int8 weights as uint8 (:mod:`.like_reference`).
 from __future__ import annotations
 
 from ...ir.walk import GraphLike
-from ...passes.qoperator import form_of
+from ...passes.integer.qoperator import form_of
 
 QOPERATOR = (
     "{original} (QOperator integer kernels: {ops}) vs rewritten (the spec's composition around "

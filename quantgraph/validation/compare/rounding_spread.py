@@ -54,10 +54,10 @@ from onnx import TensorProto, helper
 
 from ...ir.values import value_shape
 from ...ir.walk import all_graphs, proto_graphs
-from ...passes.cast_scale import RECORD as CAST_RECORD
-from ...passes.integer_ops import RECORD as INTEGER_RECORD
-from ...passes.matmul_nbits import RECORD as NBITS_RECORD
-from ...passes.qoperator import Form, form_of
+from ...passes.contrib.matmul_nbits import RECORD as NBITS_RECORD
+from ...passes.integer.integer_ops import RECORD as INTEGER_RECORD
+from ...passes.integer.qoperator import Form, form_of
+from ...passes.qdq.cast_scale import RECORD as CAST_RECORD
 from ...reference.compare import typed
 
 RUNS = 3  # noisy runs per sample
@@ -184,7 +184,7 @@ def sites(
 
 
 def form_of_proto(node: onnx.NodeProto) -> Form | None:
-    """:func:`quantgraph.passes.qoperator.form_of` of a serialized node."""
+    """:func:`quantgraph.passes.integer.qoperator.form_of` of a serialized node."""
     return form_of(ir.Node(node.domain, node.op_type, inputs=[]))
 
 

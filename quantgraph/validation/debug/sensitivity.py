@@ -1,12 +1,13 @@
 """``validate FLOAT QDQ --sensitivity [K]``: what keeping one place in float gains, measured.
 
-The places are the ones a fallback acts on (:mod:`quantgraph.passes.float_candidates`): a chain
-of Q/DQ pairs carrying one quantization through value-moving ops counts once (keeping one alias
-in float keeps nothing: the next Q re-quantizes it the same way), and a node's quantized
-weights, which only the float model has in float. They are ranked by the error the debugger
-measured there (:mod:`.debugger`'s rows: a chain by its worst tensor, weights by the node's
-row); the K worst are each kept in float alone (:func:`~quantgraph.passes.keep_float.keep_float`
-with the names ``convert --keep-float`` takes) and the QDQ model rerun on the same samples. A
+The places are the ones a fallback acts on (:mod:`quantgraph.passes.floating.float_candidates`):
+a chain of Q/DQ pairs carrying one quantization through value-moving ops counts once (keeping
+one alias in float keeps nothing: the next Q re-quantizes it the same way), and a node's
+quantized weights, which only the float model has in float. They are ranked by the error the
+debugger measured there (:mod:`.debugger`'s rows: a chain by its worst tensor, weights by the
+node's row); the K worst are each kept in float alone
+(:func:`~quantgraph.passes.floating.keep_float.keep_float` with the names ``convert
+--keep-float`` takes) and the QDQ model rerun on the same samples. A
 candidate is suggested only when the outputs' SQNR rises by more than :data:`GAIN_NOISE_DB`:
 the others are listed as no gain, never as suggestions.
 """
@@ -24,8 +25,8 @@ import onnxruntime as ort
 from ...backends.ort_sessions import ort_session
 from ...errors import ModelError
 from ...ir.model_files import copy_model
-from ...passes.float_candidates import WEIGHTS, FloatCandidate, float_candidates
-from ...passes.keep_float import keep_float, quantized_names
+from ...passes.floating.float_candidates import WEIGHTS, FloatCandidate, float_candidates
+from ...passes.floating.keep_float import keep_float, quantized_names
 from .node_error import NodeQuantization
 from .qparams import TensorQuantization, sqnr
 

@@ -19,13 +19,13 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from ..errors import ModelError
-from ..ir.opsets import MAX_OPSET, MIN_OPSET
-from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.shape_inference import inferred_values
-from ..ir.values import Shape, constant_array, elem_type, value_shape
-from ..ir.walk import GraphLike, is_standard, opset_version
-from ..spec import (
+from ...errors import ModelError
+from ...ir.opsets import MAX_OPSET, MIN_OPSET
+from ...ir.rewrite import ConstantFactory, replace_node
+from ...ir.shape_inference import inferred_values
+from ...ir.values import Shape, constant_array, elem_type, value_shape
+from ...ir.walk import GraphLike, is_standard, opset_version
+from ...spec import (
     DEFAULT_QUANTIZED,
     DEQUANTIZE,
     DOMAIN,
@@ -39,9 +39,9 @@ from ..spec import (
     dtypes,
     resolve_axis,
 )
-from .node_rewrite import NodeRewritePass, Progress
-from .report import RewriteReport, RewriteResult, Skip
-from .requirements import spec_domain_imported
+from ..node_rewrite import NodeRewritePass, Progress
+from ..report import RewriteReport, RewriteResult, Skip
+from ..requirements import spec_domain_imported
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
 CONTRIB_DOMAIN = "com.microsoft"

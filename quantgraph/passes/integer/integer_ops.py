@@ -31,12 +31,12 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory
-from ..ir.values import constant_array, optional_input
-from ..ir.walk import GraphLike, is_standard, only_user
-from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_CHANNEL, PER_TENSOR
-from .node_rewrite import NodeRewritePass, import_spec_domain
-from .report import RewriteReport, Skip
+from ...ir.rewrite import ConstantFactory
+from ...ir.values import constant_array, optional_input
+from ...ir.walk import GraphLike, is_standard, only_user
+from ...spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_CHANNEL, PER_TENSOR
+from ..node_rewrite import NodeRewritePass, import_spec_domain
+from ..report import RewriteReport, Skip
 
 RECORD = "quantgraph.integer_op"  # node metadata: JSON of what lowering needs
 FLOAT_OP = {"MatMulInteger": "MatMul", "ConvInteger": "Conv"}

@@ -17,11 +17,11 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.values import constant_array
-from ..ir.walk import GraphLike, is_standard
-from ..spec import resolve_axis
-from .node_rewrite import NodeRewritePass
+from ...ir.rewrite import ConstantFactory, replace_node
+from ...ir.values import constant_array
+from ...ir.walk import GraphLike, is_standard
+from ...spec import resolve_axis
+from ..node_rewrite import NodeRewritePass
 from .qdq_to_spec import ONNX_DEFAULT_AXIS, PADDED_META
 
 PADDED = "quantgraph.padded_block"  # Slice metadata: "<original extent>"

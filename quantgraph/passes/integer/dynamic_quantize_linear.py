@@ -19,11 +19,11 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.walk import GraphLike, is_standard, opset_version
-from ..spec import DOMAIN, DYNAMIC_QUANTIZE, OPSET_VERSION, PER_TENSOR
-from .node_rewrite import NodeRewritePass, import_spec_domain
-from .report import RewriteReport, RewriteResult, Skip
+from ...ir.rewrite import ConstantFactory, replace_node
+from ...ir.walk import GraphLike, is_standard, opset_version
+from ...spec import DOMAIN, DYNAMIC_QUANTIZE, OPSET_VERSION, PER_TENSOR
+from ..node_rewrite import NodeRewritePass, import_spec_domain
+from ..report import RewriteReport, RewriteResult, Skip
 
 OP = "DynamicQuantizeLinear"
 MARK = "quantgraph.dynamic_quantize_linear"  # node metadata: which DynamicQuantizeLinear a node

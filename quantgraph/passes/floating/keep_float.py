@@ -24,9 +24,9 @@ from collections.abc import Sequence
 import numpy as np
 import onnx_ir as ir
 
-from ..errors import ModelError
-from ..ir.names import Names
-from ..ir.values import constant_array, optional_input
+from ...errors import ModelError
+from ...ir.names import Names
+from ...ir.values import constant_array, optional_input
 
 _DOMAINS = ("", "ai.onnx", "com.microsoft")
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, replace_node, typed_fields, typed_tensor
-from ..ir.values import constant_array, elem_type, optional_input, value_shape
-from ..ir.walk import GraphLike, all_graphs, opset_version, spec_op
-from ..spec import DOMAIN, PER_CHANNEL, PER_GROUP, PER_TENSOR, dst_type, dtypes
-from .node_rewrite import NodeRewritePass
+from ...ir.rewrite import ConstantFactory, replace_node, typed_fields, typed_tensor
+from ...ir.values import constant_array, elem_type, optional_input, value_shape
+from ...ir.walk import GraphLike, all_graphs, opset_version, spec_op
+from ...spec import DOMAIN, PER_CHANNEL, PER_GROUP, PER_TENSOR, dst_type, dtypes
+from ..node_rewrite import NodeRewritePass
+from ..report import RewriteReport, Skip
 from .qdq_to_spec import CONTRIB_DOMAIN, ORIGIN
-from .report import RewriteReport, Skip
 
 FLOAT8_OPSET = 19  # ONNX Q/DQ learn float8 types in opset 19
 SCALE_TYPES_OPSET = 19  # ... float16/bfloat16 scales in 19

@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.values import constant_array, optional_input
-from ..ir.walk import GraphLike, is_standard
-from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE
+from ...ir.rewrite import ConstantFactory, replace_node
+from ...ir.values import constant_array, optional_input
+from ...ir.walk import GraphLike, is_standard
+from ...spec import DOMAIN, DYNAMIC_DEQUANTIZE
+from ..node_rewrite import NodeRewritePass
 from .integer_ops import RECORD, restored
-from .node_rewrite import NodeRewritePass
 
 
 class RestoreIntegerOpsPass(NodeRewritePass):

@@ -33,9 +33,9 @@ import json
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.derived_tensors import derived
-from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.values import (
+from ...ir.derived_tensors import derived
+from ...ir.rewrite import ConstantFactory, replace_node
+from ...ir.values import (
     constant_array,
     constant_tensor,
     elem_type,
@@ -43,12 +43,12 @@ from ..ir.values import (
     tensor_dims,
     value_shape,
 )
-from ..ir.walk import GraphLike
-from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_GROUP, dtypes
+from ...ir.walk import GraphLike
+from ...spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_GROUP, dtypes
+from ..node_rewrite import NodeRewritePass, import_spec_domain
+from ..report import RewriteReport, Skip
 from . import nbits_layout as layout
 from .matmul_nbits import CONTRIB, new_node
-from .node_rewrite import NodeRewritePass, import_spec_domain
-from .report import RewriteReport, Skip
 
 RECORD = "quantgraph.gather_block_quantized"  # node metadata: JSON of what lowering needs
 _ATTRIBUTES = ("gather_axis", "quantize_axis", "block_size", "bits")

@@ -17,13 +17,13 @@ import ml_dtypes
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory
-from ..ir.values import constant_array, optional_input
-from ..ir.walk import GraphLike, is_standard, only_user
-from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE
+from ...ir.rewrite import ConstantFactory
+from ...ir.values import constant_array, optional_input
+from ...ir.walk import GraphLike, is_standard, only_user
+from ...spec import DOMAIN, DYNAMIC_DEQUANTIZE
+from ..node_rewrite import NodeRewritePass
 from . import nbits_layout as layout
 from .gather_block_quantized import DEFAULTS, RECORD
-from .node_rewrite import NodeRewritePass
 from .restore_nbits import restore_contrib_node
 
 

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.values import constant_array, optional_input
-from ..ir.walk import GraphLike
-from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE
+from ...ir.rewrite import ConstantFactory, replace_node
+from ...ir.values import constant_array, optional_input
+from ...ir.walk import GraphLike
+from ...spec import DOMAIN, DYNAMIC_DEQUANTIZE
+from ..node_rewrite import NodeRewritePass
 from .cast_scale import RECORD
-from .node_rewrite import NodeRewritePass
 
 
 class RestoreCastScalePass(NodeRewritePass):

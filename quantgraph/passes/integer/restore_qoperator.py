@@ -14,10 +14,10 @@ from typing import Any
 
 import onnx_ir as ir
 
-from ..ir.domain_fields import mark_explicit_empty
-from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.walk import GraphLike, is_standard, only_user
-from .node_rewrite import NodeRewritePass
+from ...ir.domain_fields import mark_explicit_empty
+from ...ir.rewrite import ConstantFactory, replace_node
+from ...ir.walk import GraphLike, is_standard, only_user
+from ..node_rewrite import NodeRewritePass
 from .qoperator import CONTRIB, RECORD, decode_attribute
 
 

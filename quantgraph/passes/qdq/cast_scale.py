@@ -25,12 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.values import constant_array, elem_type
-from ..ir.walk import GraphLike, is_standard, only_user
-from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_CHANNEL, PER_TENSOR
-from .node_rewrite import NodeRewritePass, import_spec_domain
-from .report import RewriteReport
+from ...ir.rewrite import ConstantFactory, replace_node
+from ...ir.values import constant_array, elem_type
+from ...ir.walk import GraphLike, is_standard, only_user
+from ...spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_CHANNEL, PER_TENSOR
+from ..node_rewrite import NodeRewritePass, import_spec_domain
+from ..report import RewriteReport
 
 RECORD = "quantgraph.cast_scale"  # node metadata: JSON of what lowering needs
 _SOURCES = {

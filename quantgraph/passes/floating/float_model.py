@@ -13,12 +13,12 @@ from collections import Counter
 
 import onnx_ir as ir
 
-from ..errors import NoQuantization, NothingToLower
-from ..ir.walk import all_graphs
-from ..spec import DOMAIN
-from .cast_scale import is_cast_scale
-from .other_formats import CONTRIB, CONVERTED, CONVERTED_STANDARD, reason_code
-from .qoperator import form_of
+from ...errors import NoQuantization, NothingToLower
+from ...ir.walk import all_graphs
+from ...spec import DOMAIN
+from ..integer.other_formats import CONTRIB, CONVERTED, CONVERTED_STANDARD, reason_code
+from ..integer.qoperator import form_of
+from ..qdq.cast_scale import is_cast_scale
 
 _QDQ = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", *CONVERTED_STANDARD}
 _SHOWN = 6  # op types named in the message, most frequent first

@@ -16,15 +16,15 @@ from typing import Any
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.derived_tensors import derived
-from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.values import constant_array, constant_tensor, optional_input, tensor_dims
-from ..ir.walk import GraphLike, is_standard, only_user
-from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE
+from ...ir.derived_tensors import derived
+from ...ir.rewrite import ConstantFactory, replace_node
+from ...ir.values import constant_array, constant_tensor, optional_input, tensor_dims
+from ...ir.walk import GraphLike, is_standard, only_user
+from ...spec import DOMAIN, DYNAMIC_DEQUANTIZE
+from ..node_rewrite import NodeRewritePass
+from ..qdq.short_blocks import PADDED
 from . import nbits_layout as layout
 from .matmul_nbits import CONTRIB, RECORD
-from .node_rewrite import NodeRewritePass
-from .short_blocks import PADDED
 
 
 class RestoreMatMulNBitsPass(NodeRewritePass):

@@ -4,7 +4,7 @@
   (Reshape, Transpose, Pad, Slice, ...): quantize_static writes DQ -> Reshape -> Q with the
   same scale and zero point after the Reshape, so keeping one of them in float keeps nothing
   that matters; the chain is kept in float whole (every tensor of it goes to
-  :func:`~quantgraph.passes.keep_float.keep_float`).
+  :func:`~quantgraph.passes.floating.keep_float.keep_float`).
 * A node's *weights*: a compute node reading DQ(constant) (a weight, with no Q before it). The
   QDQ model has no float form of it; the float model does, under the node's name
   (``keep_float(..., float_model=...)``).
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.values import constant_array, optional_input
+from ...ir.values import constant_array, optional_input
 from .keep_float import is_weight_dequantize, pair_source
 
 # Ops that move or select values without computing new ones: a Q after one with the

@@ -30,12 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.domain_fields import explicit_empty_domain
-from ..ir.rewrite import ConstantFactory, replace_node
-from ..ir.values import constant_array, elem_type, optional_input, value_shape
-from ..ir.walk import GraphLike, opset_version
-from .node_rewrite import NodeRewritePass
-from .report import Skip
+from ...ir.domain_fields import explicit_empty_domain
+from ...ir.rewrite import ConstantFactory, replace_node
+from ...ir.values import constant_array, elem_type, optional_input, value_shape
+from ...ir.walk import GraphLike, opset_version
+from ..node_rewrite import NodeRewritePass
+from ..report import Skip
 
 CONTRIB = "com.microsoft"
 RECORD = "quantgraph.qoperator"  # node metadata on the float op: JSON of what lowering needs

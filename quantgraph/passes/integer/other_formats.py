@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..ir.walk import all_graphs
+from ...ir.walk import all_graphs
+from ..report import OtherQuantizedNode, RewriteReport
 from .qoperator import form_of
-from .report import OtherQuantizedNode, RewriteReport
 
 CONTRIB = "com.microsoft"
 QDQ_ADVICE = (

@@ -29,21 +29,21 @@ import json
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.derived_tensors import derived
-from ..ir.rewrite import ConstantFactory
-from ..ir.values import (
+from ...ir.derived_tensors import derived
+from ...ir.rewrite import ConstantFactory
+from ...ir.values import (
     constant_array,
     constant_tensor,
     elem_type,
     optional_input,
     tensor_dims,
 )
-from ..ir.walk import GraphLike
-from ..spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_GROUP, dtypes
+from ...ir.walk import GraphLike
+from ...spec import DOMAIN, DYNAMIC_DEQUANTIZE, OPSET_VERSION, PER_GROUP, dtypes
+from ..node_rewrite import NodeRewritePass, import_spec_domain
+from ..qdq.short_blocks import PADDED
+from ..report import RewriteReport, Skip
 from . import nbits_layout as layout
-from .node_rewrite import NodeRewritePass, import_spec_domain
-from .report import RewriteReport, Skip
-from .short_blocks import PADDED
 
 CONTRIB = "com.microsoft"
 RECORD = "quantgraph.matmul_nbits"  # node metadata: JSON of what lowering needs

@@ -1,0 +1,2 @@
+"""ONNX's QuantizeLinear / DequantizeLinear (and the weight-only Cast x scale form) to the
+spec ops and back."""
