@@ -131,6 +131,8 @@ class QdqToSpecPass(NodeRewritePass):
     by default they are converted like ONNX's where the spec covers them.
     """
 
+    op_types = frozenset(QDQ_OPS)
+
     def __init__(
         self,
         *,

@@ -102,6 +102,8 @@ class QOperatorPass(NodeRewritePass):
     """Rewrites every QOperator node it knows into Q/DQ around the float op; the others stay,
     with the reason."""
 
+    op_types = frozenset(op_type for _, op_type in FORMS)
+
     def matches(self, node: ir.Node) -> bool:
         return form_of(node) is not None
 
