@@ -27,7 +27,7 @@ from .ir.model_files import (
     source_files,
 )
 from .ir.opsets import check_opset
-from .ir.walk import all_graphs, is_standard, spec_op
+from .ir.walk import all_graphs, graphs_fixed, is_standard, spec_op
 from .passes import RewriteReport, pipelines
 from .passes.floating.float_model import is_quantized, no_quantization, refuse_unconverted
 from .passes.floating.keep_float import keep_float as float_kept
@@ -122,22 +122,24 @@ def convert(
         if keep_float:
             model = _kept_float(model, keep_float, float_model)
         loaded = _private_copy(model)
-        survey = _survey(loaded, lambda n: spec_op(n) is not None, quantized=True)
-        if not survey.quantized:
-            raise no_quantization(survey.op_types, _label(model))
-        external = has_external_data(loaded)
-        report.already = survey.wanted
-        accepted = _accepted_unknown_ops(survey, report)
-        # The passes declare what they need (supported opset, schemas registered): requires.
-        manager = pipelines.conversion(
-            report,
-            static=static,
-            contrib=contrib,
-            check=check and not external,
-            progress=progress,
-            accepted=accepted,
-        )
-        _run(manager, loaded, model, accepted)
+        # One walk finds the graphs for the survey, the external data and every pass.
+        with graphs_fixed(loaded):
+            survey = _survey(loaded, lambda n: spec_op(n) is not None, quantized=True)
+            if not survey.quantized:
+                raise no_quantization(survey.op_types, _label(model))
+            external = has_external_data(loaded)
+            report.already = survey.wanted
+            accepted = _accepted_unknown_ops(survey, report)
+            # The passes declare what they need (supported opset, schemas registered): requires.
+            manager = pipelines.conversion(
+                report,
+                static=static,
+                contrib=contrib,
+                check=check and not external,
+                progress=progress,
+                accepted=accepted,
+            )
+            _run(manager, loaded, model, accepted)
     checked = check and not external
     return RewriteResult(loaded, report, checked, _sources(loaded, model), accepted)
 
@@ -159,15 +161,16 @@ def lower(
     with collector_paused():
         loaded = _private_copy(model)
         check_opset(loaded, model)  # an opset quantgraph cannot read says so first
-        refuse_unconverted(loaded, _label(model))
-        external = has_external_data(loaded)
-        survey = _survey(loaded, _is_qdq)
-        report.already = survey.wanted
-        accepted = _accepted_unknown_ops(survey, report)
-        manager = pipelines.lowering(
-            report, check=check and not external, to_qdq=to_qdq, accepted=accepted
-        )
-        _run(manager, loaded, model, accepted)
+        with graphs_fixed(loaded):  # one walk finds the graphs for every step below
+            refuse_unconverted(loaded, _label(model))
+            external = has_external_data(loaded)
+            survey = _survey(loaded, _is_qdq)
+            report.already = survey.wanted
+            accepted = _accepted_unknown_ops(survey, report)
+            manager = pipelines.lowering(
+                report, check=check and not external, to_qdq=to_qdq, accepted=accepted
+            )
+            _run(manager, loaded, model, accepted)
     if report.skipped and not allow_partial:
         first = report.skipped[0]
         more = f" (and {len(report.skipped) - 1} more)" if len(report.skipped) > 1 else ""

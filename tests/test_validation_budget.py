@@ -344,6 +344,7 @@ def test_budgets_are_validate_options(rec: tuple[Path, Path], tmp_path: Path) ->
     with pytest.raises(ModelError, match="--memory-budget"):
         quantgraph.validate(original, original, memory_budget="lots")
     assert parse_size(input_args.MEMORY_BUDGET_DEFAULT) == search.DEFAULT_MEMORY_BUDGET
+    assert input_args.MEMORY_BUDGET_DEFAULT_BYTES == search.DEFAULT_MEMORY_BUDGET
     assert input_args.InputArgs().memory_budget == search.DEFAULT_MEMORY_BUDGET
     assert input_args.SEARCH_TIMEOUT_DEFAULT == search.DEFAULT_SEARCH_TIMEOUT
     from quantgraph.bench import models as bench_models

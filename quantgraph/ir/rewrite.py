@@ -114,6 +114,11 @@ class ConstantFactory:
             self._as_1d[id(value)] = cached
         return cached
 
+    def known_1d(self, value: ir.Value) -> ir.Value | None:
+        """The 1-D constant :meth:`constant_1d` made of ``value`` already, None before: a caller
+        skips reading the constant again for each of its thousands of users."""
+        return self._as_1d.get(id(value))
+
     def _insert_first(self, node: ir.Node, before: ir.Node) -> None:
         self.graph.insert_before(before, node)
 
@@ -228,14 +233,18 @@ def replace_node(
     domain, op_type, version = op
     former = list(old.inputs)
     old.domain, old.op_type, old.version = domain, op_type, version
-    old.resize_inputs(len(inputs))
+    count = len(former)
+    if len(inputs) != count:
+        old.resize_inputs(len(inputs))
     for index, value in enumerate(inputs):
-        if old.inputs[index] is not value:
+        # what the node holds at index: as it was (a resize adds None, changes only the rest)
+        if (former[index] if index < count else None) is not value:
             old.replace_input_with(index, value)
-    if old.attributes:  # (clearing an empty UserDict raises and catches a KeyError)
-        old.attributes.clear()
+    held = old.attributes
+    if held:  # (clearing an empty UserDict raises and catches a KeyError)
+        held.clear()
     for attribute in attributes:
-        old.attributes[attribute.name] = attribute
+        held[attribute.name] = attribute
     for output in old.outputs:
         if output.type is None:
             output.type = ir.TensorType(dtype)

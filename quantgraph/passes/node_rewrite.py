@@ -39,6 +39,10 @@ class NodeRewritePass(ir.passes.InPlacePass):
         supported_opset(model)
         schemas_registered()
 
+    # The op types :meth:`matches` can accept (None: any); nodes of others are not asked (a
+    # set lookup where a call costs ~0.5 µs, paid by every pass on every node).
+    op_types: frozenset[str] | None = None
+
     def matches(self, node: ir.Node) -> bool:
         raise NotImplementedError
 
@@ -56,21 +60,26 @@ class NodeRewritePass(ir.passes.InPlacePass):
         self.stale: list[ir.Value | None] = []  # former inputs, swept once at the end
         report = self.report if self.report is not None else RewriteReport()
         converted_before = len(report.converted_nodes)
-        # One walk of each graph (a snapshot: nodes a rewrite inserts are not visited); the
-        # count for progress is taken before any rewrite, each node asked again when visited.
-        # The names in use (a walk of every name) are collected only when a node matches:
-        # most passes find nothing to rewrite in most models.
-        snapshots = [(graph, list(graph)) for graph in all_graphs(model)]
-        total = sum(1 for _, nodes in snapshots for n in nodes if self.matches(n))
+        # The count for progress is taken before any rewrite, then (only when a node matches:
+        # most passes find nothing to rewrite in most models) a snapshot of each graph (nodes a
+        # rewrite inserts are not visited) and the names in use; each node is asked again when
+        # visited.
+        graphs = list(all_graphs(model))
+        ops, matches = self.op_types, self.matches
+        if ops is None:
+            total = sum(1 for graph in graphs for n in graph if matches(n))
+        else:
+            total = sum(1 for graph in graphs for n in graph if n.op_type in ops and matches(n))
+        snapshots = [(graph, list(graph)) for graph in graphs] if total else []
         names: Names | None = None
         done = 0
-        for graph, nodes in snapshots if total else ():
+        for graph, nodes in snapshots:
             if names is None:
                 names = Names.of(model)
             factory = ConstantFactory(graph, graph is model.graph, names)
             where = "" if graph is model.graph else (graph.name or "")
             for node in nodes:
-                if not self.matches(node):
+                if (ops is not None and node.op_type not in ops) or not matches(node):
                     continue
                 done += 1
                 if self.progress is not None and (done % 1000 == 0 or done == total):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from ..ir.checker import OpKey
+from ..ir.walk import graphs_fixed
 from .contrib.gather_block_quantized import GatherBlockQuantizedPass
 from .contrib.matmul_nbits import MatMulNBitsPass
 from .contrib.restore_gather_block import RestoreGatherBlockQuantizedPass
@@ -106,10 +107,14 @@ def _with_check(
 def run(manager: ir.passes.PassManager, model: ir.Model) -> ir.passes.PassResult:
     """Run ``manager`` on ``model``; a failing pass raises its own error, not onnx-ir's
     PassError wrappers (which name the pipeline, not the node or rule at fault), nor the
-    Pre/PostconditionError around a requirement's (see :mod:`.requirements`)."""
+    Pre/PostconditionError around a requirement's (see :mod:`.requirements`).
+
+    The model's graphs are found once for the whole run: no pass adds or removes a subgraph
+    or a function (:func:`~quantgraph.ir.walk.graphs_fixed`)."""
     wrappers = (ir.passes.PassError, ir.passes.InvariantError)
     try:
-        return manager(model)
+        with graphs_fixed(model):
+            return manager(model)
     except wrappers as error:
         cause: BaseException = error
         while isinstance(cause, wrappers) and cause.__cause__ is not None:

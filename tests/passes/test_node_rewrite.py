@@ -4,6 +4,7 @@ the former inputs the rewrites left unused. Tried here with a small pass of the 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -290,3 +291,49 @@ def test_the_report_counts_by_op_type() -> None:
         "detail": "s8, axis 1",
         "graph": "then",
     }
+
+
+def _rewrite_passes() -> list[type[NodeRewritePass]]:
+    # the modules that define every pass (the python backend's are subclasses too)
+    for module in ("quantgraph.passes.pipelines", "quantgraph.backends.python.prepare"):
+        importlib.import_module(module)
+    found, pending = [], list(NodeRewritePass.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending += cls.__subclasses__()
+    return found
+
+
+def test_a_pass_matches_only_the_op_types_it_declares() -> None:
+    """``op_types`` lets the base skip asking ``matches`` about other nodes: every node a pass
+    matches must be of one of them (here: nodes of every other op type the passes name, in
+    every domain they read, carrying every mark and a block_size, are all refused)."""
+    from quantgraph import DOMAIN
+    from quantgraph.passes.contrib import gather_block_quantized, matmul_nbits
+    from quantgraph.passes.integer import dynamic_quantize_linear, integer_ops, qoperator
+    from quantgraph.passes.qdq import cast_scale, short_blocks
+    from quantgraph.spec import OPS
+
+    marks = {
+        module.RECORD: "{}"
+        for module in (cast_scale, gather_block_quantized, integer_ops, matmul_nbits, qoperator)
+    }
+    marks[dynamic_quantize_linear.MARK] = "x"
+    marks[short_blocks.PADDED] = "4"
+    declared = [cls for cls in _rewrite_passes() if cls.op_types is not None]
+    assert len(declared) >= 9
+    every_op = {op for cls in declared for op in cls.op_types or ()} | set(OPS) | {"Mul", "If"}
+    for cls in declared:
+        pass_ = cls.__new__(cls)  # matches() reads the node only
+        assert cls.op_types
+        for op_type in every_op - cls.op_types:
+            for domain in ("", "ai.onnx", "com.microsoft", DOMAIN):
+                node = ir.Node(
+                    domain,
+                    op_type,
+                    [],
+                    [ir.AttrInt64("block_size", 32)],
+                    metadata_props=dict(marks),
+                )
+                assert not pass_.matches(node), (cls.__name__, domain, op_type)

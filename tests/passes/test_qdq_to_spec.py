@@ -575,6 +575,66 @@ def test_contrib_qdq_stays_when_asked_and_is_reported(op: str) -> None:
     ]
 
 
+def _chain(pairs: int, *, runtime_scale: bool) -> onnx.ModelProto:
+    """x -> (Q -> DQ) x pairs, every node reading one scalar scale (a graph input when
+    ``runtime_scale``) and one scalar zero point: nodes alike, which the pass plans once."""
+    nodes, previous = [], "x"
+    for i in range(pairs):
+        nodes += [
+            helper.make_node("QuantizeLinear", [previous, "s", "z"], [f"q{i}"], name=f"q{i}"),
+            helper.make_node("DequantizeLinear", [f"q{i}", "s", "z"], [f"d{i}"], name=f"d{i}"),
+        ]
+        previous = f"d{i}"
+    inputs = [tensor_info("x", TensorProto.FLOAT, [4])]
+    inits = [numpy_helper.from_array(np.array(3, np.uint8), "z")]
+    if runtime_scale:
+        inputs.append(tensor_info("s", TensorProto.FLOAT, []))
+    else:
+        inits.append(numpy_helper.from_array(np.array(0.05, np.float32), "s"))
+    outputs = [tensor_info(previous, TensorProto.FLOAT, [4])]
+    return make_model(nodes, inputs, outputs, inits, opset=21)
+
+
+@pytest.mark.parametrize("runtime_scale", [False, True], ids=["constant", "runtime"])
+def test_nodes_alike_share_constants_and_keep_their_own_reshapes(runtime_scale: bool) -> None:
+    model = _chain(4, runtime_scale=runtime_scale)
+    out = quantgraph.convert(model).proto
+    spec = [n for n in out.graph.node if n.domain == DOMAIN]
+    assert [n.op_type for n in spec] == ["DynamicQuantize", "DynamicDequantize"] * 4
+    assert len({n.input[2] for n in spec}) == 1  # one 1-D zero point for all
+    reshapes = [n for n in out.graph.node if n.op_type == "Reshape"]
+    if runtime_scale:  # a run-time scale is reshaped before each of its users
+        assert len(reshapes) == 8
+        assert sorted(n.input[1] for n in spec) == sorted(r.output[0] for r in reshapes)
+    else:
+        assert not reshapes and len({n.input[1] for n in spec}) == 1
+    feeds = [{"x": np.linspace(-1, 1, 4, dtype=np.float32)}]
+    if runtime_scale:
+        feeds[0]["s"] = np.array(0.05, np.float32)
+    differential(model, out, feeds)
+
+
+def test_static_dequantize_alike_each_records_its_src_type() -> None:
+    """Static Dequantize has no zps: each node's untyped src gets the quantized type."""
+    nodes = []
+    for i in range(3):
+        nodes += [
+            helper.make_node("Identity", ["xq"], [f"i{i}"], name=f"id{i}"),
+            helper.make_node("DequantizeLinear", [f"i{i}", "s", "z"], [f"d{i}"], name=f"d{i}"),
+        ]
+    inputs = [tensor_info("xq", TensorProto.UINT8, [4])]
+    outputs = [tensor_info(f"d{i}", TensorProto.FLOAT, [4]) for i in range(3)]
+    scale = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    zero_point = numpy_helper.from_array(np.array(3, np.uint8), "z")
+    model = ir.from_proto(make_model(nodes, inputs, outputs, [scale, zero_point], opset=21))
+    QdqToSpecPass(static=True)(model)
+    dequantize = [n for n in model.graph if n.op_type == "Dequantize"]
+    assert len(dequantize) == 3
+    assert all(
+        n.inputs[0] is not None and n.inputs[0].dtype == ir.DataType.UINT8 for n in dequantize
+    )
+
+
 # -- the pass itself, on an onnx_ir model -------------------------------------------------------
 
 

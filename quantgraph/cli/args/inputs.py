@@ -86,6 +86,11 @@ class SizeType(click.ParamType[int]):
     ) -> int:
         if isinstance(value, int):
             return value
+        if value == MEMORY_BUDGET_DEFAULT:
+            # click converts the default of every command with the option, convert without
+            # --validate too: known without parse_size, whose import (the whole validation
+            # package, onnxruntime's session layer) costs ~0.25 s
+            return MEMORY_BUDGET_DEFAULT_BYTES
         from ...validation.options import parse_size
 
         try:
@@ -97,6 +102,7 @@ class SizeType(click.ParamType[int]):
 # quantgraph.validation.inputs.search's defaults (tests/test_validation_budget.py checks they
 # agree).
 MEMORY_BUDGET_DEFAULT = "2GiB"
+MEMORY_BUDGET_DEFAULT_BYTES = 2 << 30
 SEARCH_TIMEOUT_DEFAULT = 60.0
 
 DIM_OPTION = group_option(
@@ -159,7 +165,7 @@ class InputArgs(ArgGroup):
     val_ranges: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
     seed: int = 0
     iterations: int = 1
-    memory_budget: int = 2 << 30
+    memory_budget: int = MEMORY_BUDGET_DEFAULT_BYTES
     search_timeout: float = SEARCH_TIMEOUT_DEFAULT
 
     # The options that only shape generated inputs.

@@ -64,6 +64,8 @@ class GatherBlockQuantizedPass(NodeRewritePass):
     """Rewrites every GatherBlockQuantized whose table is constant into Gathers of the
     quantized rows and the spec's per_group DynamicDequantize of those rows."""
 
+    op_types = frozenset({"GatherBlockQuantized"})
+
     def matches(self, node: ir.Node) -> bool:
         return is_gather_block_quantized(node)
 

@@ -59,6 +59,8 @@ class MatMulNBitsPass(NodeRewritePass):
     """Rewrites every MatMulNBits whose weight is constant into the spec's per_group
     DynamicDequantize and a standard MatMul; the others stay, with the reason."""
 
+    op_types = frozenset({"MatMulNBits"})
+
     def matches(self, node: ir.Node) -> bool:
         return is_matmul_nbits(node)
 

@@ -30,6 +30,8 @@ from .restore_nbits import restore_contrib_node
 class RestoreGatherBlockQuantizedPass(NodeRewritePass):
     """Folds each recorded chain back into its GatherBlockQuantized."""
 
+    op_types = frozenset({DYNAMIC_DEQUANTIZE.name, "Slice"})
+
     def matches(self, node: ir.Node) -> bool:
         return RECORD in node.metadata_props and (
             (node.domain == DOMAIN and node.op_type == DYNAMIC_DEQUANTIZE.name)

@@ -30,6 +30,8 @@ from .matmul_nbits import CONTRIB, RECORD
 class RestoreMatMulNBitsPass(NodeRewritePass):
     """Folds each recorded chain back into its MatMulNBits."""
 
+    op_types = frozenset({DYNAMIC_DEQUANTIZE.name})
+
     def matches(self, node: ir.Node) -> bool:
         return node.domain == DOMAIN and node.op_type == DYNAMIC_DEQUANTIZE.name
 

@@ -35,6 +35,8 @@ DETAIL = "u8, per_tensor, scale and zero point from standard ops"
 class DynamicQuantizeLinearPass(NodeRewritePass):
     """Rewrites ONNX DynamicQuantizeLinear nodes into standard ops and a DynamicQuantize."""
 
+    op_types = frozenset({OP})
+
     def matches(self, node: ir.Node) -> bool:
         return node.op_type == OP and is_standard(node)
 

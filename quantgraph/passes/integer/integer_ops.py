@@ -63,6 +63,8 @@ class IntegerOpsPass(NodeRewritePass):
     """Rewrites MatMulInteger / ConvInteger with quantize_dynamic's scale chain; the others
     stay (listed as other formats), with the reason."""
 
+    op_types = frozenset(FLOAT_OP)
+
     def matches(self, node: ir.Node) -> bool:
         return node.op_type in FLOAT_OP and is_standard(node)
 

@@ -7,11 +7,13 @@ instead of a silent "nothing to convert".
 
 from __future__ import annotations
 
+import functools
+
 import onnx_ir as ir
 
 from ...ir.walk import all_graphs
 from ..report import OtherQuantizedNode, RewriteReport
-from .qoperator import form_of
+from .qoperator import op_form
 
 CONTRIB = "com.microsoft"
 QDQ_ADVICE = (
@@ -54,14 +56,18 @@ _QOPERATOR = {
 
 def reason_code(node: ir.Node) -> str | None:
     """The reason code of a quantized node that is not Q/DQ, None for any other node."""
-    if node.domain not in ("", "ai.onnx", CONTRIB):
+    return _reason_code(node.domain, node.op_type)
+
+
+@functools.cache  # asked of every node (twice a conversion), decided by a handful of op types
+def _reason_code(domain: str, name: str) -> str | None:
+    if domain not in ("", "ai.onnx", CONTRIB):
         return None
-    name = node.op_type
-    if node.domain == CONTRIB and name in CONVERTED:
+    if domain == CONTRIB and name in CONVERTED:
         return None
-    if node.domain in ("", "ai.onnx") and name in CONVERTED_STANDARD:
+    if domain in ("", "ai.onnx") and name in CONVERTED_STANDARD:
         return None
-    if form_of(node) is not None:  # QOperator forms the conversion rewrites (.qoperator)
+    if op_form(domain, name) is not None:  # QOperator forms the conversion rewrites (.qoperator)
         return None
     if name in _INTEGER:
         return "integer_op"

@@ -80,8 +80,12 @@ CONVERTED = {op for _, op in FORMS}
 
 
 def form_of(node: ir.Node) -> Form | None:
-    domain = "" if node.domain == "ai.onnx" else node.domain
-    return FORMS.get((domain, node.op_type))
+    return op_form(node.domain, node.op_type)
+
+
+def op_form(domain: str, op_type: str) -> Form | None:
+    """The QOperator form of an op of ``domain``, None for any other."""
+    return FORMS.get(("" if domain == "ai.onnx" else domain, op_type))
 
 
 def encode_attribute(attribute: ir.Attr) -> str:
@@ -101,6 +105,8 @@ def decode_attribute(text: str) -> ir.Attr:
 class QOperatorPass(NodeRewritePass):
     """Rewrites every QOperator node it knows into Q/DQ around the float op; the others stay,
     with the reason."""
+
+    op_types = frozenset(op_type for _, op_type in FORMS)
 
     def matches(self, node: ir.Node) -> bool:
         return form_of(node) is not None

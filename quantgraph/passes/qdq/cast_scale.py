@@ -143,6 +143,8 @@ def is_cast_scale(node: ir.Node) -> bool:
 class CastScalePass(NodeRewritePass):
     """Rewrites each matched Cast [-> Sub] -> Mul into a DynamicDequantize."""
 
+    op_types = frozenset({"Cast"})
+
     def matches(self, node: ir.Node) -> bool:
         return is_standard(node) and node.op_type == "Cast"
 

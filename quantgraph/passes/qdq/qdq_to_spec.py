@@ -100,6 +100,17 @@ class _Plan:
         )
 
 
+@dataclass(slots=True)
+class _Replacement:
+    """The spec op a plan makes of its nodes in one graph (nothing here is changed once made:
+    nodes alike share it)."""
+
+    op_type: str
+    operands: list[ir.Value | None]  # the inputs after src
+    attributes: list[ir.Attr]
+    static: bool
+
+
 @functools.lru_cache(maxsize=1024)
 def _detail(
     qtype: str,
@@ -131,6 +142,8 @@ class QdqToSpecPass(NodeRewritePass):
     by default they are converted like ONNX's where the spec covers them.
     """
 
+    op_types = frozenset(QDQ_OPS)
+
     def __init__(
         self,
         *,
@@ -149,6 +162,8 @@ class QdqToSpecPass(NodeRewritePass):
         self._opsets: dict[int, int | None] = {}  # by graph
         self._attrs: dict[tuple[str, object], ir.Attr] = {}  # equal attributes, one object
         self._shapes: dict[ir.Value, Shape | None] = {}  # scales and zero points: shared
+        self._plans: dict[tuple[object, ...], _Plan] = {}  # by what _plan reads: _plan_key
+        self._replacements: dict[tuple[object, ...], _Replacement] = {}  # by the plan's key
         return super().call(model)
 
     def matches(self, node: ir.Node) -> bool:
@@ -160,8 +175,13 @@ class QdqToSpecPass(NodeRewritePass):
     ) -> tuple[str, str]:
         if not is_standard(node) and not self.contrib:
             raise Skip("contrib-off", f"{node.domain} op left as is (contrib conversion is off)")
-        plan = self._plan(model, graph, node)
-        return self._rewrite(node, plan, factory), plan.detail
+        key = _plan_key(graph, node)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is None:
+            plan = self._plan(model, graph, node)
+            if key is not None:
+                self._plans[key] = plan
+        return self._rewrite(node, plan, factory, key), plan.detail
 
     def ensures(self, model: ir.Model) -> None:
         spec_domain_imported(model)
@@ -390,7 +410,47 @@ class QdqToSpecPass(NodeRewritePass):
 
     # -- the replacement --------------------------------------------------------------------
 
-    def _rewrite(self, node: ir.Node, plan: _Plan, factory: ConstantFactory) -> str:
+    def _rewrite(
+        self,
+        node: ir.Node,
+        plan: _Plan,
+        factory: ConstantFactory,
+        key: tuple[object, ...] | None = None,
+    ) -> str:
+        """``node`` replaced as ``plan`` says; ``key`` (the plan's, :func:`_plan_key`) keeps
+        the replacement for the nodes alike that follow, where it made nothing for this node
+        alone (a Reshape of a run-time scale)."""
+        replacement = self._replacements.get(key) if key is not None else None
+        if replacement is None:
+            replacement, shared = self._replacement(node, plan, factory)
+            if shared and key is not None:
+                self._replacements[key] = replacement
+        source = node.inputs[0]
+        if (
+            replacement.static
+            and not plan.quantize
+            and source is not None
+            and elem_type(source) is None
+        ):
+            # Static Dequantize has no zps input: the quantized type lives only in src's type.
+            # Record it (ONNX ties x's type to the zero point's), or lowering cannot tell it.
+            source.type = ir.TensorType(_IR_TYPES[plan.quant_type.onnx])
+        if plan.contrib:  # lowering gives the node back its domain
+            node.metadata_props[ORIGIN] = CONTRIB_DOMAIN
+        self.stale += replace_node(
+            node,
+            (DOMAIN, replacement.op_type, OPSET_VERSION),
+            [source, *replacement.operands],
+            replacement.attributes,
+            _IR_TYPES[plan.quant_type.onnx if plan.quantize else plan.scale_type.onnx],
+        )
+        return replacement.op_type
+
+    def _replacement(
+        self, node: ir.Node, plan: _Plan, factory: ConstantFactory
+    ) -> tuple[_Replacement, bool]:
+        """The spec op ``plan`` makes of ``node``, and whether it suits every node of that
+        plan in this graph (False: a Reshape was inserted for this node)."""
         static = (self.static or plan.quant_type.is_float8) and plan.static_form_exists
         scales = constant_array(plan.scale) if static else None
         zps = constant_array(plan.zero_point) if static else None
@@ -401,48 +461,36 @@ class QdqToSpecPass(NodeRewritePass):
                     "float8 needs the static ops, and the scale is not a constant",
                 )
             static = False
-        source = node.inputs[0]
-        if static and not plan.quantize and source is not None and elem_type(source) is None:
-            # Static Dequantize has no zps input: the quantized type lives only in src's type.
-            # Record it (ONNX ties x's type to the zero point's), or lowering cannot tell it.
-            source.type = ir.TensorType(_IR_TYPES[plan.quant_type.onnx])
         attributes: list[ir.Attr] = [self._attr("qtype", plan.qtype)]
         if plan.group_shape is not None:
             attributes.append(self._attr("group_shape", plan.group_shape))
         else:
             attributes.append(self._attr("axis", plan.axis))
+        shared = True
+        operands: list[ir.Value | None] = []
         if static:
             assert scales is not None
             op_type = QUANTIZE.name if plan.quantize else DEQUANTIZE.name
             attributes.append(ir.AttrFloat32s("scales", [float(v) for v in scales.reshape(-1)]))
             if zps is not None:
                 attributes.append(ir.AttrInt64s("zps", [int(v) for v in zps.reshape(-1)]))
-            inputs: list[ir.Value | None] = [node.inputs[0]]
         else:
             op_type = DYNAMIC_QUANTIZE.name if plan.quantize else DYNAMIC_DEQUANTIZE.name
             scale_type = _IR_TYPES[plan.scale_type.onnx]
             if plan.group_shape is not None:  # scales and zps keep src's rank
-                inputs = [node.inputs[0], plan.scale, plan.zero_point]
+                operands = [plan.scale, plan.zero_point]
             else:
-                inputs = [
-                    node.inputs[0],
-                    self._as_1d(node, plan.scale, plan.scale_shape, scale_type, factory),
-                    self._zero_point(node, plan, factory),
-                ]
-            if inputs[2] is None:
-                inputs.pop()
-        if plan.quantize and (static or len(inputs) < 3):
+                scale, own_scale = self._as_1d(
+                    node, plan.scale, plan.scale_shape, scale_type, factory
+                )
+                zero_point, own_zero_point = self._zero_point(node, plan, factory)
+                operands = [scale, zero_point]
+                shared = not own_scale and not own_zero_point
+            if operands[1] is None:
+                operands.pop()
+        if plan.quantize and (static or len(operands) < 2):
             attributes.append(self._attr("output_dtype", plan.quant_type.onnx))
-        if plan.contrib:  # lowering gives the node back its domain
-            node.metadata_props[ORIGIN] = CONTRIB_DOMAIN
-        self.stale += replace_node(
-            node,
-            (DOMAIN, op_type, OPSET_VERSION),
-            inputs,
-            attributes,
-            _IR_TYPES[plan.quant_type.onnx if plan.quantize else plan.scale_type.onnx],
-        )
-        return op_type
+        return _Replacement(op_type, operands, attributes, static), shared
 
     def _attr(self, name: str, value: str | int | tuple[int, ...]) -> ir.Attr:
         """One Attr object for every node of this pass with the same attribute (nothing
@@ -465,22 +513,67 @@ class QdqToSpecPass(NodeRewritePass):
         shape: Shape | None,
         dtype: ir.DataType,
         factory: ConstantFactory,
-    ) -> ir.Value:
+    ) -> tuple[ir.Value, bool]:
+        """``value`` as 1-D, and whether that was made for ``node`` alone (a Reshape)."""
         if shape is not None and len(shape) == 1:
-            return value
+            return value, False
+        known = factory.known_1d(value)
+        if known is not None:
+            return known, False
         array = constant_array(value)  # an initializer or a Constant node
         if array is None:  # a run-time scalar, reshaped per use
-            return factory.reshaped(value, [1], node, "1d", dtype)
-        return factory.constant_1d(value, array, node)
+            return factory.reshaped(value, [1], node, "1d", dtype), True
+        return factory.constant_1d(value, array, node), False
 
-    def _zero_point(self, node: ir.Node, plan: _Plan, factory: ConstantFactory) -> ir.Value | None:
+    def _zero_point(
+        self, node: ir.Node, plan: _Plan, factory: ConstantFactory
+    ) -> tuple[ir.Value | None, bool]:
         if plan.zero_point is not None:
             quantized = _IR_TYPES[plan.quant_type.onnx]
             return self._as_1d(node, plan.zero_point, plan.scale_shape, quantized, factory)
         if plan.count is None:
-            return None  # unknown channel count: leave zps out, output_dtype says the type
+            return None, False  # unknown channel count: leave zps out, output_dtype says the type
         zero = np.zeros(plan.count, dtype=plan.quant_type.numpy)
-        return factory.constant(f"quantgraph_zero_{plan.quant_type.name}_{plan.count}", zero, node)
+        name = f"quantgraph_zero_{plan.quant_type.name}_{plan.count}"
+        return factory.constant(name, zero, node), False
+
+
+def _plan_key(graph: GraphLike, node: ir.Node) -> tuple[object, ...] | None:
+    """Everything :meth:`QdqToSpecPass._plan` reads of ``node``, as a dict key: nodes alike
+    (100k Q/DQ of one scale make two kinds) share one plan, made once; the plan of a node that
+    does not convert is never kept (its Skip is raised again for each). None where the plan
+    reads more: a blocked node (src's shape, the node's meta), src of no declared type (ONNX's
+    shape inference), an attribute not an int (never a valid Q/DQ one), an input missing."""
+    inputs = node.inputs
+    if len(inputs) < 2 or inputs[0] is None or inputs[1] is None:
+        return None
+    source_type = inputs[0].dtype
+    if source_type is None:
+        return None
+    attributes: tuple[tuple[str, object], ...] = ()
+    if node.attributes:
+        if "block_size" in node.attributes:
+            return None
+        attributes = tuple((name, a.value) for name, a in node.attributes.items())
+        if not all(isinstance(value, int) for _, value in attributes):
+            return None
+    scale = inputs[1]
+    zero_point = inputs[2] if len(inputs) > 2 else None
+    zero_type = zero_point.dtype if zero_point is not None else None
+    # graph: the opset its nodes run at; the values: their shapes and constants, by identity
+    # (no pass changes them), and their types, which a static rewrite may declare
+    return (
+        node.op_type,
+        node.domain,
+        len(inputs),
+        attributes,
+        graph,
+        source_type,
+        scale,
+        scale.dtype,
+        zero_point,
+        zero_type,
+    )
 
 
 def _refuse_unknown_to_opset(node: ir.Node, opset: int) -> None:

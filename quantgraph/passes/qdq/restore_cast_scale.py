@@ -24,6 +24,8 @@ from .cast_scale import RECORD
 class RestoreCastScalePass(NodeRewritePass):
     """Gives each recorded DynamicDequantize its Cast [-> Sub] -> Mul back."""
 
+    op_types = frozenset({DYNAMIC_DEQUANTIZE.name})
+
     def matches(self, node: ir.Node) -> bool:
         return (
             node.domain == DOMAIN

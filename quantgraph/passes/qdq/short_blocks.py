@@ -43,6 +43,8 @@ def _copy(node: ir.Node) -> list[ir.Attr]:
 class PadShortBlocksPass(NodeRewritePass):
     """Pads a constant src with a short last block to whole blocks, then slices the result."""
 
+    op_types = frozenset({"DequantizeLinear"})
+
     def matches(self, node: ir.Node) -> bool:
         return _blocked(node)
 
@@ -105,6 +107,8 @@ class PadShortBlocksPass(NodeRewritePass):
 
 class TrimPaddedBlocksPass(NodeRewritePass):
     """Folds ``DequantizeLinear(padded) -> marked Slice`` back into the original node."""
+
+    op_types = frozenset({"Slice"})
 
     def matches(self, node: ir.Node) -> bool:
         return node.op_type == "Slice" and is_standard(node) and PADDED in node.metadata_props
