@@ -13,7 +13,6 @@ quantized type. Nodes the spec cannot express stay as they are and are reported 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -42,9 +41,9 @@ from ...spec import (
 from ..node_rewrite import NodeRewritePass, Progress
 from ..report import RewriteReport, RewriteResult, Skip
 from ..requirements import spec_domain_imported
+from .qdq_plans import CONTRIB_DOMAIN, Plan, Replacement, plan_key
 
 QDQ_OPS = ("QuantizeLinear", "DequantizeLinear")
-CONTRIB_DOMAIN = "com.microsoft"
 ORIGIN = "quantgraph.origin"  # node metadata: the domain a converted com.microsoft Q/DQ had
 PADDED_META = "quantgraph.padded"  # node.meta of a padded blocked node: (extent, padded extent)
 ONNX_DEFAULT_AXIS = 1  # QuantizeLinear/DequantizeLinear's (it happens to equal the spec's)
@@ -59,79 +58,6 @@ _DEQUANTIZABLE_ONNX = frozenset(t.onnx for t in _DEQUANTIZABLE)
 _SCALES = {True: DYNAMIC_QUANTIZE.scales_types, False: DYNAMIC_DEQUANTIZE.scales_types}
 _SCALES_ONNX = {quantize: frozenset(t.onnx for t in types) for quantize, types in _SCALES.items()}
 _IR_TYPES = {t.onnx: ir.DataType(t.onnx) for t in dtypes.ALL}  # ir.DataType(x) is an enum call
-
-
-@dataclass(slots=True)  # made once a node: a frozen dataclass's __init__ is 3x slower
-class _Plan:
-    """What one Q/DQ node means in spec terms."""
-
-    quantize: bool
-    qtype: str
-    axis: int
-    quant_type: dtypes.DType
-    scale: ir.Value
-    zero_point: ir.Value | None
-    count: int | None  # number of scales, when known
-    scale_shape: Shape  # declared or inferred; the zero point's too (ONNX ties them)
-    scale_type: dtypes.DType = dtypes.F32  # a dequantize op's dst type too
-    group_shape: tuple[int, ...] | None = None  # per_group (ONNX block_size)
-    contrib: bool = False
-    padded: tuple[int, int] | None = None  # a short last block: (extent, padded extent)
-
-    @property
-    def detail(self) -> str:
-        return _detail(
-            self.qtype,
-            self.axis,
-            self.group_shape,
-            self.scale_type.name,
-            self.quant_type.name,
-            self.padded,
-            self.contrib,
-        )
-
-    @property
-    def static_form_exists(self) -> bool:
-        """Static Quantize/Dequantize have f32 scales, 8-bit and f8 types, no groups."""
-        static = QUANTIZE if self.quantize else DEQUANTIZE
-        types = static.dst_types if self.quantize else static.src_types
-        return (
-            self.quant_type in types and self.scale_type == dtypes.F32 and self.qtype != PER_GROUP
-        )
-
-
-@dataclass(slots=True)
-class _Replacement:
-    """The spec op a plan makes of its nodes in one graph (nothing here is changed once made:
-    nodes alike share it)."""
-
-    op_type: str
-    operands: list[ir.Value | None]  # the inputs after src
-    attributes: list[ir.Attr]
-    static: bool
-
-
-@functools.lru_cache(maxsize=1024)
-def _detail(
-    qtype: str,
-    axis: int,
-    group_shape: tuple[int, ...] | None,
-    scale_type: str,
-    quant_type: str,
-    padded: tuple[int, int] | None,
-    contrib: bool,
-) -> str:
-    """The report's detail of a plan (one string for every node alike: 100k nodes make a
-    handful of distinct ones)."""
-    where = {
-        PER_CHANNEL: f"axis {axis}",
-        PER_GROUP: f"per_group {list(group_shape or ())}",
-    }.get(qtype, "per_tensor")
-    scales = "" if scale_type == dtypes.F32.name else f", {scale_type} scales"
-    sliced = f", last block padded {padded[0]} -> {padded[1]} and sliced" if padded else ""
-    return f"{quant_type}, {where}{scales}{sliced}" + (
-        f", from {CONTRIB_DOMAIN}" if contrib else ""
-    )
 
 
 class QdqToSpecPass(NodeRewritePass):
@@ -162,8 +88,8 @@ class QdqToSpecPass(NodeRewritePass):
         self._opsets: dict[int, int | None] = {}  # by graph
         self._attrs: dict[tuple[str, object], ir.Attr] = {}  # equal attributes, one object
         self._shapes: dict[ir.Value, Shape | None] = {}  # scales and zero points: shared
-        self._plans: dict[tuple[object, ...], _Plan] = {}  # by what _plan reads: _plan_key
-        self._replacements: dict[tuple[object, ...], _Replacement] = {}  # by the plan's key
+        self._plans: dict[tuple[object, ...], Plan] = {}  # by what _plan reads: plan_key
+        self._replacements: dict[tuple[object, ...], Replacement] = {}  # by the plan's key
         return super().call(model)
 
     def matches(self, node: ir.Node) -> bool:
@@ -175,7 +101,7 @@ class QdqToSpecPass(NodeRewritePass):
     ) -> tuple[str, str]:
         if not is_standard(node) and not self.contrib:
             raise Skip("contrib-off", f"{node.domain} op left as is (contrib conversion is off)")
-        key = _plan_key(graph, node)
+        key = plan_key(graph, node)
         plan = self._plans.get(key) if key is not None else None
         if plan is None:
             plan = self._plan(model, graph, node)
@@ -195,7 +121,7 @@ class QdqToSpecPass(NodeRewritePass):
 
     # -- what the node means ---------------------------------------------------------------
 
-    def _plan(self, model: ir.Model, graph: GraphLike, node: ir.Node) -> _Plan:
+    def _plan(self, model: ir.Model, graph: GraphLike, node: ir.Node) -> Plan:
         quantize = node.op_type == "QuantizeLinear"
         attributes = node.attributes
         if is_standard(node):
@@ -298,7 +224,7 @@ class QdqToSpecPass(NodeRewritePass):
             )
         count = 1 if not shape else shape[0]
         qtype = PER_GROUP if groups else PER_TENSOR if count == 1 else PER_CHANNEL
-        return _Plan(
+        return Plan(
             quantize,
             qtype,
             axis,
@@ -413,11 +339,11 @@ class QdqToSpecPass(NodeRewritePass):
     def _rewrite(
         self,
         node: ir.Node,
-        plan: _Plan,
+        plan: Plan,
         factory: ConstantFactory,
         key: tuple[object, ...] | None = None,
     ) -> str:
-        """``node`` replaced as ``plan`` says; ``key`` (the plan's, :func:`_plan_key`) keeps
+        """``node`` replaced as ``plan`` says; ``key`` (the plan's, :func:`plan_key`) keeps
         the replacement for the nodes alike that follow, where it made nothing for this node
         alone (a Reshape of a run-time scale)."""
         replacement = self._replacements.get(key) if key is not None else None
@@ -447,8 +373,8 @@ class QdqToSpecPass(NodeRewritePass):
         return replacement.op_type
 
     def _replacement(
-        self, node: ir.Node, plan: _Plan, factory: ConstantFactory
-    ) -> tuple[_Replacement, bool]:
+        self, node: ir.Node, plan: Plan, factory: ConstantFactory
+    ) -> tuple[Replacement, bool]:
         """The spec op ``plan`` makes of ``node``, and whether it suits every node of that
         plan in this graph (False: a Reshape was inserted for this node)."""
         static = (self.static or plan.quant_type.is_float8) and plan.static_form_exists
@@ -490,7 +416,7 @@ class QdqToSpecPass(NodeRewritePass):
                 operands.pop()
         if plan.quantize and (static or len(operands) < 2):
             attributes.append(self._attr("output_dtype", plan.quant_type.onnx))
-        return _Replacement(op_type, operands, attributes, static), shared
+        return Replacement(op_type, operands, attributes, static), shared
 
     def _attr(self, name: str, value: str | int | tuple[int, ...]) -> ir.Attr:
         """One Attr object for every node of this pass with the same attribute (nothing
@@ -526,7 +452,7 @@ class QdqToSpecPass(NodeRewritePass):
         return factory.constant_1d(value, array, node), False
 
     def _zero_point(
-        self, node: ir.Node, plan: _Plan, factory: ConstantFactory
+        self, node: ir.Node, plan: Plan, factory: ConstantFactory
     ) -> tuple[ir.Value | None, bool]:
         if plan.zero_point is not None:
             quantized = _IR_TYPES[plan.quant_type.onnx]
@@ -536,44 +462,6 @@ class QdqToSpecPass(NodeRewritePass):
         zero = np.zeros(plan.count, dtype=plan.quant_type.numpy)
         name = f"quantgraph_zero_{plan.quant_type.name}_{plan.count}"
         return factory.constant(name, zero, node), False
-
-
-def _plan_key(graph: GraphLike, node: ir.Node) -> tuple[object, ...] | None:
-    """Everything :meth:`QdqToSpecPass._plan` reads of ``node``, as a dict key: nodes alike
-    (100k Q/DQ of one scale make two kinds) share one plan, made once; the plan of a node that
-    does not convert is never kept (its Skip is raised again for each). None where the plan
-    reads more: a blocked node (src's shape, the node's meta), src of no declared type (ONNX's
-    shape inference), an attribute not an int (never a valid Q/DQ one), an input missing."""
-    inputs = node.inputs
-    if len(inputs) < 2 or inputs[0] is None or inputs[1] is None:
-        return None
-    source_type = inputs[0].dtype
-    if source_type is None:
-        return None
-    attributes: tuple[tuple[str, object], ...] = ()
-    if node.attributes:
-        if "block_size" in node.attributes:
-            return None
-        attributes = tuple((name, a.value) for name, a in node.attributes.items())
-        if not all(isinstance(value, int) for _, value in attributes):
-            return None
-    scale = inputs[1]
-    zero_point = inputs[2] if len(inputs) > 2 else None
-    zero_type = zero_point.dtype if zero_point is not None else None
-    # graph: the opset its nodes run at; the values: their shapes and constants, by identity
-    # (no pass changes them), and their types, which a static rewrite may declare
-    return (
-        node.op_type,
-        node.domain,
-        len(inputs),
-        attributes,
-        graph,
-        source_type,
-        scale,
-        scale.dtype,
-        zero_point,
-        zero_type,
-    )
 
 
 def _refuse_unknown_to_opset(node: ir.Node, opset: int) -> None:

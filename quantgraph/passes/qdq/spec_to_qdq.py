@@ -21,7 +21,8 @@ from ...ir.walk import GraphLike, all_graphs, opset_version, spec_op
 from ...spec import DOMAIN, PER_CHANNEL, PER_GROUP, PER_TENSOR, dst_type, dtypes
 from ..node_rewrite import NodeRewritePass
 from ..report import RewriteReport, Skip
-from .qdq_to_spec import CONTRIB_DOMAIN, ORIGIN
+from .qdq_plans import CONTRIB_DOMAIN
+from .qdq_to_spec import ORIGIN
 
 FLOAT8_OPSET = 19  # ONNX Q/DQ learn float8 types in opset 19
 SCALE_TYPES_OPSET = 19  # ... float16/bfloat16 scales in 19
