@@ -54,6 +54,26 @@ _ORT_WRAPPING = re.compile(
 )
 
 
+# onnxruntime's "Non-zero status code returned while running X node. Name:'n' Status Message: "
+_ORT_NODE = re.compile(
+    r"Non-zero status code returned while running (\w+) node\. Name:'([^']*)' Status Message: "
+)
+# where in onnxruntime's sources a message was raised: "/onnxruntime_src/.../x.cc:360 void*
+# onnxruntime::BFCArena::AllocateRawInternal(size_t, bool, onnxruntime::Stream*) "
+_ORT_SOURCE = re.compile(r"(?:/\S+)?/onnxruntime_src/\S+:\d+ (?:[^()]*\([^()]*\)\S* )?")
+
+
+def failure_reason(error: BaseException | str) -> str:
+    """Why something failed, on one line, in the failing node's words: onnxruntime's status
+    prefix, its "while running ... Status Message:" wrapping and its source locations left
+    out (``DynamicDequantize node 'w': Failed to allocate memory for requested buffer of size
+    262144000``)."""
+    text = one_line(error)
+    text = re.sub(r"\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
+    text = _ORT_NODE.sub(lambda m: f"{m.group(1)} node '{m.group(2)}': ", text)
+    return _ORT_SOURCE.sub("", text)
+
+
 def one_line(error: BaseException | str) -> str:
     """An error's text on one line, without onnxruntime's wrapping around a quantgraph kernel's
     message (``<Op> node '<name>': ...``); other onnxruntime errors keep their words."""

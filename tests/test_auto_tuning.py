@@ -152,7 +152,10 @@ def _fake_timing(monkeypatch: pytest.MonkeyPatch, ratios: Mapping[str, float]) -
     calls: list[list[str]] = []
 
     def fake(
-        turns: Mapping[str, tuner.Turn], budget: float = 0.0, clock: object = None
+        turns: Mapping[str, tuner.Turn],
+        budget: float = 0.0,
+        clock: object = None,
+        dropped: object = None,
     ) -> tuner.Rounds:
         calls.append(list(turns))
         for turn in turns.values():

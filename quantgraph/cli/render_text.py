@@ -553,6 +553,8 @@ def print_tuning(decision: Any) -> None:
         timing += "" if spread is None else f" ({spread[0]:.3f}-{spread[1]:.3f})"
         timing += "" if ratio is None else f", {ratio:.2f}x of plan 'onnxruntime'"
         timing += "" if ratios is None else f" ({ratios[0]:.2f}-{ratios[1]:.2f})"
+        dropped = decision.dropped.get(candidate.name)
+        timing += "" if dropped is None else f": dropped ({dropped})"
         mark = "*" if candidate.name == decision.choice.name else " "
         click.echo(f"  {mark} plan '{candidate.name}' ({candidate.to_onednn} to oneDNN){timing}")
     if decision.candidates and decision.spread_ms:

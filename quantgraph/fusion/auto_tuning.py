@@ -49,6 +49,8 @@ class Timing:
     # a candidate planning the same model as an earlier one -> that one (timed once)
     same: Mapping[str, str] = field(default_factory=dict)
     openers: Mapping[str, tuner.Opener] = field(default_factory=dict)
+    # candidates that failed to get ready or to run -> why (filled as they fail: never chosen)
+    dropped: tuner.Dropped = field(default_factory=dict)
 
 
 # build(candidates, inputs): the candidates ready to time, released when the context ends
@@ -150,6 +152,11 @@ class Tuning:
                 with build(candidates, feeds) as timing:
                     decision = tuner.decide(candidates, timed(timing, self.budget))
             decision.isolation = timing.isolation if decision.rounds else ""
+            decision.dropped = {
+                c.name: timing.dropped[timing.same.get(c.name, c.name)]
+                for c in candidates
+                if timing.same.get(c.name, c.name) in timing.dropped
+            }
         decision.shapes = shapes or {}
         tuning_cache.store(self.key, decision)
         return decision
@@ -173,15 +180,23 @@ def timed(timing: Timing, budget: float) -> tuner.Measure:
 
     def measure(candidates: Sequence[Choice]) -> tuner.Rounds:
         names = [c.name for c in candidates]
-        distinct = list(dict.fromkeys(timing.same.get(n, n) for n in names))
-        if len(distinct) < 2 or len(timing.turns) + len(timing.openers) < 2:  # all the same
+        ready = {**timing.turns, **timing.openers}
+        distinct = [
+            n for n in dict.fromkeys(timing.same.get(n, n) for n in names) if n in ready
+        ]  # (a candidate dropped while getting ready has neither)
+        if len(distinct) < 2:  # all the same
             return {}
+        dropped = timing.dropped
         if timing.openers:
             openers = {n: timing.openers[n] for n in distinct}
-            rounds = tuner.time_one_at_a_time(openers, budget)
+            rounds = tuner.time_one_at_a_time(openers, budget, dropped)
         else:
-            rounds = tuner.time_turns({n: timing.turns[n] for n in distinct}, budget)
-        return {n: list(rounds[timing.same.get(n, n)]) for n in names}
+            rounds = tuner.time_turns(
+                {n: timing.turns[n] for n in distinct}, budget, dropped=dropped
+            )
+        return {
+            n: list(rounds[timing.same.get(n, n)]) for n in names if timing.same.get(n, n) in rounds
+        }
 
     return measure
 

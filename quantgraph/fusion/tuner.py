@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
+from ..errors import failure_reason
 from .plan import NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE, ORIGINAL
 
 BASELINE = ONNXRUNTIME  # the plan every other candidate must beat
@@ -116,6 +117,9 @@ class Decision:
     runner_up: str | None = None
     settled: bool | None = None
     measured_at: float | None = None  # seconds since the epoch (time.time())
+    # candidates that could not be timed (their session failed to build or to run: out of
+    # memory, a kernel refusing its inputs...) -> why, in one line; never chosen
+    dropped: dict[str, str] = field(default_factory=dict)
 
     def age_seconds(self, now: float | None = None) -> float | None:
         """Seconds since the measurement (None: not measured)."""
@@ -132,8 +136,15 @@ class Decision:
             return "not decided yet: the first run measures; onnxruntime's plan until then"
         if self.source == "not measured":
             return f"not measured ({self.note}): onnxruntime's plan, the baseline"
+        return self._why_measured() + "".join(
+            f"; plan '{name}' dropped: {why}" for name, why in self.dropped.items()
+        )
+
+    def _why_measured(self) -> str:
         chosen = self.choice.name
         if chosen == BASELINE and self.source in ("measured", "cache") and not self.rounds:
+            if self.dropped:
+                return f"plan '{BASELINE}' kept (no other plan could be timed)"
             return f"plan '{BASELINE}' kept (the other plans make the same model: nothing to time)"
         close = ""
         if self.settled is False and self.runner_up is not None:
@@ -167,6 +178,7 @@ class Decision:
                     "quartiles_ms": self.spread_ms.get(c.name),
                     "ratio_to_onnxruntime": self.ratios.get(c.name),
                     "ratio_quartiles": self.ratio_spread.get(c.name),
+                    "dropped": self.dropped.get(c.name),
                 }
                 for c in self.candidates
             ],
@@ -230,6 +242,8 @@ def _only(kind: str) -> Callable[[Partition], str]:
 # One measurement: each timed candidate's seconds a call, round by round (every list one entry
 # a round, the rounds interleaved); the baseline is always among them.
 Rounds = dict[str, list[float]]
+# Candidates that could not be timed -> why (one line): a decision's ``dropped``
+Dropped = dict[str, str]
 # measure(candidates) -> their Rounds (the first candidate is the baseline); {} when nothing
 # needs timing (every candidate makes the same model)
 Measure = Callable[[Sequence[Choice]], Rounds]
@@ -361,26 +375,58 @@ def time_turns(
     turns: Mapping[str, Turn],
     budget: float = DEFAULT_BUDGET,
     clock: Callable[[], float] = time.perf_counter,
+    dropped: Dropped | None = None,
 ) -> Rounds:
     """Seconds a call of each of ``turns``, round by round, interleaved in rotated order,
     each turn warmed up first; at least :data:`MIN_ROUNDS` rounds, more while the budget (read
-    on ``clock``) lasts (at most :data:`MAX_ROUNDS`)."""
+    on ``clock``) lasts (at most :data:`MAX_ROUNDS`). A turn after the first that fails is
+    dropped (see :func:`drop`), its rounds with it."""
     names = list(turns)
+    first = names[0] if names else None
     start = clock()
     calls: dict[str, int] = {}
-    for name in names:  # warm-up, and how many calls make a turn
-        each = max(turns[name](WARMUP_CALLS, 0) / WARMUP_CALLS, 1e-7)
+    for name in list(names):  # warm-up, and how many calls make a turn
+        try:
+            each = max(turns[name](WARMUP_CALLS, 0) / WARMUP_CALLS, 1e-7)
+        except Exception as error:
+            drop(name, error, first, dropped, RUNNING)
+            names.remove(name)
+            continue
         calls[name] = max(MIN_CALLS, min(1000, round(TURN_SECONDS / each)))
     # one count for all: a turn of each candidate does the same work
     count = min(calls.values())
     per_round: Rounds = {name: [] for name in names}
     rounds = 0
     while rounds < MAX_ROUNDS and (rounds < MIN_ROUNDS or clock() - start < budget):
+        if len(names) < 2 <= len(turns):  # the others dropped: nothing left to compare
+            break
         order = names[rounds % len(names) :] + names[: rounds % len(names)]
         for name in order:
-            per_round[name].append(turns[name](count, TURN_WARMUP) / count)
+            try:
+                per_round[name].append(turns[name](count, TURN_WARMUP) / count)
+            except Exception as error:
+                drop(name, error, first, dropped, RUNNING)
+                names.remove(name)
+                del per_round[name]
         rounds += 1
     return per_round
+
+
+# what a dropped candidate's session failed to do (the reason's first words)
+MAKING = "its session failed to be made"
+RUNNING = "its session failed to run"
+
+
+def drop(
+    name: str, error: Exception, first: str | None, dropped: Dropped | None, doing: str = ""
+) -> None:
+    """Record why candidate ``name`` could not be timed (``doing``: what failed, then the
+    error's words); the first candidate (the baseline, the plan the session runs otherwise)
+    cannot be dropped, nor any when nobody records it: then ``error`` is raised."""
+    if name == first or dropped is None:
+        raise error
+    reason = failure_reason(error)
+    dropped[name] = f"{doing}: {reason}" if doing else reason
 
 
 # A candidate made ready for a block of turns and released after it (timed one at a time):
@@ -388,7 +434,9 @@ def time_turns(
 Opener = Callable[[], AbstractContextManager[Turn]]
 
 
-def time_one_at_a_time(openers: Mapping[str, Opener], budget: float = DEFAULT_BUDGET) -> Rounds:
+def time_one_at_a_time(
+    openers: Mapping[str, Opener], budget: float = DEFAULT_BUDGET, dropped: Dropped | None = None
+) -> Rounds:
     """Seconds a call of each of ``openers``' candidates where their sessions cannot be alive
     together: each opened for a block of turns and released before the next is opened, in the
     order given and back (A B C, C B A: the last held open across), so that a drift of the
@@ -396,24 +444,34 @@ def time_one_at_a_time(openers: Mapping[str, Opener], budget: float = DEFAULT_BU
     number of turns (set by the first block's calls), the i-th turn of every candidate's
     blocks one round. At least :data:`MIN_ROUNDS` rounds, as many as the budget holds (at most
     :data:`MAX_ROUNDS`), judged by the first block's calls; making the sessions is not counted
-    in it."""
+    in it. A candidate after the first that fails to open or to run is dropped (see
+    :func:`drop`), its rounds with it, and the blocks go on without it."""
     names = list(openers)
+    first = names[0] if names else None
     # A B, then C held open for two blocks, then B A: (candidate, blocks) in order
     order = [(n, 1) for n in names[:-1]] + [(names[-1], 2)] + [(n, 1) for n in names[-2::-1]]
     per_round: Rounds = {name: [] for name in names}
     count = turns_a_block = 0
     for name, blocks in order:
-        with openers[name]() as turn:
-            each = max(turn(WARMUP_CALLS, 0) / WARMUP_CALLS, 1e-7)
-            if not count:  # the first block sets the calls a turn and the turns a block
-                count = max(MIN_CALLS, min(1000, round(TURN_SECONDS / each)))
-                share = budget / (2 * len(names))
-                fit = int(share / (count * each))
-                turns_a_block = max(-(-MIN_ROUNDS // 2), min(MAX_ROUNDS // 2, fit))
-            per_round[name] += [
-                turn(count, TURN_WARMUP) / count for _ in range(blocks * turns_a_block)
-            ]
-        del turn  # its session goes before the next is made
+        if name not in per_round:  # dropped in its first block
+            continue
+        doing = MAKING
+        try:
+            with openers[name]() as turn:
+                doing = RUNNING
+                each = max(turn(WARMUP_CALLS, 0) / WARMUP_CALLS, 1e-7)
+                if not count:  # the first block sets the calls a turn and the turns a block
+                    count = max(MIN_CALLS, min(1000, round(TURN_SECONDS / each)))
+                    share = budget / (2 * len(names))
+                    fit = int(share / (count * each))
+                    turns_a_block = max(-(-MIN_ROUNDS // 2), min(MAX_ROUNDS // 2, fit))
+                per_round[name] += [
+                    turn(count, TURN_WARMUP) / count for _ in range(blocks * turns_a_block)
+                ]
+            del turn  # its session goes before the next is made
+        except Exception as error:
+            drop(name, error, first, dropped, doing)
+            del per_round[name]
     return per_round
 
 
@@ -431,6 +489,8 @@ __all__ = [
     "Rounds",
     "choices",
     "decide",
+    "drop",
+    "Dropped",
     "judge",
     "Turn",
     "time_one_at_a_time",

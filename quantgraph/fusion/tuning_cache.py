@@ -139,6 +139,7 @@ def _entry(decision: Decision) -> dict[str, Any]:
         "runner_up": decision.runner_up,
         "settled": decision.settled,
         "isolation": decision.isolation,
+        "dropped": decision.dropped,
         "shapes": decision.shapes,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(measured_at)),
     }
@@ -170,6 +171,7 @@ def _decision(entry: Mapping[str, Any]) -> Decision:
         measurements=int(entry["measurements"]),
         runner_up=None if runner_up is None else str(runner_up),
         settled=None if settled is None else bool(settled),
+        dropped={str(k): str(v) for k, v in entry.get("dropped", {}).items()},
         measured_at=float(
             calendar.timegm(time.strptime(str(entry["measured_at"]), "%Y-%m-%dT%H:%M:%SZ"))
         ),

@@ -205,11 +205,12 @@ class InferenceSession:
         if len(planned) < 2:  # every plan makes one model: no session to time (nor to hold)
             yield Timing({}, NOTHING_TO_TIME, same)
             return
+        dropped: tuner.Dropped = {}  # candidates that could not be made or run, and why
         weights = candidate_memory.weights_bytes(self._tuning.model)
         crowded = candidate_memory.crowded(weights, len(planned))
         if crowded is not None:  # one session alive at a time (in this process: no worker)
             openers = {n: self._candidate_opener(m, p, feeds) for n, (m, p) in planned.items()}
-            yield Timing({}, f"one at a time: {crowded}", same, openers)
+            yield Timing({}, f"one at a time: {crowded}", same, openers, dropped)
             return
         why = tuning_workers.in_process(self._tuning.model, feeds, weights)
         if why is None:
@@ -220,11 +221,17 @@ class InferenceSession:
                 name: tuning_workers.Job(model, fusion_engines.uses_partitions(plan))
                 for name, (model, plan) in planned.items()
             }
-            with tuning_workers.worker_turns(jobs, feeds, settings) as turns:
-                yield Timing(turns, "processes", same)
+            with tuning_workers.worker_turns(jobs, feeds, settings, dropped) as turns:
+                yield Timing(turns, "processes", same, dropped=dropped)
             return
-        runs = {name: self._candidate_run(m, p, feeds) for name, (m, p) in planned.items()}
-        yield Timing(tuner.turns_of(runs), f"in-process: {why}", same)
+        runs: dict[str, Callable[[], object]] = {}
+        first = next(iter(planned))
+        for name, (model, plan) in planned.items():
+            try:
+                runs[name] = self._candidate_run(model, plan, feeds)
+            except Exception as error:  # a candidate that cannot be made is never chosen
+                tuner.drop(name, error, first, dropped, tuner.MAKING)
+        yield Timing(tuner.turns_of(runs), f"in-process: {why}", same, dropped=dropped)
 
     def _candidate_opener(
         self, model: ir.Model, plan: fusion_engines.FusionPlan, feeds: Mapping[str, np.ndarray]

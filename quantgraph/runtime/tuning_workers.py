@@ -32,7 +32,7 @@ from typing import IO, Any
 import numpy as np
 import onnx_ir as ir
 
-from ..fusion.tuner import Turn
+from ..fusion.tuner import Dropped, Turn, drop
 from ..ir.model_files import has_external_data, save_model
 
 ENVIRONMENT = "QUANTGRAPH_TUNING_ISOLATION"  # "none": time every candidate in this process
@@ -148,10 +148,15 @@ def _environment() -> dict[str, str]:
 
 @contextlib.contextmanager
 def worker_turns(
-    jobs: Mapping[str, Job], feeds: Mapping[str, np.ndarray], settings: Settings
+    jobs: Mapping[str, Job],
+    feeds: Mapping[str, np.ndarray],
+    settings: Settings,
+    dropped: Dropped | None = None,
 ) -> Iterator[dict[str, Turn]]:
-    """Each of ``jobs`` in a worker process, ready; its turn is its worker's. The workers end
-    and their files go when the context ends (an interrupt included)."""
+    """Each of ``jobs`` in a worker process, ready; its turn is its worker's. A worker after
+    the first that cannot get ready is stopped and its job dropped, when ``dropped`` records
+    it (:func:`~quantgraph.fusion.tuner.drop`). The workers end and their files go when the
+    context ends (an interrupt included)."""
     workers: list[_Worker] = []
     with tempfile.TemporaryDirectory(prefix="quantgraph-tuning-") as scratch:
         folder = Path(scratch)
@@ -176,11 +181,17 @@ def worker_turns(
                     "providers": list(settings.providers),
                 }
                 workers.append(_Worker(name, place, config))
+            ready: list[_Worker] = []
             for worker in workers:  # they build their sessions side by side
-                answer = worker.reply(READY_SECONDS)
-                if answer != "ready":
-                    raise worker._failed(f"answered {answer!r}")
-            yield {worker.name: worker.turn for worker in workers}
+                try:
+                    answer = worker.reply(READY_SECONDS)
+                    if answer != "ready":
+                        raise worker._failed(f"answered {answer!r}")
+                except WorkerFailed as error:
+                    drop(worker.name, error, workers[0].name, dropped)
+                    continue
+                ready.append(worker)
+            yield {worker.name: worker.turn for worker in ready}
         finally:
             for worker in workers:
                 worker.stop()

@@ -53,6 +53,7 @@ DEFS: dict[str, Schema] = {
                         "quartiles_ms": QUARTILES,
                         "ratio_to_onnxruntime": {"type": ["number", "null"]},
                         "ratio_quartiles": QUARTILES,
+                        "dropped": NULLABLE_STRING,
                     }
                 )
             ),
