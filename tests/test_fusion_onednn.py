@@ -631,7 +631,7 @@ def test_auto_carries_out_the_rule_plan_when_it_measures_fastest(
     monkeypatch.setattr(auto_engine, "without_vnni", lambda: False)  # the rules of a VNNI CPU
 
     def rules_fastest(
-        turns: dict[str, object], budget: float = 0.0, clock: object = None
+        turns: dict[str, object], budget: float = 0.0, clock: object = None, dropped: object = None
     ) -> tuner.Rounds:
         return {name: [0.5 if name == "rules" else 1.0] * 3 for name in turns}
 
