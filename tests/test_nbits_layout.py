@@ -6,6 +6,8 @@ small ones; and whole conversions, in memory and from external data, against the
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -203,3 +205,23 @@ def test_an_input_gone_before_saving_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"model\.data: cannot read the weights 'B'.*must stay"):
         result.save(tmp_path / "out.onnx")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]
+
+
+def test_no_room_to_read_the_weights_says_out_of_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOMEM mapping the weights (`ulimit -v`) is not a file gone: it says out of memory."""
+    from quantgraph.ir import derived_tensors
+
+    result = quantgraph.convert(_save_external(published.matmul_nbits(56, 24, 16, 4), tmp_path))
+
+    def no_room(tensor: ir.TensorProtocol) -> np.ndarray:
+        raise OSError(errno.ENOMEM, os.strerror(errno.ENOMEM))
+
+    monkeypatch.setattr(derived_tensors, "stored_array", no_room)
+    with pytest.raises(
+        ModelError, match=r"model\.data: out of memory reading the weights 'B'"
+    ) as e:
+        result.save(tmp_path / "out.onnx")
+    assert "must stay" not in str(e.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.data", "model.onnx"]

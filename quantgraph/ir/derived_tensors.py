@@ -11,6 +11,7 @@ is transformed at once (:func:`derived` returns a plain tensor then).
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import io
 from collections.abc import Callable, Sequence
@@ -102,9 +103,17 @@ def _evaluate(
 ) -> ir.TensorProtocol:
     try:
         arrays = [stored_array(source) for source in sources]
-    except OSError as error:  # the input's data file is gone since it was read
+    except (OSError, MemoryError) as error:
         where = next((s for s in sources if isinstance(s, ir.ExternalTensor)), None)
         file = f"{where.path}: " if where is not None else ""
+        size = sum(source.nbytes for source in sources) / (1 << 20)
+        if isinstance(error, MemoryError) or error.errno == errno.ENOMEM:
+            # no room to map or read them (ulimit -v, or the machine's memory)
+            raise ModelError(
+                f"{file}out of memory reading the weights '{sources[0].name}' ({size:.0f} MiB) "
+                "to compute what they became"
+            ) from None
+        # the input's data file is gone since it was read
         raise ModelError(
             f"{file}cannot read the weights '{sources[0].name}' to write what they became "
             f"({error.strerror or error}); the input's files must stay until the result is saved"
