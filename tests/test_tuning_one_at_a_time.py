@@ -11,7 +11,9 @@ import sys
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import onnx
 import pytest
 
 import quantgraph
@@ -113,7 +115,7 @@ def test_the_room_under_an_address_space_limit() -> None:
     assert 0 < room <= soft - vm + (64 << 20)  # VmSize read again in room(): a little later
 
 
-def test_the_session_times_one_at_a_time_and_says_why(
+def test_in_this_process_one_session_alive_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("QUANTGRAPH_CACHE_DIR", str(tmp_path))
@@ -127,13 +129,68 @@ def test_the_session_times_one_at_a_time_and_says_why(
         return session
 
     monkeypatch.setattr(session_module, "new_session", tracked)
+    monkeypatch.setattr(tuning_workers, "one_at_a_time_in_process", lambda feeds: "asked")
     feeds = make_inputs(CNN)
     session = quantgraph.InferenceSession(
         quantgraph.convert(CNN).proto, "native", fusion="auto", tune_inputs=feeds, tuning_budget=0.2
     )
     decision = session.fusion_plan.tuning
     assert decision.source == "measured" and decision.rounds >= tuner.MIN_ROUNDS
-    assert decision.isolation == "one at a time: QUANTGRAPH_TUNING_ISOLATION=one-at-a-time"
+    assert decision.isolation == (
+        "one at a time, in this process (asked): QUANTGRAPH_TUNING_ISOLATION=one-at-a-time"
+    )
     assert decision.to_dict()["isolation"] == decision.isolation
     assert len(made) >= 3  # each candidate made again for its second block, the last once
+    session.run(None, feeds)
+
+
+class _Counted(tuning_workers._Worker):
+    """A worker process that counts how many are alive at once."""
+
+    alive = 0
+    most = 0
+    made = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _Counted.made += 1
+        _Counted.alive += 1
+        _Counted.most = max(_Counted.most, _Counted.alive)
+
+    def stop(self) -> None:
+        if self._process.poll() is None:
+            _Counted.alive -= 1
+        super().stop()
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_each_candidate_in_a_process_of_its_own_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, external: bool
+) -> None:
+    """The default one at a time: each block in a worker process that ends with it (all it
+    held goes with it); weights in external data are not copied for the workers."""
+    monkeypatch.setenv("QUANTGRAPH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(tuning_workers.ENVIRONMENT, candidate_memory.ONE_AT_A_TIME)
+    monkeypatch.setattr(tuning_workers, "_Worker", _Counted)
+    _Counted.alive = _Counted.most = _Counted.made = 0
+    model: Path | onnx.ModelProto = quantgraph.convert(CNN).proto
+    if external:
+        model = tmp_path / "m.onnx"
+        quantgraph.convert(CNN).save(model, external_data="m.data")
+    feeds = make_inputs(CNN)
+    session = quantgraph.InferenceSession(
+        model,
+        "native",
+        fusion="auto",
+        tune_inputs=feeds,
+        tuning_budget=0.2,
+    )
+    decision = session.fusion_plan.tuning
+    assert decision.source == "measured" and decision.rounds >= tuner.MIN_ROUNDS
+    assert decision.isolation == (
+        "one at a time, each in a process of its own: QUANTGRAPH_TUNING_ISOLATION=one-at-a-time"
+    )
+    assert not decision.dropped
+    assert _Counted.most == 1 and _Counted.alive == 0
+    assert _Counted.made >= 3  # each candidate's worker made again for its second block
     session.run(None, feeds)

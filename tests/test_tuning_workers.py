@@ -62,6 +62,36 @@ def test_a_failing_worker_is_named_in_one_line() -> None:
     assert "Nope" in message and "\n" not in message
 
 
+def _reshape_to_three() -> ir.Model:
+    """Made fine, fails to run on four values (x's length is not known before)."""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [1], [3])
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
+    graph = helper.make_graph([node], "g", [x], [y], [shape])
+    return ir.from_proto(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_a_dropped_worker_says_whether_its_session_was_made() -> None:
+    """A candidate dropped for its worker's failure: what failed (its session made, or run)
+    and the worker's own error, onnxruntime's wrapping left out."""
+    feeds = {"x": np.arange(4, dtype=np.float32)}
+    jobs = {
+        "onnxruntime": Job(_add(), False),
+        "unknown op": Job(_add("Nope", "x.y"), False),
+        "reshape": Job(_reshape_to_three(), False),
+    }
+    dropped: tuner.Dropped = {}
+    with worker_turns(jobs, feeds, SETTINGS, dropped) as turns:
+        assert list(turns) == ["onnxruntime"]
+    assert dropped["unknown op"].startswith(f"{tuner.MAKING}: ")
+    assert "Nope" in dropped["unknown op"]
+    assert dropped["reshape"].startswith(f"{tuner.RUNNING}: ")
+    assert "Reshape node" in dropped["reshape"]
+    assert all(r.endswith("(in its worker process)") for r in dropped.values())
+    assert not any("ONNXRuntimeError" in r or "\n" in r for r in dropped.values())
+
+
 def test_in_process_when_workers_would_copy_too_much(monkeypatch: pytest.MonkeyPatch) -> None:
     model = _add()
     feeds = {"x": np.zeros(4, np.float32)}

@@ -425,7 +425,9 @@ def drop(
     cannot be dropped, nor any when nobody records it: then ``error`` is raised."""
     if name == first or dropped is None:
         raise error
-    reason = failure_reason(error)
+    # a worker process's failure knows what it was doing and the worker's own error
+    doing = getattr(error, "doing", "") or doing
+    reason = failure_reason(getattr(error, "reason", "") or error)
     dropped[name] = f"{doing}: {reason}" if doing else reason
 
 

@@ -7,7 +7,9 @@ peaked at 2.3 GB: about twice the weights a session). Where that would not fit i
 process may still use, the memory the system has available and the room under its address-space
 limit (``ulimit -v``), the candidates are timed one at a time instead
 (:func:`quantgraph.fusion.tuner.time_one_at_a_time`): one session alive, each made again for
-its second block. ``QUANTGRAPH_TUNING_ISOLATION=one-at-a-time`` asks for that on any model.
+its second block, in a worker process that ends with the block where it can
+(:func:`~.tuning_workers.worker_openers`). ``QUANTGRAPH_TUNING_ISOLATION=one-at-a-time`` asks
+for that on any model.
 """
 
 from __future__ import annotations

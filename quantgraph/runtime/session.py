@@ -29,6 +29,7 @@ from ..passes.declared_dst import DeclaredDstPass, needs_declared_dst
 from . import candidate_memory, tuning_workers, weights_by_reference
 from .candidates import candidate_model, candidate_options, new_session
 from .early_dequantize import early_dequantize_warning
+from .worker_models import NotByReference
 
 # Timing.isolation when every candidate plan makes one model (nothing is timed, no session made)
 NOTHING_TO_TIME = "none: every plan makes one model"
@@ -208,19 +209,35 @@ class InferenceSession:
         dropped: tuner.Dropped = {}  # candidates that could not be made or run, and why
         weights = candidate_memory.weights_bytes(self._tuning.model)
         crowded = candidate_memory.crowded(weights, len(planned))
-        if crowded is not None:  # one session alive at a time (in this process: no worker)
-            openers = {n: self._candidate_opener(m, p, feeds) for n, (m, p) in planned.items()}
-            yield Timing({}, f"one at a time: {crowded}", same, openers, dropped)
+        settings = tuning_workers.Settings(
+            self.backend, self.arithmetic, self._level, self._threads, tuple(self._providers)
+        )
+        jobs = {
+            name: tuning_workers.Job(model, fusion_engines.uses_partitions(plan))
+            for name, (model, plan) in planned.items()
+        }
+        if crowded is not None:  # one session alive at a time
+            with contextlib.ExitStack() as stack:
+                how = tuning_workers.one_at_a_time_in_process(feeds)
+                openers: dict[str, tuner.Opener] = {}
+                if how is None:  # each in a worker process, which takes its memory with it
+                    try:
+                        openers = stack.enter_context(
+                            tuning_workers.worker_openers(jobs, feeds, settings)
+                        )
+                        how = "each in a process of its own"
+                    except NotByReference as error:
+                        how = f"in this process ({error})"
+                else:
+                    how = f"in this process ({how})"
+                if not openers:
+                    openers = {
+                        n: self._candidate_opener(m, p, feeds) for n, (m, p) in planned.items()
+                    }
+                yield Timing({}, f"one at a time, {how}: {crowded}", same, openers, dropped)
             return
         why = tuning_workers.in_process(self._tuning.model, feeds, weights)
         if why is None:
-            settings = tuning_workers.Settings(
-                self.backend, self.arithmetic, self._level, self._threads, tuple(self._providers)
-            )
-            jobs = {
-                name: tuning_workers.Job(model, fusion_engines.uses_partitions(plan))
-                for name, (model, plan) in planned.items()
-            }
             with tuning_workers.worker_turns(jobs, feeds, settings, dropped) as turns:
                 yield Timing(turns, "processes", same, dropped=dropped)
             return

@@ -32,8 +32,9 @@ from typing import IO, Any
 import numpy as np
 import onnx_ir as ir
 
-from ..fusion.tuner import Dropped, Turn, drop
+from ..fusion.tuner import MAKING, RUNNING, Dropped, Opener, Turn, drop
 from ..ir.model_files import has_external_data, save_model
+from .worker_models import MODEL, load_by_reference, save_by_reference
 
 ENVIRONMENT = "QUANTGRAPH_TUNING_ISOLATION"  # "none": time every candidate in this process
 # (its value "one-at-a-time": runtime.candidate_memory)
@@ -43,7 +44,19 @@ TURN_SECONDS = 300.0  # one turn answers in this time, or the worker is stuck
 
 
 class WorkerFailed(RuntimeError):
-    """A candidate's worker process could not build or run its session."""
+    """A candidate's worker process could not build or run its session: ``reason``, the
+    worker's own error (or what it did not do), ``doing``, whether its session failed to be
+    made or to run (:data:`~quantgraph.fusion.tuner.MAKING`, ``RUNNING``; "" when not known).
+    A candidate dropped for it says those (:func:`~quantgraph.fusion.tuner.drop`)."""
+
+    def __init__(self, message: str, reason: str = "", doing: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message
+        self.doing = doing
+
+
+# what a worker writes before its error when its session was made but failed to run
+RUN_FAILED = "run failed: "
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,12 @@ class _Worker:
             )
         return line.decode().strip()
 
+    def ready(self) -> None:
+        """Wait for the worker's session (raises :class:`WorkerFailed`)."""
+        answer = self.reply(READY_SECONDS)
+        if answer != "ready":
+            raise self._failed(f"answered {answer!r}")
+
     def turn(self, count: int, warm: int) -> float:
         self._send(f"{count} {warm}")
         return float(self.reply(TURN_SECONDS))
@@ -106,8 +125,18 @@ class _Worker:
     def _failed(self, what: str) -> WorkerFailed:
         self.stop()
         lines = self._errors.read_text(errors="replace").strip().splitlines()
-        why = f": {lines[-1]}" if lines else ""
-        return WorkerFailed(f"fusion auto: the worker timing plan '{self.name}' {what}{why}")
+        last = lines[-1] if lines else ""
+        why = f": {last}" if last else ""
+        doing = ""
+        if last.startswith(RUN_FAILED):
+            last, doing = last[len(RUN_FAILED) :], RUNNING
+        elif last:
+            doing = MAKING
+        return WorkerFailed(
+            f"fusion auto: the worker timing plan '{self.name}' {what}{why}",
+            f"{last} (in its worker process)" if last else f"its worker process {what}",
+            doing,
+        )
 
     def stop(self) -> None:
         process = self._process
@@ -138,6 +167,16 @@ def in_process(model: ir.Model, feeds: Mapping[str, np.ndarray], size: int) -> s
     return None
 
 
+def one_at_a_time_in_process(feeds: Mapping[str, np.ndarray]) -> str | None:
+    """Why candidates timed one at a time are timed in this process rather than each in a
+    worker of its own (None: in workers)."""
+    if os.environ.get(ENVIRONMENT, "") == "none":
+        return f"{ENVIRONMENT}=none"
+    if any(np.asarray(array).dtype.hasobject for array in feeds.values()):
+        return "inputs of strings or objects"
+    return None
+
+
 def _environment() -> dict[str, str]:
     """The parent's environment, with its import path (a worktree or a source checkout)."""
     environment = dict(os.environ)
@@ -158,35 +197,14 @@ def worker_turns(
     it (:func:`~quantgraph.fusion.tuner.drop`). The workers end and their files go when the
     context ends (an interrupt included)."""
     workers: list[_Worker] = []
-    with tempfile.TemporaryDirectory(prefix="quantgraph-tuning-") as scratch:
-        folder = Path(scratch)
-        names = list(feeds)
-        inputs = folder / "inputs.npz"
-        np.savez(inputs, *[np.asarray(feeds[name]) for name in names])
+    with _prepared(jobs, feeds, settings, by_reference=False) as prepared:
         try:
-            for index, (name, job) in enumerate(jobs.items()):
-                place = folder / str(index)
-                place.mkdir()
-                model = place / "model.onnx"
-                save_model(job.model, model)
-                config = {
-                    "model": str(model),
-                    "inputs": str(inputs),
-                    "names": names,
-                    "partitions": job.partitions,
-                    "backend": settings.backend,
-                    "arithmetic": settings.arithmetic,
-                    "level": settings.level,
-                    "threads": settings.threads,
-                    "providers": list(settings.providers),
-                }
+            for name, (place, config) in prepared.items():
                 workers.append(_Worker(name, place, config))
             ready: list[_Worker] = []
             for worker in workers:  # they build their sessions side by side
                 try:
-                    answer = worker.reply(READY_SECONDS)
-                    if answer != "ready":
-                        raise worker._failed(f"answered {answer!r}")
+                    worker.ready()
                 except WorkerFailed as error:
                     drop(worker.name, error, workers[0].name, dropped)
                     continue
@@ -197,16 +215,93 @@ def worker_turns(
                 worker.stop()
 
 
+@contextlib.contextmanager
+def worker_openers(
+    jobs: Mapping[str, Job], feeds: Mapping[str, np.ndarray], settings: Settings
+) -> Iterator[dict[str, Opener]]:
+    """Each of ``jobs`` opened in a worker process of its own for a block of turns, the
+    process ended with the block (timed one at a time, :func:`~quantgraph.fusion.tuner.
+    time_one_at_a_time`): all it held goes with it, where memory a session frees in this
+    process stays its address space (glibc's heap). Weights a file holds are not copied
+    (:mod:`.worker_models`). Raises :class:`~.worker_models.NotByReference` for a model whose
+    external files cannot be told apart by location."""
+    with _prepared(jobs, feeds, settings, by_reference=True) as prepared:
+
+        def opener(name: str) -> Opener:
+            @contextlib.contextmanager
+            def opened() -> Iterator[Turn]:
+                place, config = prepared[name]
+                worker = _Worker(name, place, config)
+                try:
+                    worker.ready()
+                    yield worker.turn
+                finally:
+                    worker.stop()
+
+            return opened
+
+        yield {name: opener(name) for name in prepared}
+
+
+@contextlib.contextmanager
+def _prepared(
+    jobs: Mapping[str, Job],
+    feeds: Mapping[str, np.ndarray],
+    settings: Settings,
+    *,
+    by_reference: bool,
+) -> Iterator[dict[str, tuple[Path, dict[str, Any]]]]:
+    """Each job's folder and worker settings, its model and the inputs saved in a scratch
+    folder that goes when the context ends."""
+    with tempfile.TemporaryDirectory(prefix="quantgraph-tuning-") as scratch:
+        folder = Path(scratch)
+        names = list(feeds)
+        inputs = folder / "inputs.npz"
+        np.savez(inputs, *[np.asarray(feeds[name]) for name in names])
+        prepared: dict[str, tuple[Path, dict[str, Any]]] = {}
+        for index, (name, job) in enumerate(jobs.items()):
+            place = folder / str(index)
+            place.mkdir()
+            folders: dict[str, str] | None = None
+            if by_reference:
+                folders = save_by_reference(job.model, place)
+            else:
+                save_model(job.model, place / MODEL)
+            prepared[name] = (
+                place,
+                {
+                    "model": str(place / MODEL),
+                    "folders": folders,
+                    "inputs": str(inputs),
+                    "names": names,
+                    "partitions": job.partitions,
+                    "backend": settings.backend,
+                    "arithmetic": settings.arithmetic,
+                    "level": settings.level,
+                    "threads": settings.threads,
+                    "providers": list(settings.providers),
+                },
+            )
+        yield prepared
+
+
 def _serve(settings: dict[str, Any], requests: IO[str], answers: IO[str]) -> None:
     from ..backends import require, resolve_arithmetic
     from .candidates import candidate_options, new_session
+    from .weights_by_reference import source
 
     backend = require(settings["backend"])
     options = candidate_options(int(settings["level"]), int(settings["threads"]))
+    path = Path(settings["model"])
+    model: str | bytes = str(path)
+    folders = settings.get("folders")
+    if folders is not None:  # weights by reference: in their files, handed over from memory
+        weights = source(load_by_reference(path.parent, folders), options)
+        model = weights.model
     session = new_session(
         backend,
         resolve_arithmetic(backend, settings["arithmetic"]),
-        str(settings["model"]),
+        model,
         options,
         partitions=bool(settings["partitions"]),
         providers=list(settings["providers"]),
@@ -220,16 +315,26 @@ def _serve(settings: dict[str, Any], requests: IO[str], answers: IO[str]) -> Non
         run(None, feeds)
         backend.after_run()
 
-    call()
-    print("ready", file=answers, flush=True)
-    for line in requests:
-        count, warm = (int(part) for part in line.split())
-        for _ in range(warm):
-            call()
-        began = time.perf_counter()
-        for _ in range(count):
-            call()
-        print(repr(time.perf_counter() - began), file=answers, flush=True)
+    try:
+        call()
+        print("ready", file=answers, flush=True)
+        for line in requests:
+            count, warm = (int(part) for part in line.split())
+            for _ in range(warm):
+                call()
+            began = time.perf_counter()
+            for _ in range(count):
+                call()
+            print(repr(time.perf_counter() - began), file=answers, flush=True)
+    except Exception as error:
+        raise _RunFailed(error) from error
+
+
+class _RunFailed(Exception):
+    """The worker's session was made and failed to run (the parent says which)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(f"{RUN_FAILED}{_described(error)}")
 
 
 def main() -> int:
@@ -242,11 +347,18 @@ def main() -> int:
         return 0
     try:
         _serve(json.loads(line), sys.stdin, answers)
-    except Exception as error:  # the parent reports it, with the candidate's name
-        first = str(error).strip().splitlines()
-        print(f"{type(error).__name__}: {first[0] if first else ''}", file=sys.stderr)
+    except _RunFailed as error:  # the parent reports it, with the candidate's name
+        print(str(error), file=sys.stderr)
+        return 1
+    except Exception as error:
+        print(_described(error), file=sys.stderr)
         return 1
     return 0
+
+
+def _described(error: Exception) -> str:
+    first = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {first[0] if first else ''}"
 
 
 if __name__ == "__main__":
