@@ -32,7 +32,7 @@ from typing import IO, Any
 import numpy as np
 import onnx_ir as ir
 
-from ..fusion.tuner import Dropped, Turn, drop
+from ..fusion.auto.tuner import Dropped, Turn, drop
 from ..ir.model_files import has_external_data, save_model
 
 ENVIRONMENT = "QUANTGRAPH_TUNING_ISOLATION"  # "none": time every candidate in this process
@@ -155,7 +155,7 @@ def worker_turns(
 ) -> Iterator[dict[str, Turn]]:
     """Each of ``jobs`` in a worker process, ready; its turn is its worker's. A worker after
     the first that cannot get ready is stopped and its job dropped, when ``dropped`` records
-    it (:func:`~quantgraph.fusion.tuner.drop`). The workers end and their files go when the
+    it (:func:`~quantgraph.fusion.auto.tuner.drop`). The workers end and their files go when the
     context ends (an interrupt included)."""
     workers: list[_Worker] = []
     with tempfile.TemporaryDirectory(prefix="quantgraph-tuning-") as scratch:
