@@ -8,7 +8,7 @@ fused QLinearConv/QLinearMatMul land steps away from the unfused Q/DQ compositio
 CPU and within float rounding of it on a VNNI CPU.
 
 oneDNN can be capped below the CPU (``ONEDNN_MAX_CPU_ISA``); what oneDNN itself does is asked of
-oneDNN (:func:`quantgraph.fusion.onednn_library.int8_saturates`), not inferred from here.
+oneDNN (:func:`quantgraph.fusion.onednn.onednn_library.int8_saturates`), not inferred from here.
 """
 
 from __future__ import annotations

@@ -21,9 +21,10 @@ import pytest
 
 import quantgraph
 from quantgraph.backends import onednn
-from quantgraph.fusion import auto_tuning, original_form, tuner
+from quantgraph.fusion.auto import auto_tuning, tuner
+from quantgraph.fusion.auto.tuner import BASELINE, MARGIN, choices, decide
+from quantgraph.fusion.ort import original_form
 from quantgraph.fusion.plan import ORIGINAL
-from quantgraph.fusion.tuner import BASELINE, MARGIN, choices, decide
 from quantgraph.runtime import weights_by_reference
 from quantgraph.runtime.session import NOTHING_TO_TIME
 from quantgraph.validation import make_inputs

@@ -17,9 +17,10 @@ from click.testing import CliRunner
 
 import quantgraph
 from quantgraph.cli import main
-from quantgraph.fusion import ort_engine, tuner, tuning_cache
+from quantgraph.fusion.auto import tuner, tuning_cache
+from quantgraph.fusion.auto.tuner import BASELINE, MARGIN, Partition, choices, decide
+from quantgraph.fusion.ort import ort_engine
 from quantgraph.fusion.plan import ONNXRUNTIME_LONE, ORIGINAL
-from quantgraph.fusion.tuner import BASELINE, MARGIN, Partition, choices, decide
 from quantgraph.schemas_json import schema
 from quantgraph.validation import make_inputs
 from tests.builders import requires_onednn

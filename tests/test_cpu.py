@@ -66,7 +66,10 @@ def _onednn_saturates(max_isa: str | None) -> bool:
     env = {k: v for k, v in os.environ.items() if k != "ONEDNN_MAX_CPU_ISA"}
     if max_isa is not None:
         env["ONEDNN_MAX_CPU_ISA"] = max_isa
-    code = "from quantgraph.fusion import onednn_library; print(onednn_library.int8_saturates())"
+    code = (
+        "from quantgraph.fusion.onednn import onednn_library; "
+        "print(onednn_library.int8_saturates())"
+    )
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
     )

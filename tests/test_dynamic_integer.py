@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import quantgraph
-from quantgraph.fusion import ort_engine
+from quantgraph.fusion.ort import ort_engine
 from quantgraph.testing import ort_session, quiet_session_options
 from tests import producers
 from tests.builders import requires_native

@@ -175,7 +175,7 @@ def test_a_shared_dequantize_is_copied_per_reader_as_onnxruntime_does() -> None:
     original kept by its first reader, or by a graph output or subgraph reader instead."""
     import onnx_ir as ir
 
-    from quantgraph.fusion.unique_dequantize import unique_dequantize
+    from quantgraph.fusion.ort.unique_dequantize import unique_dequantize
 
     dq = onnx.helper.make_node(
         "DynamicDequantize", ["q", "s"], ["d"], domain=DOMAIN, qtype="per_tensor", name="dq"

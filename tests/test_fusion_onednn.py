@@ -26,9 +26,11 @@ from onnx import TensorProto, helper, numpy_helper
 import quantgraph
 from quantgraph.cli import main
 from quantgraph.errors import BackendError
-from quantgraph.fusion import FusionPlan, auto_engine, onednn_engine, onednn_library, tuner
-from quantgraph.fusion import onednn_description as description
-from quantgraph.fusion.onednn_engine import (
+from quantgraph.fusion import FusionPlan
+from quantgraph.fusion.auto import auto_engine, tuner
+from quantgraph.fusion.onednn import onednn_description as description
+from quantgraph.fusion.onednn import onednn_engine, onednn_library
+from quantgraph.fusion.onednn.onednn_engine import (
     NO_PARTITION,
     PARTITION_DOMAIN,
     PARTITION_OP,
@@ -36,8 +38,8 @@ from quantgraph.fusion.onednn_engine import (
     SUBGRAPH,
     Candidate,
 )
-from quantgraph.fusion.onednn_shapes import infer as infer_shapes
-from quantgraph.fusion.onednn_translate import (
+from quantgraph.fusion.onednn.onednn_shapes import infer as infer_shapes
+from quantgraph.fusion.onednn.onednn_translate import (
     DYNAMIC_SCALES,
     END,
     PER_CHANNEL_ZPS,
@@ -292,7 +294,7 @@ def test_int4_weights_need_onednn_3_7() -> None:
 def _partition_abi_missing() -> str | None:
     from quantgraph.backends import onednn
     from quantgraph.errors import BackendError
-    from quantgraph.fusion import onednn_library
+    from quantgraph.fusion.onednn import onednn_library
 
     reason = onednn.unavailable_reason()
     if reason is not None:

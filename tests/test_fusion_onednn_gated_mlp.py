@@ -17,9 +17,9 @@ import onnx_ir as ir
 import pytest
 
 import quantgraph
-from quantgraph.fusion import onednn_engine, onednn_shapes
-from quantgraph.fusion.onednn_description import Op
-from quantgraph.fusion.onednn_translate import SPEC, Translation, translate
+from quantgraph.fusion.onednn import onednn_engine, onednn_shapes
+from quantgraph.fusion.onednn.onednn_description import Op
+from quantgraph.fusion.onednn.onednn_translate import SPEC, Translation, translate
 from quantgraph.fusion.plan import LeftAlone, Unit
 from tests.test_fusion_onednn import requires_partitions
 from tools.decoders import TINY, decoder_proto

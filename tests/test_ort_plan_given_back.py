@@ -13,7 +13,7 @@ import onnx_ir as ir
 import pytest
 
 import quantgraph
-from quantgraph.fusion import ort_engine, ort_optimized
+from quantgraph.fusion.ort import ort_engine, ort_optimized
 from tests import published, qoperator_models
 from tools.decoders import TINY, decoder_proto
 

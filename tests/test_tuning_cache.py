@@ -21,9 +21,9 @@ from click.testing import CliRunner
 
 import quantgraph
 from quantgraph.cli import main
-from quantgraph.fusion import auto_tuning, tuner, tuning_cache
+from quantgraph.fusion.auto import auto_tuning, tuner, tuning_cache
+from quantgraph.fusion.auto.tuner import BASELINE, REMEASURE, Partition, choices, decide
 from quantgraph.fusion.plan import ORIGINAL
-from quantgraph.fusion.tuner import BASELINE, REMEASURE, Partition, choices, decide
 from quantgraph.runtime import tuning_workers
 from quantgraph.schemas_json import schema
 from quantgraph.validation import make_inputs

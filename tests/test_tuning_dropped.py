@@ -18,8 +18,8 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail
 import quantgraph
 from quantgraph.cli.render_text import print_tuning
 from quantgraph.errors import failure_reason
-from quantgraph.fusion import tuner, tuning_cache
-from quantgraph.fusion.tuner import BASELINE
+from quantgraph.fusion.auto import tuner, tuning_cache
+from quantgraph.fusion.auto.tuner import BASELINE
 from quantgraph.runtime import candidate_memory, tuning_workers
 from quantgraph.runtime import session as session_module
 from quantgraph.runtime.candidates import new_session

@@ -17,8 +17,8 @@ import onnx
 import pytest
 
 import quantgraph
-from quantgraph.fusion import tuner
-from quantgraph.fusion.tuner import BASELINE
+from quantgraph.fusion.auto import tuner
+from quantgraph.fusion.auto.tuner import BASELINE
 from quantgraph.runtime import candidate_memory, tuning_workers
 from quantgraph.runtime import session as session_module
 from quantgraph.runtime.candidates import new_session

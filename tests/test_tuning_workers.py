@@ -20,7 +20,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import quantgraph
-from quantgraph.fusion import tuner
+from quantgraph.fusion.auto import tuner
 from quantgraph.runtime import tuning_workers
 from quantgraph.runtime.tuning_workers import Job, Settings, WorkerFailed, worker_turns
 from quantgraph.validation import make_inputs

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 import quantgraph
 from quantgraph.cli import main
-from quantgraph.fusion.unique_dequantize import unique_dequantize
+from quantgraph.fusion.ort.unique_dequantize import unique_dequantize
 from quantgraph.ir.names import Names
 from quantgraph.passes.floating.keep_float import keep_float, quantized_names
 

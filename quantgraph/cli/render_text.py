@@ -530,7 +530,7 @@ def shapes_text(shapes: Mapping[str, Sequence[int]]) -> str:
 
 
 def print_tuning(decision: Any) -> None:
-    """Fusion "auto"'s decision (quantgraph.fusion.tuner.Decision) and what it was measured on:
+    """Fusion "auto"'s decision (quantgraph.fusion.auto.tuner.Decision) and what it was measured on:
     each candidate's median and quartiles, how often it was measured and how long ago."""
     click.echo(f"auto: {decision.why}")
     if decision.shapes:

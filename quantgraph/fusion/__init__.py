@@ -3,9 +3,10 @@ runs them fused. The model a user saved never changes; each session says which e
 which unit (:class:`FusionPlan`) and why a spec op runs alone.
 
 Modes: ``"none"`` (each spec op alone: the spec's exact composition, the default),
-``"onnxruntime"`` (units go back to onnxruntime's own fused kernels, see :mod:`.ort_engine`),
-``"onednn"`` (oneDNN Graph forms the partitions and runs them, see :mod:`.onednn_engine`) and
-``"auto"`` (each unit to the faster of the two by one small rule table, see :mod:`.auto_engine`).
+``"onnxruntime"`` (units go back to onnxruntime's own fused kernels, see :mod:`.ort.ort_engine`),
+``"onednn"`` (oneDNN Graph forms the partitions and runs them, see :mod:`.onednn.onednn_engine`) and
+``"auto"`` (each unit to the faster of the two by one small rule table, see
+:mod:`.auto.auto_engine`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from dataclasses import replace
 import onnx_ir as ir
 
 from ..errors import BackendError, FusionWarning
+from .auto.tuner import Decision
 from .plan import AUTO, MODES, NONE, ONEDNN, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
-from .tuner import Decision
 
 
 def apply(
@@ -39,16 +40,16 @@ def _plan(model: ir.Model, mode: str, *, level: int, decision: Decision | None) 
     if mode == NONE:
         return FusionPlan(NONE)
     if mode == ONEDNN:
-        from . import onednn_engine
+        from .onednn import onednn_engine
 
         _needs_onednn(mode)
         return onednn_engine.plan(model)
     if mode == AUTO:
-        from . import auto_engine
+        from .auto import auto_engine
 
         _needs_onednn(mode)
         return auto_engine.plan(model, level, decision)
-    from . import ort_engine
+    from .ort import ort_engine
 
     return ort_engine.plan(model, level)
 

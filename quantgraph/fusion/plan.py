@@ -17,7 +17,8 @@ AUTO = "auto"
 # fusion "auto"'s rest: onnxruntime's plan, and the Q/DQ it keeps as they are to onnxruntime too
 ONNXRUNTIME_LONE = "onnxruntime, lone Q/DQ too"
 # fusion "auto"'s candidate (and its rest) that runs the original's own form: every spec op
-# lowered back to the original's nodes, as ``quantgraph lower`` writes them (:mod:`.original_form`)
+# lowered back to the original's nodes, as ``quantgraph lower`` writes them
+# (:mod:`.ort.original_form`)
 ORIGINAL = "original"
 # Each mode and what it runs (the command line's help texts are made from these).
 MODE_SUMMARIES: dict[str, str] = {
@@ -81,7 +82,7 @@ class FusionPlan:
     mode: str
     units: list[Unit] = field(default_factory=list)
     alone: list[LeftAlone] = field(default_factory=list)
-    # fusion "auto": the measured decision behind the plan (quantgraph.fusion.tuner.Decision)
+    # fusion "auto": the measured decision behind the plan (quantgraph.fusion.auto.tuner.Decision)
     tuning: Any = None
 
     @property

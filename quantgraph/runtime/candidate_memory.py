@@ -6,7 +6,7 @@ forms, oneDNN's compiled partitions (at 208 MiB of weights, five candidates in o
 peaked at 2.3 GB: about twice the weights a session). Where that would not fit in what this
 process may still use, the memory the system has available and the room under its address-space
 limit (``ulimit -v``), the candidates are timed one at a time instead
-(:func:`quantgraph.fusion.tuner.time_one_at_a_time`): one session alive, each made again for
+(:func:`quantgraph.fusion.auto.tuner.time_one_at_a_time`): one session alive, each made again for
 its second block, in a worker process that ends with the block where it can
 (:func:`~.tuning_workers.worker_openers`). ``QUANTGRAPH_TUNING_ISOLATION=one-at-a-time`` asks
 for that on any model.

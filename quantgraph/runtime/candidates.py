@@ -11,7 +11,7 @@ import onnxruntime as ort
 from .. import fusion as fusion_engines
 from ..backends import Arithmetic, Backend
 from ..backends.ort_sessions import ort_session
-from ..fusion.tuner import Choice, Decision
+from ..fusion.auto.tuner import Choice, Decision
 
 
 def new_session(
@@ -29,7 +29,7 @@ def new_session(
     backend.register(options, arithmetic)
     if partitions and not backend.registers_partitions:
         # OneDnnPartition nodes run in libquantgraph_onednn whatever runs the spec ops.
-        from ..fusion.onednn_engine import register
+        from ..fusion.onednn.onednn_engine import register
 
         register(options)
     return ort_session(source, options, providers)

@@ -15,7 +15,7 @@ import math
 
 import onnx_ir as ir
 
-from ..fusion.ort_engine import LEVEL_NAMES
+from ..fusion.ort.ort_engine import LEVEL_NAMES
 from ..ir.values import constant_tensor
 from ..ir.walk import spec_nodes
 

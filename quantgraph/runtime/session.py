@@ -18,9 +18,9 @@ import onnxruntime as ort
 from .. import fusion as fusion_engines
 from ..backends import Backend, require, resolve_arithmetic
 from ..errors import QuantgraphWarning
-from ..fusion import tuner, tuning_cache
-from ..fusion.auto_tuning import PENDING, Timing, Tuning, check_mode, default_mode
-from ..fusion.tuner import DEFAULT_BUDGET, Choice, Decision
+from ..fusion.auto import tuner, tuning_cache
+from ..fusion.auto.auto_tuning import PENDING, Timing, Tuning, check_mode, default_mode
+from ..fusion.auto.tuner import DEFAULT_BUDGET, Choice, Decision
 from ..ir.fingerprint import Memo, fingerprint
 from ..ir.model_files import ModelLike, has_external_data, load_model
 from ..ir.onnx_schemas import register as register_schemas
@@ -52,14 +52,14 @@ class InferenceSession:
     it runs the original QDQ model at the session's optimization level), "onednn" (oneDNN
     Graph forms partitions of spec ops and compute and runs them, with its own requantization
     rounding) or "auto" (the fastest of the candidate plans, measured on this CPU; see
-    :mod:`quantgraph.fusion.tuner`). :attr:`fusion_plan` says which unit runs where and why a
+    :mod:`quantgraph.fusion.auto.tuner`). :attr:`fusion_plan` says which unit runs where and why a
     spec op runs alone.
 
     Fusion "auto" times its candidate plans on ``tune_inputs`` (their shapes are the session's),
     or, without them, on the inputs of the first :meth:`run`; within ``tuning_budget`` seconds,
     keeping the fastest (never a plan slower than fusion "onnxruntime's"; one candidate is
     always the original's own form, every spec op lowered back). Decisions are cached on disk
-    (:mod:`quantgraph.fusion.tuning_cache`) per input shapes, for
+    (:mod:`quantgraph.fusion.auto.tuning_cache`) per input shapes, for
     ``$QUANTGRAPH_TUNING_MAX_AGE`` days (30); without ``tune_inputs`` the cache is asked at the
     shapes the model fixes, else at the first run's. ``tuning``: "measure" (default, or
     ``$QUANTGRAPH_TUNING``: the cache, else measure), "cache" (the cache, else the onnxruntime
@@ -153,7 +153,7 @@ class InferenceSession:
             providers=self._providers,
         )
 
-    # -- fusion "auto" (quantgraph.fusion.auto_tuning) -----------------------------------------
+    # -- fusion "auto" (quantgraph.fusion.auto.auto_tuning) ----------------------------------------
 
     def _start_tuning(
         self,

@@ -32,7 +32,7 @@ from typing import IO, Any
 import numpy as np
 import onnx_ir as ir
 
-from ..fusion.tuner import MAKING, RUNNING, Dropped, Opener, Turn, drop
+from ..fusion.auto.tuner import MAKING, RUNNING, Dropped, Opener, Turn, drop
 from ..ir.model_files import has_external_data, save_model
 from .worker_models import MODEL, load_by_reference, save_by_reference
 
@@ -46,8 +46,8 @@ TURN_SECONDS = 300.0  # one turn answers in this time, or the worker is stuck
 class WorkerFailed(RuntimeError):
     """A candidate's worker process could not build or run its session: ``reason``, the
     worker's own error (or what it did not do), ``doing``, whether its session failed to be
-    made or to run (:data:`~quantgraph.fusion.tuner.MAKING`, ``RUNNING``; "" when not known).
-    A candidate dropped for it says those (:func:`~quantgraph.fusion.tuner.drop`)."""
+    made or to run (:data:`~quantgraph.fusion.auto.tuner.MAKING`, ``RUNNING``; "" when not known).
+    A candidate dropped for it says those (:func:`~quantgraph.fusion.auto.tuner.drop`)."""
 
     def __init__(self, message: str, reason: str = "", doing: str = "") -> None:
         super().__init__(message)
@@ -194,7 +194,7 @@ def worker_turns(
 ) -> Iterator[dict[str, Turn]]:
     """Each of ``jobs`` in a worker process, ready; its turn is its worker's. A worker after
     the first that cannot get ready is stopped and its job dropped, when ``dropped`` records
-    it (:func:`~quantgraph.fusion.tuner.drop`). The workers end and their files go when the
+    it (:func:`~quantgraph.fusion.auto.tuner.drop`). The workers end and their files go when the
     context ends (an interrupt included)."""
     workers: list[_Worker] = []
     with _prepared(jobs, feeds, settings, by_reference=False) as prepared:
@@ -220,11 +220,12 @@ def worker_openers(
     jobs: Mapping[str, Job], feeds: Mapping[str, np.ndarray], settings: Settings
 ) -> Iterator[dict[str, Opener]]:
     """Each of ``jobs`` opened in a worker process of its own for a block of turns, the
-    process ended with the block (timed one at a time, :func:`~quantgraph.fusion.tuner.
-    time_one_at_a_time`): all it held goes with it, where memory a session frees in this
-    process stays its address space (glibc's heap). Weights a file holds are not copied
-    (:mod:`.worker_models`). Raises :class:`~.worker_models.NotByReference` for a model whose
-    external files cannot be told apart by location."""
+    process ended with the block (timed one at a time:
+    :func:`~quantgraph.fusion.auto.tuner.time_one_at_a_time`): all it held goes with it, where
+    memory a session frees in this process stays its address space (glibc's heap). Weights a
+    file holds are not copied (:mod:`.worker_models`). Raises
+    :class:`~.worker_models.NotByReference` for a model whose external files cannot be told
+    apart by location."""
     with _prepared(jobs, feeds, settings, by_reference=True) as prepared:
 
         def opener(name: str) -> Opener:

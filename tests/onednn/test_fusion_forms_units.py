@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 import quantgraph
 from quantgraph.cli import main
 from quantgraph.errors import FusionWarning
-from quantgraph.fusion.onednn_translate import translate
+from quantgraph.fusion.onednn.onednn_translate import translate
 from quantgraph.validation import make_inputs
 from tests.builders import requires_onednn
 

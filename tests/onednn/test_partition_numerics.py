@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 import quantgraph
 from quantgraph.cli import main
-from quantgraph.fusion import onednn_library
+from quantgraph.fusion.onednn import onednn_library
 from quantgraph.schemas_json import schema
 from quantgraph.validation import make_inputs, validate
 from quantgraph.validation.onednn.partitions import Partitions

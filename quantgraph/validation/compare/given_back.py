@@ -1,5 +1,5 @@
 """Whether fusion "onnxruntime" gave every converted integer op and QOperator node back to
-onnxruntime as the original's node (quantgraph.fusion.ort_engine): then both sides run the same
+onnxruntime as the original's node (quantgraph.fusion.ort.ort_engine): then both sides run the same
 kernels on the same integers and must be identical, where unfused they compute another
 arithmetic (:mod:`.integer_sums`, :mod:`.qoperator`).
 

@@ -16,7 +16,7 @@ than the spec's composition, so not expected to be exact there (found by tools.f
 
 Both are judged by a bound the model gives (:mod:`.rounding_spread`), or --atol/--rtol where
 given. With fusion "onnxruntime" (ORT_ENABLE_ALL) both go back to onnxruntime in the original's form
-(quantgraph.fusion.ort_engine): the same kernel on both sides, must be identical.
+(quantgraph.fusion.ort.ort_engine): the same kernel on both sides, must be identical.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ and onnxruntime's u8 x s8 kernels on x86 CPUs without VNNI saturate int16 pair s
 measured on such a CPU, a 3x3 QLinearConv with u8 activations 49 steps apart on one element,
 while s8 activations (s8 x s8 kernels) gave 0 differences in 200 samples. With fusion
 "onnxruntime" at ORT_ENABLE_ALL each QOperator node goes back to onnxruntime as the original's
-node (quantgraph.fusion.ort_engine): the same kernels on both sides, so the comparison must be
+node (quantgraph.fusion.ort.ort_engine): the same kernels on both sides, so the comparison must be
 identical (:mod:`.given_back`); this text judges only a node that could not go back. Unfused
 the comparison is judged by a bound the model gives (:mod:`.rounding_spread`: a step flipped at
 a tie, carried on by later layers), or --atol/--rtol where given; on a CPU whose u8 x s8 kernels

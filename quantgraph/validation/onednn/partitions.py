@@ -23,8 +23,8 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 from ...backends.ort_sessions import ort_session
-from ...fusion.onednn_engine import NAMES_KEY, PARTITION_DOMAIN, PARTITION_OP, register
-from ...fusion.onednn_layout import TAG, TO_NCHW, TO_NHWC
+from ...fusion.onednn.onednn_engine import NAMES_KEY, PARTITION_DOMAIN, PARTITION_OP, register
+from ...fusion.onednn.onednn_layout import TAG, TO_NCHW, TO_NHWC
 from ...fusion.plan import ONEDNN, FusionPlan
 from ...reference.compare import TensorComparison, compare, merge
 from .partition_report import PartitionCheck, PartitionOutput

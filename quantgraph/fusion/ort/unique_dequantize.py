@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..ir.names import Names
-from ..ir.walk import all_graphs, spec_op
+from ...ir.names import Names
+from ...ir.walk import all_graphs, spec_op
 
 
 def unique_dequantize(model: ir.Model) -> int:

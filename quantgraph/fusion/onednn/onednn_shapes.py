@@ -27,7 +27,7 @@ def infer(model: ir.Model) -> None:
     """Fill the types and shapes of ``model``'s main-graph values that ONNX's shape inference
     and then onnxruntime's symbolic one know (spec ops included: their schemas are
     registered). Shapes only refine the description: a failed inference changes nothing."""
-    from ..ir.onnx_schemas import register
+    from ...ir.onnx_schemas import register
 
     register()
     try:

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.values import constant_array, elem_type, optional_input, value_shape
-from ..ir.walk import spec_op, subgraphs
-from ..spec import PER_CHANNEL, PER_GROUP, PER_TENSOR, OpSpec
+from ...ir.values import constant_array, elem_type, optional_input, value_shape
+from ...ir.walk import spec_op, subgraphs
+from ...spec import PER_CHANNEL, PER_GROUP, PER_TENSOR, OpSpec
 from . import onednn_ops
 from .onednn_description import DTYPES, Op, Tensor, boolean, floats, ints, string
 

@@ -11,7 +11,7 @@ import ctypes
 from dataclasses import dataclass
 from functools import cache
 
-from ..errors import BackendError
+from ...errors import BackendError
 
 FIRST_BUFFER = 1 << 16
 LARGEST_BUFFER = 1 << 26
@@ -26,7 +26,7 @@ class Partition:
 @cache
 def library() -> ctypes.CDLL:
     """libquantgraph_onednn with oneDNN loaded first (its dnnl_* symbols bind to it)."""
-    from ..backends import onednn
+    from ...backends import onednn
 
     onednn.load()
     found = ctypes.CDLL(str(onednn.kernels_path()))

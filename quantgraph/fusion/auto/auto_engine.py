@@ -1,7 +1,7 @@
 """Fusion "auto": each unit oneDNN forms goes to oneDNN or to onnxruntime's fused kernels as a
 measured :class:`~.tuner.Decision` says (:mod:`.tuner`, the session measures), then
-onnxruntime's engine plans every spec op left (:mod:`.ort_engine`). Each unit's ``reason``
-says why its engine.
+onnxruntime's engine plans every spec op left (:mod:`quantgraph.fusion.ort.ort_engine`). Each unit's
+``reason`` says why its engine.
 
 The rule table (RULES, first match wins) is one candidate plan among those measured: the
 guess from the single-layer measurements of issues #23 and #24 (2-core CPU, oneDNN v3.2,
@@ -15,10 +15,11 @@ from dataclasses import replace
 
 import onnx_ir as ir
 
-from . import onednn_engine, onednn_library, original_form, ort_engine
-from .onednn_engine import Candidate
-from .onednn_translate import key
-from .plan import AUTO, NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE, ORIGINAL, FusionPlan
+from ..onednn import onednn_engine, onednn_library
+from ..onednn.onednn_engine import Candidate
+from ..onednn.onednn_translate import key
+from ..ort import original_form, ort_engine
+from ..plan import AUTO, NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE, ORIGINAL, FusionPlan
 from .tuner import Decision, Partition
 
 SMALL_ROWS = 16
@@ -98,7 +99,7 @@ def partitions(model: ir.Model) -> list[Partition]:
 def plan(model: ir.Model, level: int, decision: Decision | None = None) -> FusionPlan:
     """oneDNN's units ``decision`` gives to oneDNN (without one: the rule table's), then
     onnxruntime's plan of the remaining spec ops; or, where ``decision`` chose the original's
-    own form, every spec op lowered back (:mod:`.original_form`)."""
+    own form, every spec op lowered back (:mod:`quantgraph.fusion.ort.original_form`)."""
     if decision is not None and decision.choice.rest == ORIGINAL:
         found = original_form.plan(model, decision.why)
         found.tuning = decision

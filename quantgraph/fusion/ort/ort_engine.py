@@ -35,22 +35,22 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from ..ir.values import constant_array
-from ..ir.walk import GraphLike, all_graphs, proto_graphs, spec_op
-from ..passes import pipelines
-from ..passes.contrib.restore_nbits import RestoreMatMulNBitsPass, recorded_chain
-from ..passes.integer.dynamic_quantize_linear import RestoreDynamicQuantizeLinearPass
-from ..passes.integer.integer_ops import RECORD as INTEGER_RECORD
-from ..passes.integer.restore_integer_ops import RestoreIntegerOpsPass
-from ..passes.integer.restore_qoperator import RestoreQOperatorPass
-from ..passes.qdq.restore_cast_scale import RestoreCastScalePass
-from ..passes.qdq.short_blocks import PADDED, TrimPaddedBlocksPass
-from ..passes.qdq.spec_to_qdq import SpecToQdqPass
-from ..passes.report import RewriteReport
-from ..spec import DYNAMIC_DEQUANTIZE
+from ...ir.values import constant_array
+from ...ir.walk import GraphLike, all_graphs, proto_graphs, spec_op
+from ...passes import pipelines
+from ...passes.contrib.restore_nbits import RestoreMatMulNBitsPass, recorded_chain
+from ...passes.integer.dynamic_quantize_linear import RestoreDynamicQuantizeLinearPass
+from ...passes.integer.integer_ops import RECORD as INTEGER_RECORD
+from ...passes.integer.restore_integer_ops import RestoreIntegerOpsPass
+from ...passes.integer.restore_qoperator import RestoreQOperatorPass
+from ...passes.qdq.restore_cast_scale import RestoreCastScalePass
+from ...passes.qdq.short_blocks import PADDED, TrimPaddedBlocksPass
+from ...passes.qdq.spec_to_qdq import SpecToQdqPass
+from ...passes.report import RewriteReport
+from ...spec import DYNAMIC_DEQUANTIZE
+from ..plan import GIVEN_BACK, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 from .ort_neighbours import by_layout, neighbours
 from .ort_optimized import optimized_graph, weightless_graph
-from .plan import GIVEN_BACK, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 from .unique_dequantize import unique_dequantize
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")

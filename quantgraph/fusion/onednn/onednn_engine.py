@@ -27,12 +27,12 @@ import numpy as np
 import onnx_ir as ir
 import onnxruntime as ort
 
-from ..errors import BackendError
-from ..ir.walk import all_graphs, spec_op
+from ...errors import BackendError
+from ...ir.walk import all_graphs, spec_op
+from ..plan import ONEDNN, FusionPlan, LeftAlone, Unit
 from . import onednn_description as description
 from . import onednn_layout, onednn_library, onednn_shapes
 from .onednn_translate import COMPUTE, SATURATES, SPEC, Translation, key, translate
-from .plan import ONEDNN, FusionPlan, LeftAlone, Unit
 
 PARTITION_OP = "OneDnnPartition"
 PARTITION_DOMAIN = "com.quantgraph.onednn"  # its own domain: see register()
@@ -118,7 +118,7 @@ def plan(model: ir.Model) -> FusionPlan:
 def plan_with_rule(model: ir.Model, rule: Rule | None) -> tuple[FusionPlan, dict[str, str]]:
     """:func:`plan`, where ``rule`` may give a unit to another engine: the plan of what stays
     with oneDNN, and {compute node: why} of the units given away (their spec ops stay)."""
-    from ..backends import onednn
+    from ...backends import onednn
 
     found = FusionPlan(ONEDNN)
     deferred: dict[str, str] = {}
@@ -191,7 +191,7 @@ def register(options: ort.SessionOptions, *, partitions_only: bool = True) -> No
     onnxruntime refuses two libraries registering one domain, so the op has its own
     (com.quantgraph.onednn) and, with ``partitions_only`` (another backend's library has
     com.quantgraph), the library registers only that one."""
-    from ..backends import onednn
+    from ...backends import onednn
 
     if partitions_only:
         options.add_session_config_entry(OPS_KEY, "partition")
@@ -286,7 +286,7 @@ def _decompression_reason(
 ) -> str | None:
     """The plan's reason when a refused partition MatMuls f32 activations with a dequantized
     constant 4-bit weight (weight decompression), else None."""
-    from ..backends import onednn
+    from ...backends import onednn
 
     produced = {t: o for o in ops for t in o.outputs}
     for op in ops:

@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 import onnx_ir as ir
 
-from ..ir.values import constant_array, optional_input
+from ...ir.values import constant_array, optional_input
 from .onednn_description import Dims, Op, boolean, floats, ints, string
 
 AUTO_PAD = {

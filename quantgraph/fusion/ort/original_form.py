@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from ..ir.walk import all_graphs
-from ..passes import pipelines
-from ..passes.report import RewriteReport
-from .plan import AUTO, GIVEN_BACK, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
+from ...ir.walk import all_graphs
+from ...passes import pipelines
+from ...passes.report import RewriteReport
+from ..plan import AUTO, GIVEN_BACK, ONNXRUNTIME, FusionPlan, LeftAlone, Unit
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 WHAT = (

@@ -24,7 +24,7 @@ from __future__ import annotations
 import onnx
 import onnx_ir as ir
 
-from ..ir.walk import all_graphs, proto_graphs
+from ...ir.walk import all_graphs, proto_graphs
 
 QDQ = ("QuantizeLinear", "DequantizeLinear")
 # What onnxruntime's node units allow between a compute node and the QuantizeLinear of its

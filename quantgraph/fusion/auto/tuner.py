@@ -1,16 +1,16 @@
 """Fusion "auto" by measurement: candidate plans timed on the CPU at hand, the fastest kept.
 
-oneDNN forms its partitions (:mod:`.onednn_engine`); each candidate plan says, partition by
-partition, which engine runs it: all to onnxruntime's fused kernels (the ``onnxruntime``
-plan, the baseline that is never given up for a slower one), all to oneDNN, the rule table's
-guess (:mod:`.auto_engine`), and per kind (convolutions to oneDNN, MatMuls to onnxruntime, and
-the reverse) where a model has both; whatever no partition holds is planned as fusion
+oneDNN forms its partitions (:mod:`quantgraph.fusion.onednn.onednn_engine`); each candidate plan
+says, partition by partition, which engine runs it: all to onnxruntime's fused kernels (the
+``onnxruntime`` plan, the baseline that is never given up for a slower one), all to oneDNN, the rule
+table's guess (:mod:`.auto_engine`), and per kind (convolutions to oneDNN, MatMuls to onnxruntime,
+and the reverse) where a model has both; whatever no partition holds is planned as fusion
 "onnxruntime" in every candidate but one, fusion "onednn"'s own plan (every partition to oneDNN,
 every other spec op alone: no layout changes between oneDNN's partitions). One more candidate
 is always there, the original's own form (``original``: every spec op lowered back to the
-original's nodes, :mod:`.original_form`), so that auto's worst case is the original's speed.
-The session times them at its own input shapes, interleaved round by round (each candidate's
-session without pool spinning, so that one session's idle threads take no core from the
+original's nodes, :mod:`quantgraph.fusion.ort.original_form`), so that auto's worst case is the
+original's speed. The session times them at its own input shapes, interleaved round by round (each
+candidate's session without pool spinning, so that one session's idle threads take no core from the
 next), within a time budget; a candidate replaces the ``onnxruntime`` plan only when the median
 of its round-by-round ratios to it is below :data:`MARGIN` (the original's form: below 1), so
 noise never picks a plan slower than both.
@@ -30,8 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
-from ..errors import failure_reason
-from .plan import NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE, ORIGINAL
+from ...errors import failure_reason
+from ..plan import NONE, ONEDNN, ONNXRUNTIME, ONNXRUNTIME_LONE, ORIGINAL
 
 BASELINE = ONNXRUNTIME  # the plan every other candidate must beat
 MARGIN = 0.97  # a candidate must be at least 3% faster than the baseline, round for round

@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..cpu import cpu
-from .plan import ONNXRUNTIME
+from ...cpu import cpu
+from ..plan import ONNXRUNTIME
 from .tuner import Choice, Decision
 
 # 3: the original's own form a candidate, spreads, re-measurements and the measuring time; 2:

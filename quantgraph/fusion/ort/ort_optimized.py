@@ -9,9 +9,9 @@ from pathlib import Path
 import onnx
 import onnx_ir as ir
 
-from ..errors import one_line
-from ..ir.fingerprint import fingerprint
-from ..ir.walk import all_graphs
+from ...errors import one_line
+from ...ir.fingerprint import fingerprint
+from ...ir.walk import all_graphs
 
 # Initializers at least this large go to a side file when onnxruntime writes the optimized
 # model (weights are never compared by value: an unchanged node keeps its weight's name).
@@ -38,7 +38,7 @@ def _optimize(model: ir.Model, level: int) -> onnx.ModelProto:
     """The graph the installed onnxruntime makes of ``model`` at ``level`` (CPU provider)."""
     import onnxruntime as ort
 
-    from ..backends.ort_sessions import ort_session
+    from ...backends.ort_sessions import ort_session
 
     with tempfile.TemporaryDirectory(prefix="quantgraph-plan-") as scratch:
         target = Path(scratch) / "optimized.onnx"
@@ -47,7 +47,7 @@ def _optimize(model: ir.Model, level: int) -> onnx.ModelProto:
         options.optimized_model_filepath = str(target)
         options.log_severity_level = 4
         if any(n.op_type == "OneDnnPartition" for n in model.graph):  # fusion "auto"
-            from .onednn_engine import register
+            from ..onednn.onednn_engine import register
 
             register(options, partitions_only=False)
         # The session is made for its optimized graph only: no kernel is run, so none needs
@@ -64,7 +64,7 @@ def _optimize(model: ir.Model, level: int) -> onnx.ModelProto:
         try:
             ort_session(model, options)
         except Exception as error:
-            from ..errors import BackendError
+            from ...errors import BackendError
 
             raise BackendError(
                 f"fusion 'onnxruntime': onnxruntime cannot load the model in its Q/DQ form: "

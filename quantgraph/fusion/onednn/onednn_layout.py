@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import onnx_ir as ir
 
-from ..spec import OPS
+from ...spec import OPS
 from . import onednn_description as description
 from .onednn_description import Op, Tensor, string
 
