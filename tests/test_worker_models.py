@@ -18,6 +18,20 @@ from quantgraph.runtime.worker_models import (
 )
 
 
+def _in_file(folder: Path, offset: int, array: np.ndarray, name: str) -> ir.ExternalTensor:
+    """``array`` as stored at ``offset`` of ``folder/w.data``."""
+    shape = ir.Shape(list(array.shape))
+    return ir.ExternalTensor(
+        "w.data",
+        offset,
+        array.nbytes,
+        ir.DataType.FLOAT,
+        shape=shape,
+        name=name,
+        base_dir=str(folder),
+    )
+
+
 def _model(tmp_path: Path) -> tuple[ir.Model, dict[str, np.ndarray]]:
     """x + on_disk + in_memory + small: one weight in a file of the original's folder, one
     made in memory (over SMALLEST), one small."""
@@ -32,15 +46,7 @@ def _model(tmp_path: Path) -> tuple[ir.Model, dict[str, np.ndarray]]:
     (original / "w.data").write_bytes(b"\1" * 7 + arrays["on_disk"].tobytes())
     x = ir.Value(name="x", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([1]))
     tensors: dict[str, ir.TensorProtocol] = {
-        "on_disk": ir.ExternalTensor(
-            "w.data",
-            7,
-            arrays["on_disk"].nbytes,
-            ir.DataType.FLOAT,
-            shape=ir.Shape(list(arrays["on_disk"].shape)),
-            name="on_disk",
-            base_dir=str(original),
-        ),
+        "on_disk": _in_file(original, 7, arrays["on_disk"], "on_disk"),
         "in_memory": ir.tensor(arrays["in_memory"], name="in_memory"),
         "small": ir.tensor(arrays["small"], name="small"),
     }
@@ -90,15 +96,7 @@ def test_one_location_in_two_folders_is_not_by_reference(tmp_path: Path) -> None
     (other / "w.data").write_bytes(arrays["on_disk"].tobytes())
     extra = ir.Value(
         name="again",
-        const_value=ir.ExternalTensor(
-            "w.data",
-            0,
-            arrays["on_disk"].nbytes,
-            ir.DataType.FLOAT,
-            shape=ir.Shape(list(arrays["on_disk"].shape)),
-            name="again",
-            base_dir=str(other),
-        ),
+        const_value=_in_file(other, 0, arrays["on_disk"], "again"),
     )
     model.graph.register_initializer(extra)
     folder = tmp_path / "worker"
