@@ -42,7 +42,7 @@ class Timing:
     """The candidates made ready to time: each one's turn (:data:`tuner.Turn`), or where their
     sessions cannot be alive together, each one's opener (:data:`tuner.Opener`: timed one at a
     time), and how they are isolated from each other ("processes", "in-process: " and why, or
-    "one at a time: " and why)."""
+    "one at a time, " how and why)."""
 
     turns: Mapping[str, tuner.Turn]
     isolation: str
