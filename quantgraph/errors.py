@@ -55,7 +55,7 @@ _ORT_WRAPPING = re.compile(
 
 
 # onnxruntime's "Non-zero status code returned while running X node. Name:'n' Status Message: "
-_ORT_NODE = re.compile(
+ORT_NODE = re.compile(
     r"Non-zero status code returned while running (\w+) node\. Name:'([^']*)' Status Message: "
 )
 # where in onnxruntime's sources a message was raised: "/onnxruntime_src/.../x.cc:360 void*
@@ -70,7 +70,7 @@ def failure_reason(error: BaseException | str) -> str:
     262144000``)."""
     text = one_line(error)
     text = re.sub(r"\[ONNXRuntimeError\] : \d+ : \w+ : ", "", text)
-    text = _ORT_NODE.sub(lambda m: f"{m.group(1)} node '{m.group(2)}': ", text)
+    text = ORT_NODE.sub(lambda m: f"{m.group(1)} node '{m.group(2)}': ", text)
     return _ORT_SOURCE.sub("", text)
 
 

@@ -156,14 +156,13 @@ def in_process(model: ir.Model, feeds: Mapping[str, np.ndarray], size: int) -> s
     """Why ``model``'s candidates (``size`` bytes of weights) are timed in this process rather
     than in workers (None: in workers): asked to, weights each worker would copy, inputs a
     file cannot carry."""
-    if os.environ.get(ENVIRONMENT, "") == "none":
-        return f"{ENVIRONMENT}=none"
+    why = one_at_a_time_in_process(feeds)
+    if why is not None:
+        return why
     if has_external_data(model):
         return "weights in external data (each worker would copy them)"
     if size > LARGEST_MODEL:
         return f"{size >> 20} MiB of weights (each worker would copy them)"
-    if any(np.asarray(array).dtype.hasobject for array in feeds.values()):
-        return "inputs of strings or objects"
     return None
 
 

@@ -26,7 +26,7 @@ import onnx_ir as ir
 import onnxruntime as ort
 
 from ...backends.ort_sessions import ort_session
-from ...errors import ModelError
+from ...errors import ORT_NODE, ModelError
 from ...ir.model_files import ModelLike, load_model, source_files
 from ...ir.walk import spec_nodes
 from ...runtime.session import InferenceSession
@@ -322,10 +322,7 @@ def _label(model: ModelLike, loaded: ir.Model) -> str:
 
 # "2 : INVALID_ARGUMENT : Non-zero status code returned while running Pad node. Name:'p' Status
 # Message: why" says no more than "Pad node 'p': why".
-_RUN_FAILURE = re.compile(
-    r"^\d+ : \w+ : Non-zero status code returned while running (\w+) node\. "
-    r"Name:'([^']*)' Status Message: "
-)
+_RUN_FAILURE = re.compile(r"^\d+ : \w+ : " + ORT_NODE.pattern)
 
 
 def ort_message(error: BaseException) -> str:
